@@ -1,0 +1,1 @@
+"""Core: the snapshot contract, hook specifications, plugin manager, merge and agent loop."""

@@ -1,0 +1,146 @@
+"""The agent: starts the collectors, merges their parts into snapshots, publishes them.
+
+One agent per serving process (``gpuflow watch``/``run``, or one gunicorn worker), so the GPU is
+polled once and each ring has exactly one consumer. The frame loop runs in its own daemon thread:
+it sleeps until a collector calls ``context.notify()`` (or ``interval`` passes), waits out the
+50 ms minimum gap between frames, asks every collector for its cached part, and publishes a new
+snapshot only when some part changed.
+
+Constraints: never started at import or before a fork (``start`` records the pid it ran in);
+a collector that raises loses only its own part, reported as a Problem; ``stop`` returns within
+a few seconds whatever the collectors do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import pluggy
+
+from gpuflow.core.context import AgentConfig, CollectorContext
+from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.merge import merge_parts
+from gpuflow.core.snapshot import Problem, Snapshot, SnapshotPart
+
+log = logging.getLogger("gpuflow.agent")
+
+MIN_FRAME_GAP_S = 0.050
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        plugin_manager: pluggy.PluginManager,
+        hub: SnapshotHub | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.pm = plugin_manager
+        self.hub = hub if hub is not None else SnapshotHub()
+        self.context = CollectorContext(config)
+        self._clock = clock
+        self._seq = 0
+        self._last_parts: list[Any] | None = None
+        self._plugin_errors: dict[str, Problem] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._started_pid: int | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start collectors and the frame loop; idempotent and thread-safe."""
+        with self._lock:
+            if self._started_pid == os.getpid():
+                return
+            self._started_pid = os.getpid()
+            self._stop.clear()
+            self._call_each("start_collecting")
+            self.collect_once()
+            self._thread = threading.Thread(target=self._frame_loop, name="gpuflow-frames", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop collectors (they drain), publish a final snapshot, release every waiting reader."""
+        with self._lock:
+            if self._started_pid != os.getpid():
+                return
+            self._stop.set()
+            self.context.notify()
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            self._call_each("stop_collecting")
+            self.collect_once(force=True)
+            self._started_pid = None
+
+    # -- frames ----------------------------------------------------------------------------
+    def collect_once(self, force: bool = False) -> Snapshot | None:
+        """Gather every collector's part; publish a snapshot if anything changed (or ``force``)."""
+        parts: list[SnapshotPart] = []
+        for name, impl in self._impls("produce_snapshot"):
+            try:
+                part = impl.function(context=self.context)
+            except Exception as exc:  # noqa: BLE001 - a broken collector must not stop the agent
+                self._record_error(name, "produce_snapshot", exc)
+                continue
+            if part is not None:
+                parts.append(part)
+        if self._plugin_errors:
+            parts.append(SnapshotPart(source="gpuflow", problems=tuple(self._plugin_errors.values())))
+        if not force and self._last_parts is not None and _same_parts(parts, self._last_parts):
+            return None
+        self._last_parts = parts
+        self._seq += 1
+        snapshot = merge_parts(parts, seq=self._seq, timestamp=self._clock())
+        self.hub.publish(snapshot)
+        return snapshot
+
+    def _frame_loop(self) -> None:
+        wake = self.context.wake_event
+        last_frame = 0.0
+        while not self._stop.is_set():
+            wake.wait(timeout=self.config.interval_s)
+            if self._stop.is_set():
+                break
+            gap = MIN_FRAME_GAP_S - (time.monotonic() - last_frame)
+            if gap > 0:
+                self._stop.wait(gap)
+            wake.clear()
+            try:
+                if self.collect_once() is not None:
+                    last_frame = time.monotonic()
+            except Exception:  # noqa: BLE001 - keep the loop alive; merge bugs are logged
+                log.exception("building a snapshot failed")
+
+    # -- plugin calls ----------------------------------------------------------------------
+    def _impls(self, hook_name: str) -> list[tuple[str, Any]]:
+        caller = getattr(self.pm.hook, hook_name)
+        impls = [(impl.plugin_name, impl) for impl in caller.get_hookimpls()]
+        return sorted(impls, key=lambda item: item[0])
+
+    def _call_each(self, hook_name: str) -> None:
+        for name, impl in self._impls(hook_name):
+            try:
+                impl.function(context=self.context)
+            except Exception as exc:  # noqa: BLE001
+                self._record_error(name, hook_name, exc)
+
+    def _record_error(self, plugin: str, hook: str, exc: BaseException) -> None:
+        log.error("collector %s failed in %s: %r", plugin, hook, exc, exc_info=exc)
+        self._plugin_errors[plugin] = Problem(
+            source=plugin, severity="error",
+            message=f"collector {plugin!r} failed in {hook}: {type(exc).__name__}: {exc}",
+        )
+
+
+def _same_parts(a: list[SnapshotPart], b: list[SnapshotPart]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))

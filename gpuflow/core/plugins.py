@@ -1,0 +1,73 @@
+"""The plugin-manager factory: hookspecs, blocked names, entry points, built-ins, --plugin modules.
+
+Never builds a manager at import time (entry points can have side effects, and collectors must
+start inside the serving process). Order, as pluggy's and tox's hosts do it:
+
+1. ``add_hookspecs``;
+2. block the names in ``GPUFLOW_DISABLED_PLUGINS`` (comma-separated), so neither an entry point
+   nor a built-in of that name is registered (e.g. ``GPUFLOW_DISABLED_PLUGINS=cupti``);
+3. third-party collectors from the entry-point group ``gpuflow.collectors`` (skipped when
+   ``GPUFLOW_DISABLE_PLUGIN_AUTOLOAD=1``);
+4. the built-ins in ``DEFAULT_PLUGINS``, registered exactly the way third-party ones are;
+5. modules named with ``--plugin MODULE`` (import names);
+6. ``check_pending`` — a misspelled hook name fails loudly here, not silently later.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Iterable
+
+import pluggy
+
+from gpuflow.core import hookspecs
+
+ENTRY_POINT_GROUP = "gpuflow.collectors"
+
+#: Built-in collectors: (plugin name, module). None is essential; each can be disabled by name.
+DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
+    ("nvml", "gpuflow.collectors.nvml.plugin"),
+    ("cupti", "gpuflow.collectors.cupti.plugin"),
+)
+
+
+class PluginLoadError(Exception):
+    """A ``--plugin`` module could not be imported or is not a valid collector."""
+
+
+def disabled_plugin_names(environ: dict[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    return [n.strip() for n in env.get("GPUFLOW_DISABLED_PLUGINS", "").split(",") if n.strip()]
+
+
+def get_plugin_manager(
+    extra_modules: Iterable[str] = (),
+    environ: dict[str, str] | None = None,
+) -> pluggy.PluginManager:
+    env = os.environ if environ is None else environ
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    for name in disabled_plugin_names(env):
+        pm.set_blocked(name)
+    if env.get("GPUFLOW_DISABLE_PLUGIN_AUTOLOAD") != "1":
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    for name, module_name in DEFAULT_PLUGINS:
+        if pm.is_blocked(name):
+            continue
+        pm.register(importlib.import_module(module_name), name=name)
+    for module_name in extra_modules:
+        if pm.is_blocked(module_name):
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any import failure is a user error here
+            raise PluginLoadError(f"cannot import collector module {module_name!r}: {exc}") from exc
+        if pm.is_registered(module):
+            continue
+        pm.register(module, name=module_name)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginLoadError(str(exc)) from exc
+    return pm

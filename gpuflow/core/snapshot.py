@@ -1,0 +1,227 @@
+"""The snapshot: the one contract between collectors, the core, the transport and the UI.
+
+Collectors return :class:`SnapshotPart` objects from the ``produce_snapshot`` hook; the core
+merges them (:mod:`gpuflow.core.merge`) into one immutable :class:`Snapshot`; the transport
+serialises it with :meth:`Snapshot.to_json_dict` and nothing else. docs/snapshot.md is the JSON
+schema the browser consumes; keep the two in step (a test compares them).
+
+"Not available" is ``None`` here and ``null`` in JSON, never 0: NVML answers NotSupported or a
+sentinel in many setups (WDDM, MIG, vGPU), and a zero is only ever a measured zero. Collectors
+map such answers to ``None`` at their own boundary.
+
+Constraints: pure data, no I/O, no imports from collectors or transport. Every class is a frozen
+slotted dataclass so a snapshot can be shared between threads (the frame loop, every SSE client,
+/metrics) without copies or locks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+#: Attachment kinds: how a process holds a device.
+ATTACHMENT_KINDS = ("compute", "graphics", "compute+graphics")
+
+#: Transfer directions reported for traced processes, in display order.
+TRANSFER_DIRECTIONS = ("h2d", "d2h", "d2d", "p2p", "h2h", "memset")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something a collector wants the user to know: NVML missing, a GPU lost, a slow poll."""
+
+    source: str  #: collector name, e.g. "nvml"
+    message: str  #: one human sentence, says what is wrong and, where known, what to do
+    severity: str = "warning"  #: "error" | "warning" | "info"
+
+
+@dataclass(frozen=True, slots=True)
+class HostInfo:
+    """Facts about the machine; any of them may be unknown (None)."""
+
+    hostname: str | None = None
+    driver_version: str | None = None  #: e.g. "580.159.04"
+    nvml_version: str | None = None  #: e.g. "13.580.159.04"
+    cuda_driver_version: str | None = None  #: e.g. "13.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One GPU as NVML sees it. Units are in the names; None means not available."""
+
+    index: int
+    uuid: str
+    name: str | None = None
+    pci_bus_id: str | None = None
+    lost: bool = False  #: the GPU fell off the bus / stopped answering; readings are stale or None
+    utilization_gpu_pct: float | None = None
+    utilization_memory_pct: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    temperature_c: float | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    clock_sm_mhz: int | None = None
+    clock_mem_mhz: int | None = None
+    pcie_tx_bytes_per_s: int | None = None
+    pcie_rx_bytes_per_s: int | None = None
+    mig_mode: str | None = None  #: "enabled" | "disabled" | None
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """One process's hold on one device."""
+
+    device_index: int
+    device_uuid: str
+    kind: str = "compute"  #: one of ATTACHMENT_KINDS
+    memory_used_bytes: int | None = None
+    sm_util_pct: float | None = None
+    mem_util_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """A process holding one or more GPUs: one process on four GPUs has four attachments."""
+
+    pid: int
+    name: str | None = None  #: from /proc/<pid>/comm
+    user: str | None = None
+    cmdline: str | None = None  #: the executable only, unless --show-cmdline
+    attachments: tuple[Attachment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KernelStat:
+    """Complete per-kernel-name aggregate of a traced process (never sampled)."""
+
+    name: str  #: demangled, for display
+    mangled: str  #: as the compiler emitted it
+    count: int
+    total_ns: int
+    min_ns: int | None
+    max_ns: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TransferStat:
+    """Complete per-direction transfer totals of a traced process."""
+
+    direction: str  #: one of TRANSFER_DIRECTIONS
+    count: int
+    bytes: int
+    total_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One sampled execution on a lane. Times are wall clock, microseconds since the epoch."""
+
+    seq: int  #: monotonically increasing per traced process; deltas are "seq > last seen"
+    kind: str  #: "kernel" | "memcpy" | "memset"
+    start_us: int
+    dur_ns: int
+    name: str | None = None  #: kernel name (demangled); None for copies
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    bytes: int | None = None  #: copies and memsets
+    direction: str | None = None  #: copies and memsets: one of TRANSFER_DIRECTIONS
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One (device, context, stream) of a traced process, with a capped sample of its spans."""
+
+    device: int
+    context: int
+    stream: int
+    label: str  #: NVTX name, "default" for the null stream, else the stream id as text
+    executions: int  #: every kernel/copy seen on this lane, spans or not
+    spans_elided: int  #: executions not in ``spans`` (exact)
+    spans: tuple[Span, ...] = ()  #: oldest first; most recent kept when capped
+
+
+@dataclass(frozen=True, slots=True)
+class TracedProcess:
+    """A CUDA process launched under ``gpuflow run`` (or a descendant), as its ring reports it."""
+
+    pid: int
+    session: str
+    name: str | None = None
+    state: str = "running"  #: "running" | "exited"
+    exit_status: int | None = None  #: shell-style: 128+N for signal N; None while running/unknown
+    truncated: bool = False  #: the producer died without its exit flush: the tail may be missing
+    cupti_status: str = "starting"  #: "ok" or why tracing is not happening
+    cupti_detail: str | None = None
+    records: int = 0  #: records decoded so far
+    dropped_ring: int = 0  #: records lost because the ring was full
+    dropped_cupti: int = 0  #: records CUPTI itself reported lost
+    kernels: tuple[KernelStat, ...] = ()  #: sorted by total_ns, descending
+    transfers: tuple[TransferStat, ...] = ()
+    lanes: tuple[Lane, ...] = ()
+    window_start_us: int | None = None  #: earliest span start shown on any lane
+    window_end_us: int | None = None  #: latest span end shown on any lane
+    behind_live_ms: float | None = None  #: now - window_end, at the time of the snapshot
+
+    @property
+    def complete(self) -> bool:
+        """Aggregates are complete only if nothing was dropped."""
+        return self.dropped_ring == 0 and self.dropped_cupti == 0
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPart:
+    """What one collector contributes; every field is optional. ``source`` names the collector."""
+
+    source: str
+    host: HostInfo | None = None
+    devices: tuple[Device, ...] = ()
+    processes: tuple[Process, ...] = ()
+    traced: tuple[TracedProcess, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the browser is told at one instant."""
+
+    seq: int  #: increases by one per snapshot produced by this agent
+    timestamp: float  #: wall clock, seconds since the epoch
+    host: HostInfo = field(default_factory=HostInfo)
+    problems: tuple[Problem, ...] = ()
+    devices: tuple[Device, ...] = ()
+    processes: tuple[Process, ...] = ()
+    traced: tuple[TracedProcess, ...] = ()
+    sources: tuple[str, ...] = ()  #: collectors that contributed, sorted
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON form documented in docs/snapshot.md (None → null)."""
+        host = _plain(self.host)
+        host["problems"] = [_plain(p) for p in self.problems]
+        return {
+            "schema": SCHEMA_VERSION,
+            "seq": self.seq,
+            "timestamp": self.timestamp,
+            "host": host,
+            "sources": list(self.sources),
+            "devices": [_plain(d) for d in self.devices],
+            "processes": [_plain(p) for p in self.processes],
+            "traced": [_traced_json(t) for t in self.traced],
+        }
+
+
+def _plain(obj: Any) -> Any:
+    """Dataclass → dict, tuples → lists, recursively; faster than dataclasses.asdict's deepcopy."""
+    if isinstance(obj, tuple):
+        return [_plain(x) for x in obj]
+    if hasattr(obj, "__dataclass_fields__"):
+        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
+    return obj
+
+
+def _traced_json(t: TracedProcess) -> dict[str, Any]:
+    d = _plain(t)
+    d["complete"] = t.complete
+    return d
