@@ -36,7 +36,17 @@ class CollectorContext:
     def __init__(self, config: AgentConfig, wake: threading.Event | None = None) -> None:
         self.config = config
         self.slots: dict[str, Any] = {}
+        self.exit_statuses: dict[int, int] = {}
         self._wake = wake if wake is not None else threading.Event()
+
+    def record_exit(self, pid: int, status: int) -> None:
+        """The launcher saw process ``pid`` end with shell-style ``status`` (128+N for signal N).
+
+        Only the process that started a program knows its exit status; collectors that report on
+        that pid (the CUPTI collector's TracedProcess.exit_status) read ``exit_statuses``.
+        """
+        self.exit_statuses[pid] = status
+        self.notify()
 
     def notify(self) -> None:
         """Tell the core a collector has new data; a frame follows within 50 ms."""

@@ -1,0 +1,129 @@
+"""Launch the traced program, forward signals to it, and report its exit status shell-style.
+
+The child runs in its own process group so that gpuflow can signal the whole traced tree
+(``bash -c`` wrappers, DataLoader workers, torchrun ranks) the way a terminal would. When gpuflow
+owns the terminal's foreground, the child's group is made the foreground group for its lifetime,
+so the program reads the terminal and receives Ctrl-C exactly as it would untraced; gpuflow then
+takes the foreground back. SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to gpuflow itself are forwarded to
+the child's group.
+
+Constraints: gpuflow never reaps anything but its own child (no waitpid(-1)), which is why the
+embedded server is not gunicorn. Exit status: the child's code, or 128+N for signal N; a missing
+command is 127 and a non-executable one (a directory, no x bit) 126, as in a shell.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+
+
+class LaunchError(Exception):
+    def __init__(self, message: str, exit_status: int) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def resolve_command(argv0: str, path: str | None = None) -> str:
+    """The executable ``argv0`` names, or LaunchError(127/126) saying why it cannot run."""
+    if os.sep in argv0:
+        if not os.path.exists(argv0):
+            raise LaunchError(f"command not found: {argv0}", EXIT_NOT_FOUND)
+        if os.path.isdir(argv0):
+            raise LaunchError(f"cannot run {argv0}: is a directory", EXIT_NOT_EXECUTABLE)
+        if not os.access(argv0, os.X_OK):
+            raise LaunchError(f"cannot run {argv0}: permission denied (not executable)", EXIT_NOT_EXECUTABLE)
+        return argv0
+    found = shutil.which(argv0, path=path)
+    if found is None:
+        raise LaunchError(f"command not found: {argv0}", EXIT_NOT_FOUND)
+    if os.path.isdir(found):
+        raise LaunchError(f"cannot run {argv0}: is a directory", EXIT_NOT_EXECUTABLE)
+    return found
+
+
+def shell_status(returncode: int) -> int:
+    """Popen's returncode (negative for a signal) as a shell reports it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _terminal_fd() -> int | None:
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, ValueError, OSError):
+        return None
+    try:
+        if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+            return fd
+    except OSError:
+        return None
+    return None
+
+
+@contextmanager
+def _foreground(pgid: int, tty_fd: int | None) -> Iterator[None]:
+    if tty_fd is None:
+        yield
+        return
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(tty_fd, pgid)
+    except OSError:
+        tty_fd = None
+    try:
+        yield
+    finally:
+        if tty_fd is not None:
+            try:
+                os.tcsetpgrp(tty_fd, os.getpgrp())
+            except OSError:
+                pass
+        signal.signal(signal.SIGTTOU, old)
+
+
+class TracedChild:
+    """A running child; ``wait()`` returns its shell-style exit status."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str]) -> None:
+        executable = resolve_command(argv[0], env.get("PATH"))
+        self._tty = _terminal_fd()
+        try:
+            self.popen = subprocess.Popen(list(argv), executable=executable, env=env, process_group=0)
+        except OSError as exc:
+            status = EXIT_NOT_FOUND if exc.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
+            raise LaunchError(f"cannot run {argv[0]}: {exc.strerror}", status) from exc
+        self.pid = self.popen.pid
+        self.received_signal: int | None = None
+
+    def _forward(self, signum: int, _frame: object) -> None:
+        self.received_signal = signum
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int:
+        previous = {s: signal.signal(s, self._forward) for s in FORWARDED_SIGNALS}
+        try:
+            with _foreground(self.pid, self._tty):
+                while True:
+                    try:
+                        returncode = self.popen.wait()
+                        break
+                    except InterruptedError:
+                        continue
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return shell_status(returncode)

@@ -1,0 +1,35 @@
+"""What the CLI prints about the agent's state: the start banner and problems, in plain words.
+
+Constraints: reads only the published Snapshot (the one contract), never a collector directly.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from gpuflow import __version__
+from gpuflow.core.snapshot import Snapshot
+
+
+def _gib(value: int | None) -> str:
+    return "—" if value is None else f"{value / 2**30:.1f} GiB"
+
+
+def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> None:
+    out.write(f"GPUFlow {__version__}: live view at {url}\n")
+    if snapshot is None:
+        out.write("  (no snapshot yet: the collectors are still starting)\n")
+        return
+    host = snapshot.host
+    if snapshot.devices:
+        driver = f"driver {host.driver_version}" if host.driver_version else "driver version unknown"
+        cuda = f", CUDA {host.cuda_driver_version}" if host.cuda_driver_version else ""
+        out.write(f"  {len(snapshot.devices)} GPU(s), {driver}{cuda}:\n")
+        for d in snapshot.devices:
+            state = "LOST" if d.lost else f"{_gib(d.memory_used_bytes)} / {_gib(d.memory_total_bytes)} used"
+            out.write(f"    [{d.index}] {d.name or d.uuid}  {state}\n")
+        out.write(f"  {len(snapshot.processes)} process(es) using them right now\n")
+    elif "nvml" in snapshot.sources:
+        out.write("  no GPUs are visible to NVML\n")
+    for p in snapshot.problems:
+        out.write(f"  {p.severity}: [{p.source}] {p.message}\n")

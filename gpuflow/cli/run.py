@@ -1,0 +1,77 @@
+"""``gpuflow run [options] -- cmd args``: trace an unmodified CUDA program and serve it live.
+
+Sequence: check the injection library and libcupti exist and the command is runnable (before
+anything starts); start the agent with a fresh session id (the CUPTI collector drains that
+session's rings); launch the child with the injection environment; forward signals; when it
+exits, drain, print the summary, and exit with the child's status (128+N for signal N).
+
+Constraints: gpuflow's own messages go to stderr (stdout is the program's); the embedded server is
+threaded, never gunicorn, so nothing else reaps the child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+import time
+
+from gpuflow.cli.child import LaunchError, TracedChild, resolve_command
+from gpuflow.cli.injection import InjectionUnavailable, child_environment, find_injection_paths
+from gpuflow.cli.report import describe_start
+from gpuflow.cli.serving import StartupError, start_serving, warn_if_exposed
+from gpuflow.cli.summary import write_summary
+from gpuflow.cli.watch import wait_for_stop_signal
+
+LINGER_DRAIN_S = 0.3
+
+
+def new_session_id() -> str:
+    return secrets.token_hex(8)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    err = sys.stderr
+    try:
+        paths = find_injection_paths()
+    except InjectionUnavailable as exc:
+        err.write(f"gpuflow run: error: cannot trace: {exc}\n")
+        return 2
+    try:
+        resolve_command(args.cmd[0])
+    except LaunchError as exc:
+        err.write(f"gpuflow run: {exc}\n")
+        return exc.exit_status
+    session = new_session_id()
+    try:
+        serving = start_serving(args, session=session)
+    except StartupError as exc:
+        err.write(f"gpuflow run: error: {exc}\n")
+        return 2
+    warn_if_exposed(args)
+    try:
+        describe_start(serving.agent.hub.latest(), serving.url, err)
+        err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
+        err.flush()
+        env = child_environment(paths, session, args.ring_capacity, args.flush_ms)
+        try:
+            child = TracedChild(args.cmd, env)
+        except LaunchError as exc:
+            err.write(f"gpuflow run: {exc}\n")
+            return exc.exit_status
+        status = child.wait()
+        serving.agent.context.record_exit(child.pid, status)
+        if args.linger:
+            time.sleep(LINGER_DRAIN_S)
+            if not args.no_summary:
+                write_summary(serving.agent.hub.latest(), err)
+            err.write(f"gpuflow: program exited with status {status}; still serving {serving.url} "
+                      "(--linger): press Ctrl-C to stop\n")
+            err.flush()
+            wait_for_stop_signal()
+    finally:
+        serving.stop()
+    if not args.linger and not args.no_summary:
+        write_summary(serving.agent.hub.latest(), err)
+    err.flush()
+    return status

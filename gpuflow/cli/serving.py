@@ -1,0 +1,98 @@
+"""Shared by ``watch`` and ``run``: build the agent and the app, start the embedded server.
+
+The embedded server is a threaded WSGI server (gpuflow.transport.server), not gunicorn: gunicorn's
+arbiter reaps every child with waitpid(-1) and owns the main thread's signals, which would steal
+the exit status of the program ``gpuflow run`` launched. The same Falcon app is what
+``gunicorn 'gpuflow.transport.app:get_app()'`` serves.
+
+Constraints: validates everything that can fail (plugins, port) before printing the URL, and
+turns each failure into a one-line message for the CLI (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+
+from gpuflow.core.agent import Agent
+from gpuflow.core.context import AgentConfig
+from gpuflow.core.plugins import PluginLoadError, get_plugin_manager
+
+
+class StartupError(Exception):
+    """The agent cannot start; the message is one line for the user."""
+
+
+@dataclass
+class Serving:
+    agent: Agent
+    server: object
+    url: str
+
+    def stop(self) -> None:
+        try:
+            self.server.shutdown()  # type: ignore[attr-defined]
+        finally:
+            self.agent.stop()
+
+
+def agent_config(args: argparse.Namespace, session: str | None = None) -> AgentConfig:
+    return AgentConfig(
+        interval_s=args.interval / 1000.0,
+        show_cmdline=args.show_cmdline,
+        ring_capacity=args.ring_capacity,
+        flush_ms=getattr(args, "flush_ms", AgentConfig.flush_ms),
+        session=session,
+    )
+
+
+def start_serving(args: argparse.Namespace, session: str | None = None) -> Serving:
+    from gpuflow.transport.app import AppSettings, create_app
+    from gpuflow.transport.server import EmbeddedServer, ServerStartError
+
+    logging.basicConfig(level=logging.WARNING, format="gpuflow: %(levelname)s: %(name)s: %(message)s")
+    if args.ui is not None:
+        try:
+            with open(args.ui, "rb"):
+                pass
+        except OSError as exc:
+            raise StartupError(f"--ui {args.ui}: {exc.strerror}") from None
+    try:
+        pm = get_plugin_manager(extra_modules=args.plugin)
+    except PluginLoadError as exc:
+        raise StartupError(str(exc)) from None
+    agent = Agent(agent_config(args, session), pm)
+    settings = AppSettings(
+        token=args.token,
+        allow_hosts=tuple(args.allow_host),
+        ui_path=args.ui,
+        metrics_per_process=args.metrics_per_process,
+    )
+    app = create_app(agent, settings=settings)
+    try:
+        server = EmbeddedServer(app, args.bind, args.port)
+    except ServerStartError as exc:
+        raise StartupError(str(exc)) from None
+    agent.start()
+    server.serve_in_thread()
+    host = f"[{args.bind}]" if ":" in args.bind else args.bind
+    url = f"http://{host}:{server.port}/"
+    if args.token:
+        url += f"?token={args.token}"
+    return Serving(agent=agent, server=server, url=url)
+
+
+def warn_if_exposed(args: argparse.Namespace) -> None:
+    from gpuflow.cli.options import is_loopback
+
+    if not is_loopback(args.bind) and args.insecure_no_auth and not args.token:
+        bar = "!" * 78
+        sys.stderr.write(
+            f"{bar}\n"
+            f"gpuflow: WARNING: serving on {args.bind} WITHOUT AUTHENTICATION (--insecure-no-auth).\n"
+            "gpuflow: anyone who can reach this port sees every GPU process on this machine:\n"
+            "gpuflow: pids, users and program names. Use --token, or an SSH tunnel, instead.\n"
+            f"{bar}\n"
+        )

@@ -1,0 +1,51 @@
+"""``gpuflow watch``: poll every GPU and serve the live view until Ctrl-C or SIGTERM.
+
+Constraints: starts (and says why) even with no NVIDIA driver; exits 0 on Ctrl-C/SIGTERM after
+stopping the collectors; never leaves the server thread running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from gpuflow.cli.report import describe_start
+from gpuflow.cli.serving import StartupError, start_serving, warn_if_exposed
+
+
+def wait_for_stop_signal() -> int:
+    stop = threading.Event()
+    received: list[int] = []
+
+    def handler(signum: int, _frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return received[0]
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    try:
+        serving = start_serving(args)
+    except StartupError as exc:
+        sys.stderr.write(f"gpuflow watch: error: {exc}\n")
+        return 2
+    warn_if_exposed(args)
+    try:
+        describe_start(serving.agent.hub.wait_first(timeout=2.0), serving.url, sys.stdout)
+        sys.stdout.write("Press Ctrl-C to stop.\n")
+        sys.stdout.flush()
+        wait_for_stop_signal()
+    finally:
+        serving.stop()
+    sys.stdout.write("gpuflow: stopped\n")
+    return 0
