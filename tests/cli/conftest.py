@@ -1,0 +1,59 @@
+"""Helpers for driving the real ``gpuflow`` command in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+URL_RE = re.compile(r"http://[^\s]+:(\d+)/")
+
+
+def gpuflow_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+def gpuflow(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpuflow", *args], env=env or gpuflow_env(),
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
+
+
+def start_gpuflow(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """Start gpuflow in the background; returns the process and the port from the printed URL."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpuflow", *args], env=env or gpuflow_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        m = URL_RE.search(line)
+        if m:
+            return proc, int(m.group(1))
+    proc.kill()
+    raise AssertionError("gpuflow printed no URL:\n" + "".join(seen))
+
+
+@pytest.fixture
+def injection_built():
+    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
+
+    try:
+        return find_injection_paths()
+    except InjectionUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must build the injection library and find libcupti: {exc}")
+        pytest.skip(str(exc))

@@ -1,0 +1,87 @@
+"""``gpuflow run`` with programs that never touch CUDA: exit status, signals, missing commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.cli.conftest import gpuflow, gpuflow_env
+
+NO_NVML = gpuflow_env(GPUFLOW_DISABLED_PLUGINS="nvml")
+
+
+def run(*cmd: str, **kw):
+    return gpuflow("run", "--port", "0", "--", *cmd, env=NO_NVML, **kw)
+
+
+def test_exit_status_is_the_childs(injection_built):
+    result = run("sh", "-c", "echo out-from-child; exit 3")
+    assert result.returncode == 3
+    assert result.stdout == "out-from-child\n"  # the program's stdout is untouched
+    assert "no CUDA activity was seen" in result.stderr
+
+
+def test_signal_death_is_128_plus_n(injection_built):
+    assert run("sh", "-c", "kill -TERM $$").returncode == 128 + signal.SIGTERM
+    assert run("sh", "-c", "kill -KILL $$").returncode == 128 + signal.SIGKILL
+
+
+def test_missing_command_is_127(injection_built):
+    result = run("definitely-not-a-command-gpuflow")
+    assert result.returncode == 127
+    assert "command not found: definitely-not-a-command-gpuflow" in result.stderr
+
+
+def test_directory_is_126(injection_built, tmp_path):
+    result = run(str(tmp_path))
+    assert result.returncode == 126
+    assert "is a directory" in result.stderr
+
+
+def test_not_executable_is_126(injection_built, tmp_path):
+    script = tmp_path / "script.sh"
+    script.write_text("echo hi\n")
+    result = run(str(script))
+    assert result.returncode == 126
+    assert "permission denied" in result.stderr
+
+
+def test_sigterm_and_sigint_to_gpuflow_are_forwarded_to_the_child(injection_built, tmp_path):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        marker = tmp_path / f"started-{sig}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--", "sh", "-c",
+             f"touch {marker}; exec sleep 30"],
+            env=NO_NVML, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        deadline = time.monotonic() + 20
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+        t0 = time.monotonic()
+        os.kill(proc.pid, sig)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 128 + sig, err
+        assert time.monotonic() - t0 < 10
+
+
+def test_child_gets_the_injection_environment(injection_built):
+    result = run(sys.executable, "-c",
+                 "import os; print(os.environ['CUDA_INJECTION64_PATH']); print(os.environ['NVTX_INJECTION64_PATH']);"
+                 "print(os.environ['GPUFLOW_SESSION']); print(os.environ['GPUFLOW_RING_CAPACITY'])")
+    assert result.returncode == 0, result.stderr
+    inject, nvtx, session, capacity = result.stdout.split()
+    assert inject == str(injection_built.inject_library)
+    assert nvtx == str(injection_built.cupti_library)
+    assert len(session) == 16 and int(session, 16) >= 0
+    assert capacity == "65536"
+
+
+def test_child_stdin_is_passed_through(injection_built):
+    result = subprocess.run([sys.executable, "-m", "gpuflow", "run", "--port", "0", "--", "cat"],
+                            input="hello through gpuflow\n", env=NO_NVML, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0
+    assert result.stdout == "hello through gpuflow\n"

@@ -1,0 +1,39 @@
+"""``gpuflow watch`` starts, explains itself (even without a driver), serves, and stops on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.request
+
+from tests.cli.conftest import gpuflow, gpuflow_env, start_gpuflow
+
+
+def test_watch_without_driver_starts_and_says_why():
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="nodriver", GPUFLOW_DISABLED_PLUGINS="cupti")
+    proc, port = start_gpuflow("watch", "--port", "0", env=env)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
+            snap = json.load(resp)
+        assert snap["devices"] == []
+        assert any("driver" in p["message"].lower() for p in snap["host"]["problems"])
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 0, out
+    assert "driver" in out.lower()
+    assert "Traceback" not in out
+
+
+def test_watch_with_fake_gpus_serves_them():
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti")
+    proc, port = start_gpuflow("watch", "--port", "0", "--interval", "100", env=env)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
+            snap = json.load(resp)
+        assert len(snap["devices"]) == 8
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+    assert proc.returncode == 0, out
+    assert "8 GPU(s)" in out
