@@ -129,6 +129,8 @@ def build_parser() -> OneLineParser:
     run.add_argument("--linger", action="store_true",
                      help="keep serving the final state after the program exits, until Ctrl-C")
     run.add_argument("--no-summary", action="store_true", help="do not print the end-of-run summary")
+    run.add_argument("--summary-json", metavar="FILE", default=None,
+                     help="also write the final traced state (complete counts, transfers, drops) as JSON")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the program and its arguments")
 
     sub.add_parser("doctor", help="check what works on this machine and why not",

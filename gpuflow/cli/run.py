@@ -12,6 +12,7 @@ threaded, never gunicorn, so nothing else reaps the child.
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import sys
 import time
@@ -71,7 +72,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             wait_for_stop_signal()
     finally:
         serving.stop()
+    final = serving.agent.hub.latest()
     if not args.linger and not args.no_summary:
-        write_summary(serving.agent.hub.latest(), err)
+        write_summary(final, err)
+    if args.summary_json:
+        write_summary_json(final, args.summary_json, status, err)
     err.flush()
     return status
+
+
+def write_summary_json(snapshot, path: str, status: int, err) -> None:
+    """The final traced part of the snapshot (schema of docs/snapshot.md), plus the exit status."""
+    traced = snapshot.to_json_dict()["traced"] if snapshot is not None else []
+    document = {"exit_status": status, "traced": traced}
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(document, fh, indent=1)
+    except OSError as exc:
+        err.write(f"gpuflow run: could not write --summary-json {path}: {exc.strerror}\n")

@@ -1,0 +1,103 @@
+"""What ``gpuflow run`` costs the observed program, side by side in one run, on a real GPU.
+
+Three modes per workload, interleaved round by round (machines drift; interleaving spreads the
+drift over all three): **bare** (no injection), **floor** (bench/floor/cupti_floor.c: the minimal
+CUPTI collector — same activity kinds, records only counted), **gpuflow** (``gpuflow run``).
+Each workload reports its own timed region (after warm-up), so CUDA/CUPTI start-up is not in the
+numbers; a workload that prints no metric is timed by process wall clock (said in the table).
+
+overhead_above_floor_pct = (median gpuflow − median floor) / median bare × 100 — GPUFlow's own cost
+on top of what CUPTI itself costs. The last line reports the worst workload.
+
+Usage: python bench/overhead.py --floor-lib libcupti_floor.so --workload NAME=METRIC:CMD... [--rounds 5]
+  e.g. --workload 'storm=per_launch_us:./launch_storm 200000'
+       --workload 'torch=timed_s:python3 bench/workloads/torch_train.py --steps 40'
+       --workload 'demo=wall:./demo_workload 200'
+Last line: ``overhead_above_floor_pct=<z> floor_pct=<f> workloads=<n>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+MODES = ("bare", "floor", "gpuflow")
+
+
+def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str) -> float:
+    env = dict(os.environ)
+    for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION"):
+        env.pop(var, None)
+    if mode == "floor":
+        env["CUDA_INJECTION64_PATH"] = floor_lib
+    argv = cmd
+    if mode == "gpuflow":
+        argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--no-summary", "--", *cmd]
+    t0 = time.perf_counter()
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - t0
+    if result.returncode != 0:
+        raise RuntimeError(f"{mode} {cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    if metric == "wall":
+        return wall
+    m = re.search(rf"{re.escape(metric)}=([0-9.eE+-]+)", result.stdout)
+    if not m:
+        raise RuntimeError(f"{mode}: no {metric}= in output:\n{result.stdout}")
+    return float(m.group(1))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--floor-lib", required=True)
+    ap.add_argument("--workload", action="append", required=True, metavar="NAME=METRIC:CMD")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    workloads = []
+    for spec in args.workload:
+        name, rest = spec.split("=", 1)
+        metric, cmd = rest.split(":", 1)
+        workloads.append((name, metric, shlex.split(cmd)))
+    results: dict[str, dict[str, list[float]]] = {w[0]: {m: [] for m in MODES} for w in workloads}
+    for name, metric, cmd in workloads:  # one untimed warm-up of each mode (disk cache, JIT caches)
+        for mode in MODES:
+            run_once(mode, cmd, metric, args.floor_lib)
+    for r in range(args.rounds):
+        order = MODES[r % 3:] + MODES[:r % 3]
+        for name, metric, cmd in workloads:
+            for mode in order:
+                results[name][mode].append(run_once(mode, cmd, metric, args.floor_lib))
+    worst_pct = float("-inf")
+    worst_floor = 0.0
+    summary = {}
+    print(f"{'workload':<10} {'metric':<14} {'bare':>12} {'floor':>12} {'gpuflow':>12} "
+          f"{'floor %':>8} {'gpuflow %':>9} {'above floor %':>13}")
+    for name, metric, _ in workloads:
+        med = {m: statistics.median(results[name][m]) for m in MODES}
+        floor_pct = (med["floor"] - med["bare"]) / med["bare"] * 100
+        total_pct = (med["gpuflow"] - med["bare"]) / med["bare"] * 100
+        above = (med["gpuflow"] - med["floor"]) / med["bare"] * 100
+        spread = {m: (min(results[name][m]), max(results[name][m])) for m in MODES}
+        summary[name] = {"metric": metric, "median": med, "runs": results[name], "floor_pct": floor_pct,
+                         "gpuflow_pct": total_pct, "above_floor_pct": above}
+        print(f"{name:<10} {metric:<14} {med['bare']:>12.4f} {med['floor']:>12.4f} {med['gpuflow']:>12.4f} "
+              f"{floor_pct:>8.1f} {total_pct:>9.1f} {above:>13.2f}")
+        print(f"{'':<10} {'min..max':<14} " + " ".join(f"{lo:>5.4g}..{hi:<5.4g}" for lo, hi in spread.values()))
+        if above > worst_pct:
+            worst_pct, worst_floor = above, floor_pct
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(summary, fh, indent=1)
+    print(f"overhead_above_floor_pct={worst_pct:.2f} floor_pct={worst_floor:.1f} workloads={len(workloads)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""A deterministic PyTorch training loop: the same kernels, in the same numbers, on every run.
+
+Used two ways by scripts/gpu-check: traced by ``gpuflow run --summary-json`` and, in a separate run
+(CUPTI allows one subscriber), under torch.profiler with ``--profile-out`` (per-kernel-name counts
+from the Kineto trace, whose kernel events come from the same CUPTI activity records). The two
+per-kernel-name count tables must be equal. bench/overhead.py also uses it for the training-loop
+overhead figure: ``timed_s`` covers the steps after warm-up only.
+
+Constraints: needs torch with CUDA; fixed seed, fixed shapes, a synchronize each step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import tempfile
+import time
+
+
+def build(torch):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024, batch_first=True,
+                                             dropout=0.0)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False),
+                                torch.nn.Flatten(), torch.nn.Linear(256 * 32, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 32, 256, device="cuda")
+    y = torch.randint(0, 10, (64,), device="cuda")
+    return model, opt, x, y
+
+
+def train(torch, steps: int, warmup: int) -> float:
+    model, opt, x, y = build(torch)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    t0 = 0.0
+    for step in range(warmup + steps):
+        if step == warmup:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def kernel_counts_from_trace(path: str) -> dict[str, int]:
+    with open(path) as fh:
+        trace = json.load(fh)
+    counts: collections.Counter[str] = collections.Counter()
+    for event in trace.get("traceEvents", []):
+        if event.get("cat") == "kernel" and event.get("ph") == "X":
+            counts[event["name"]] += 1
+    return dict(counts)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--profile-out", help="run under torch.profiler; write per-kernel counts as JSON here")
+    args = ap.parse_args()
+    import torch
+
+    if not args.profile_out:
+        print(f"timed_s={train(torch, args.steps, args.warmup):.6f} steps={args.steps}")
+        return 0
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        elapsed = train(torch, args.steps, args.warmup)
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(trace)
+        counts = kernel_counts_from_trace(trace)
+    with open(args.profile_out, "w") as fh:
+        json.dump({"kernels": counts, "timed_s": elapsed}, fh, indent=1, sort_keys=True)
+    print(f"profiled kernels={sum(counts.values())} distinct={len(counts)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
