@@ -1,0 +1,897 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled ring decoder: drains a ring straight from its mapping, with no Python object per record.
+
+Hot path. The drain loop runs without the GIL over the records between ``tail`` and ``head``: each
+64-byte record is copied once out of the shared mapping (so a misbehaving producer cannot change a
+field between its check and its use), checked, and folded into C tables: per-name kernel
+aggregates indexed by name id (a two-level page table), six per-direction transfer totals, and
+one lane per (device, context, stream) found through a one-entry cache and an open-addressing hash
+table, each lane holding a circular buffer of its most recent raw records. Python objects are made
+only by the accessors, at frame time.
+
+Constraints: identical results to ``_decoder_py`` (the tests compare them case by case), including
+the table limits, saturation and invalid-record accounting in ``_layout``; every value read from
+the ring is bounds-checked before it indexes anything; not thread-safe (one consumer thread; a
+call while a drain is running in another thread raises RuntimeError rather than racing).
+"""
+
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, UINT64_MAX
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
+
+from gpuflow.collectors.cupti._ring cimport *
+
+from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti.errors import RingDetached, RingFormatError
+from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
+
+# -- limits and codes (the values mirror _layout; a test checks they match) -------------------
+cdef enum:
+    PAGE_BITS = 12
+    PAGE_SIZE = 4096                    # 1 << PAGE_BITS
+    NAME_ID_LIMIT = 16777216            # L.NAME_ID_LIMIT
+    N_PAGES = 4096                      # NAME_ID_LIMIT >> PAGE_BITS
+    MAX_LANES = 65536                   # L.MAX_LANES
+    MAX_CONTEXTS = 65536                # L.MAX_CONTEXTS
+    MAX_DEVICES = 65536                 # L.MAX_DEVICES
+    N_REASONS = 8                       # len(L.INVALID_REASONS), in that order:
+    INV_BAD_TYPE = 0
+    INV_END_BEFORE_START = 1
+    INV_UNDEFINED_NAME = 2
+    INV_BAD_NAME_CHUNK = 3
+    INV_INCOMPLETE_NAME = 4
+    INV_NAME_CONFLICT = 5
+    INV_BAD_COPY_KIND = 6
+    INV_TABLE_FULL = 7
+    DIR_MEMSET = 5                      # L.DIR_MEMSET
+    FIRST_SPAN_ALLOC = 16
+    NAME_KEEP_FLAGS = 0x0006            # NAME_TRUNCATED | NAME_STREAM
+
+cdef extern from *:
+    """
+    #include <stddef.h>
+    /* gpuflow_copy_kind -> direction index (-1: decide by memory kinds); _layout.COPY_KIND_DIRECTION */
+    static const signed char gpuflow_copy_dir[11] = {-1, 0, 1, 0, 1, 2, 2, 2, 2, 4, 3};
+    #define gpuflow_off_head offsetof(gpuflow_ring_header, head)
+    #define gpuflow_off_tail offsetof(gpuflow_ring_header, tail)
+    #define gpuflow_off_dropped_ring offsetof(gpuflow_ring_header, dropped_ring)
+    #define gpuflow_off_producer_exited offsetof(gpuflow_ring_header, producer_exited)
+    #define gpuflow_off_buffers_completed offsetof(gpuflow_ring_header, buffers_completed)
+    #define gpuflow_sizeof_record sizeof(gpuflow_record)
+    """
+    const signed char *gpuflow_copy_dir
+    const size_t gpuflow_off_head
+    const size_t gpuflow_off_tail
+    const size_t gpuflow_off_dropped_ring
+    const size_t gpuflow_off_producer_exited
+    const size_t gpuflow_off_buffers_completed
+    const size_t gpuflow_sizeof_record
+
+LIMITS = {"NAME_ID_LIMIT": NAME_ID_LIMIT, "MAX_LANES": MAX_LANES, "MAX_CONTEXTS": MAX_CONTEXTS,
+          "MAX_DEVICES": MAX_DEVICES, "N_REASONS": N_REASONS, "DIR_MEMSET": DIR_MEMSET,
+          "COPY_KIND_DIRECTION": tuple([gpuflow_copy_dir[i] for i in range(11)])}
+HEADER_CONSTANTS = {"MAGIC": GPUFLOW_RING_MAGIC, "VERSION": GPUFLOW_RING_VERSION,
+                    "HEADER_SIZE": GPUFLOW_HEADER_SIZE, "RECORD_SIZE": gpuflow_sizeof_record,
+                    "NAME_CHUNK_TEXT": GPUFLOW_NAME_CHUNK_TEXT, "NAME_MAX": GPUFLOW_NAME_MAX,
+                    "MIN_CAPACITY": GPUFLOW_MIN_CAPACITY, "MAX_CAPACITY": GPUFLOW_MAX_CAPACITY,
+                    "OFF_HEAD": gpuflow_off_head, "OFF_TAIL": gpuflow_off_tail,
+                    "OFF_DROPPED_RING": gpuflow_off_dropped_ring,
+                    "OFF_PRODUCER_EXITED": gpuflow_off_producer_exited,
+                    "OFF_BUFFERS_COMPLETED": gpuflow_off_buffers_completed}
+
+cdef object _DIRECTIONS = L.DIRECTIONS
+cdef str _KERNEL = "kernel"
+cdef str _MEMCPY = "memcpy"
+cdef str _MEMSET = "memset"
+
+
+cdef struct SpanSlot:
+    uint64_t seq
+    gpuflow_record rec
+
+cdef struct Lane:
+    uint32_t device
+    uint32_t context
+    uint32_t stream
+    uint32_t name_id        # NVTX stream name, 0 if none
+    uint64_t executions
+    SpanSlot *spans         # circular once count == cap
+    uint32_t alloc
+    uint32_t count
+    uint32_t next           # when full: the oldest slot, overwritten next
+
+cdef struct KStat:
+    uint64_t count
+    uint64_t timed
+    uint64_t total
+    uint64_t min
+    uint64_t max
+
+cdef struct Name:
+    uint32_t id
+    uint8_t defined
+    uint8_t pending
+    uint16_t flags
+    uint32_t len
+    char *text
+    char *pbuf              # text being reassembled from chunks
+    uint32_t ptotal
+    uint32_t pgot
+
+cdef struct MapSlot:
+    uint32_t a
+    uint32_t b
+    uint32_t c
+    int32_t idx             # -1: empty
+
+cdef struct Map:            # open addressing, linear probing, power-of-two size, load <= 1/2
+    MapSlot *slots
+    uint32_t size
+    uint32_t used
+
+cdef struct Ctx:
+    uint32_t null_stream
+
+cdef struct Dev:
+    uint32_t name_id
+
+cdef struct State:
+    # names and kernel aggregates
+    int32_t **pages         # name id >> PAGE_BITS -> page of dense indices (-1: none)
+    Name *names
+    KStat *kstats
+    uint32_t n_names
+    uint32_t names_alloc
+    # transfers: count, timed, bytes, total per direction
+    uint64_t dir_count[6]
+    uint64_t dir_timed[6]
+    uint64_t dir_bytes[6]
+    uint64_t dir_total[6]
+    # lanes
+    Lane *lanes
+    uint32_t n_lanes
+    uint32_t lanes_alloc
+    Map lane_map
+    int32_t last_lane
+    uint32_t cap
+    # contexts and devices
+    Ctx *ctxs
+    uint32_t n_ctxs
+    uint32_t ctxs_alloc
+    Map ctx_map
+    Dev *devs
+    uint32_t n_devs
+    uint32_t devs_alloc
+    Map dev_map
+    # clock
+    int have_sync
+    uint64_t sync_cupti
+    uint64_t sync_wall
+    # counters
+    uint64_t invalid[N_REASONS]
+    int have_first_invalid
+    uint64_t first_invalid_seq
+    uint64_t lane_overflow
+    int saturated
+    uint32_t n_pending
+    int oom
+
+
+# -- small helpers ---------------------------------------------------------------------------
+cdef inline uint64_t sat_add(State *s, uint64_t a, uint64_t b) noexcept nogil:
+    cdef uint64_t t = a + b
+    if t < a:
+        s.saturated = 1
+        return UINT64_MAX
+    return t
+
+
+cdef inline void bad(State *s, int reason, uint64_t seq) noexcept nogil:
+    s.invalid[reason] += 1
+    if not s.have_first_invalid:
+        s.have_first_invalid = 1
+        s.first_invalid_seq = seq
+
+
+cdef inline uint32_t mix3(uint32_t a, uint32_t b, uint32_t c) noexcept nogil:
+    cdef uint64_t h = (<uint64_t>a * 0x9E3779B97F4A7C15ULL) ^ (<uint64_t>b * 0xC2B2AE3D27D4EB4FULL) \
+        ^ (<uint64_t>c * 0x165667B19E3779F9ULL)
+    h ^= h >> 31
+    h *= 0xD6E8FEB86659FD93ULL
+    h ^= h >> 32
+    return <uint32_t>h
+
+
+cdef int map_init(Map *m) noexcept nogil:
+    cdef uint32_t i
+    m.size = 64
+    m.used = 0
+    m.slots = <MapSlot *>malloc(m.size * sizeof(MapSlot))
+    if m.slots == NULL:
+        return -1
+    for i in range(m.size):
+        m.slots[i].idx = -1
+    return 0
+
+
+cdef inline int32_t map_find(const Map *m, uint32_t a, uint32_t b, uint32_t c) noexcept nogil:
+    cdef uint32_t mask = m.size - 1
+    cdef uint32_t i = mix3(a, b, c) & mask
+    cdef const MapSlot *e
+    while True:
+        e = &m.slots[i]
+        if e.idx < 0:
+            return -1
+        if e.a == a and e.b == b and e.c == c:
+            return e.idx
+        i = (i + 1) & mask
+
+
+cdef int map_insert(Map *m, uint32_t a, uint32_t b, uint32_t c, int32_t idx) noexcept nogil:
+    """Insert a key known to be absent; grows the table first when it would pass half full."""
+    cdef uint32_t i, j, mask, new_size
+    cdef MapSlot *old
+    cdef MapSlot *fresh
+    if (m.used + 1) * 2 > m.size:
+        new_size = m.size * 2
+        fresh = <MapSlot *>malloc(new_size * sizeof(MapSlot))
+        if fresh == NULL:
+            return -1
+        for i in range(new_size):
+            fresh[i].idx = -1
+        mask = new_size - 1
+        old = m.slots
+        for i in range(m.size):
+            if old[i].idx >= 0:
+                j = mix3(old[i].a, old[i].b, old[i].c) & mask
+                while fresh[j].idx >= 0:
+                    j = (j + 1) & mask
+                fresh[j] = old[i]
+        free(old)
+        m.slots = fresh
+        m.size = new_size
+    mask = m.size - 1
+    i = mix3(a, b, c) & mask
+    while m.slots[i].idx >= 0:
+        i = (i + 1) & mask
+    m.slots[i].a = a
+    m.slots[i].b = b
+    m.slots[i].c = c
+    m.slots[i].idx = idx
+    m.used += 1
+    return 0
+
+
+cdef void* grow(void *ptr, uint32_t *alloc, uint32_t need, size_t item) noexcept nogil:
+    """Make room for ``need`` items (doubling); NULL on failure, the old block left intact."""
+    cdef uint32_t n = alloc[0]
+    cdef void *p
+    if need <= n:
+        return ptr
+    if n == 0:
+        n = 16
+    while n < need:
+        n *= 2
+    p = realloc(ptr, n * item)
+    if p != NULL:
+        alloc[0] = n
+    return p
+
+
+# -- names ---------------------------------------------------------------------------------
+cdef inline int32_t name_index(const State *s, uint32_t nid) noexcept nogil:
+    cdef int32_t *page
+    if nid >= NAME_ID_LIMIT:
+        return -1
+    page = s.pages[nid >> PAGE_BITS]
+    if page == NULL:
+        return -1
+    return page[nid & (PAGE_SIZE - 1)]
+
+
+cdef inline int32_t defined_name(const State *s, uint32_t nid) noexcept nogil:
+    cdef int32_t idx = name_index(s, nid)
+    if idx >= 0 and s.names[idx].defined:
+        return idx
+    return -1
+
+
+cdef int32_t name_create(State *s, uint32_t nid) noexcept nogil:
+    """Dense entry for a (valid, < NAME_ID_LIMIT) id; -1 when out of memory."""
+    cdef int32_t *page = s.pages[nid >> PAGE_BITS]
+    cdef uint32_t i
+    cdef int32_t idx
+    cdef void *p
+    if page == NULL:
+        page = <int32_t *>malloc(PAGE_SIZE * sizeof(int32_t))
+        if page == NULL:
+            return -1
+        for i in range(<uint32_t>PAGE_SIZE):
+            page[i] = -1
+        s.pages[nid >> PAGE_BITS] = page
+    idx = page[nid & (PAGE_SIZE - 1)]
+    if idx >= 0:
+        return idx
+    if s.n_names == s.names_alloc:
+        i = s.names_alloc
+        p = grow(s.names, &i, s.n_names + 1, sizeof(Name))
+        if p == NULL:
+            return -1
+        s.names = <Name *>p
+        p = realloc(s.kstats, i * sizeof(KStat))
+        if p == NULL:
+            return -1
+        s.kstats = <KStat *>p
+        s.names_alloc = i
+    idx = <int32_t>s.n_names
+    s.n_names += 1
+    memset(&s.names[idx], 0, sizeof(Name))
+    memset(&s.kstats[idx], 0, sizeof(KStat))
+    s.names[idx].id = nid
+    page[nid & (PAGE_SIZE - 1)] = idx
+    return idx
+
+
+cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
+    cdef uint32_t nid = r.device
+    cdef uint32_t off = r.body.name.offset
+    cdef uint32_t total = r.body.name.total_len
+    cdef uint32_t n
+    cdef int32_t idx
+    cdef Name *nm = NULL
+    cdef int had_pending = 0
+    cdef uint16_t keep
+    if nid == 0 or nid >= NAME_ID_LIMIT:
+        bad(s, INV_BAD_NAME_CHUNK, seq)
+        return
+    idx = name_index(s, nid)
+    if idx >= 0:
+        nm = &s.names[idx]
+        if nm.pending:          # take the pending text; it is put back only if this chunk fits
+            had_pending = 1
+            nm.pending = 0
+            s.n_pending -= 1
+    if total > GPUFLOW_NAME_MAX or (off >= total and not (off == 0 and total == 0)):
+        bad(s, INV_BAD_NAME_CHUNK, seq)
+        return
+    if not had_pending:
+        if off != 0:
+            bad(s, INV_BAD_NAME_CHUNK, seq)
+            return
+        if nm == NULL:
+            idx = name_create(s, nid)
+            if idx < 0:
+                s.oom = 1
+                return
+            nm = &s.names[idx]
+        free(nm.pbuf)
+        nm.pbuf = <char *>malloc(total + 1)
+        if nm.pbuf == NULL:
+            s.oom = 1
+            return
+        nm.ptotal = total
+        nm.pgot = 0
+    elif nm.ptotal != total or off != nm.pgot:
+        bad(s, INV_BAD_NAME_CHUNK, seq)
+        return
+    n = total - off
+    if n > GPUFLOW_NAME_CHUNK_TEXT:
+        n = GPUFLOW_NAME_CHUNK_TEXT
+    memcpy(nm.pbuf + off, r.body.name.text, n)
+    nm.pgot += n
+    if not (r.flags & GPUFLOW_FLAG_NAME_LAST):
+        nm.pending = 1
+        s.n_pending += 1
+        return
+    if nm.pgot != total:
+        bad(s, INV_INCOMPLETE_NAME, seq)
+        return
+    keep = r.flags & NAME_KEEP_FLAGS
+    if not nm.defined:
+        nm.text = nm.pbuf
+        nm.pbuf = NULL
+        nm.len = total
+        nm.flags = keep
+        nm.defined = 1
+    elif nm.len != total or nm.flags != keep or memcmp(nm.text, nm.pbuf, total) != 0:
+        bad(s, INV_NAME_CONFLICT, seq)
+
+
+# -- lanes, contexts, devices ---------------------------------------------------------------
+cdef inline int32_t lane_get(State *s, uint32_t dev, uint32_t ctx, uint32_t stream) noexcept nogil:
+    """The lane of a key, created if needed; -1 when the table is full (or out of memory)."""
+    cdef int32_t li = s.last_lane
+    cdef Lane *lane
+    cdef void *p
+    if li >= 0:
+        lane = &s.lanes[li]
+        if lane.stream == stream and lane.context == ctx and lane.device == dev:
+            return li
+    li = map_find(&s.lane_map, dev, ctx, stream)
+    if li < 0:
+        if s.n_lanes >= MAX_LANES:
+            return -1
+        p = grow(s.lanes, &s.lanes_alloc, s.n_lanes + 1, sizeof(Lane))
+        if p == NULL:
+            s.oom = 1
+            return -1
+        s.lanes = <Lane *>p
+        li = <int32_t>s.n_lanes
+        if map_insert(&s.lane_map, dev, ctx, stream, li) != 0:
+            s.oom = 1
+            return -1
+        s.n_lanes += 1
+        lane = &s.lanes[li]
+        memset(lane, 0, sizeof(Lane))
+        lane.device = dev
+        lane.context = ctx
+        lane.stream = stream
+    s.last_lane = li
+    return li
+
+
+cdef inline void execution(State *s, const gpuflow_record *r, uint64_t seq, int timed) noexcept nogil:
+    cdef int32_t li = lane_get(s, r.device, r.body.act.context, r.body.act.stream)
+    cdef Lane *lane
+    cdef SpanSlot *slot
+    cdef void *p
+    cdef uint32_t alloc
+    if li < 0:                      # table full (or out of memory): counted, on no lane
+        s.lane_overflow += 1
+        return
+    lane = &s.lanes[li]
+    lane.executions += 1
+    if not timed or s.cap == 0:
+        return
+    if lane.count < s.cap:
+        if lane.count == lane.alloc:
+            alloc = lane.alloc * 2 if lane.alloc else FIRST_SPAN_ALLOC
+            if alloc > s.cap:
+                alloc = s.cap
+            p = realloc(lane.spans, alloc * sizeof(SpanSlot))
+            if p == NULL:           # the execution stays counted; its span is elided
+                s.oom = 1
+                return
+            lane.spans = <SpanSlot *>p
+            lane.alloc = alloc
+        slot = &lane.spans[lane.count]
+        lane.count += 1
+    else:
+        slot = &lane.spans[lane.next]
+        lane.next += 1
+        if lane.next == s.cap:
+            lane.next = 0
+    slot.seq = seq
+    slot.rec = r[0]
+
+
+cdef void set_context(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
+    cdef int32_t ci = map_find(&s.ctx_map, r.device, r.body.act.context, 0)
+    cdef void *p
+    if ci < 0:
+        if s.n_ctxs >= MAX_CONTEXTS:
+            bad(s, INV_TABLE_FULL, seq)
+            return
+        p = grow(s.ctxs, &s.ctxs_alloc, s.n_ctxs + 1, sizeof(Ctx))
+        if p == NULL or map_insert(&s.ctx_map, r.device, r.body.act.context, 0, <int32_t>s.n_ctxs) != 0:
+            if p != NULL:
+                s.ctxs = <Ctx *>p
+            s.oom = 1
+            return
+        s.ctxs = <Ctx *>p
+        ci = <int32_t>s.n_ctxs
+        s.n_ctxs += 1
+    s.ctxs[ci].null_stream = r.body.act.stream
+
+
+cdef void set_device(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
+    cdef uint32_t nid = r.body.act.u.kernel.name_id
+    cdef int32_t di
+    cdef void *p
+    if defined_name(s, nid) < 0:
+        bad(s, INV_UNDEFINED_NAME, seq)
+        return
+    di = map_find(&s.dev_map, r.device, 0, 0)
+    if di < 0:
+        if s.n_devs >= MAX_DEVICES:
+            bad(s, INV_TABLE_FULL, seq)
+            return
+        p = grow(s.devs, &s.devs_alloc, s.n_devs + 1, sizeof(Dev))
+        if p == NULL or map_insert(&s.dev_map, r.device, 0, 0, <int32_t>s.n_devs) != 0:
+            if p != NULL:
+                s.devs = <Dev *>p
+            s.oom = 1
+            return
+        s.devs = <Dev *>p
+        di = <int32_t>s.n_devs
+        s.n_devs += 1
+    s.devs[di].name_id = nid
+
+
+cdef inline int copy_direction(uint8_t kind, uint8_t src, uint8_t dst) noexcept nogil:
+    cdef int d, src_host, dst_host, src_dev, dst_dev
+    if kind > 10:
+        return -1
+    d = gpuflow_copy_dir[kind]
+    if d >= 0:
+        return d
+    src_host = src == 1 or src == 2
+    dst_host = dst == 1 or dst == 2
+    src_dev = src == 3 or src == 4 or src == 6
+    dst_dev = dst == 3 or dst == 4 or dst == 6
+    if src_host and dst_dev:
+        return 0
+    if src_dev and dst_host:
+        return 1
+    if src_dev and dst_dev:
+        return 2
+    if src_host and dst_host:
+        return 4
+    return -1
+
+
+# -- the drain loop ------------------------------------------------------------------------
+cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
+                          uint64_t tail, uint64_t n) noexcept nogil:
+    """Decode records [tail, tail + n); return how many were consumed (fewer only on OOM)."""
+    cdef gpuflow_record r
+    cdef uint64_t seq, dur, end = tail + n
+    cdef int32_t idx, li
+    cdef int timed, d
+    cdef KStat *k
+    for seq in range(tail, end):
+        r = recs[seq & mask]        # one copy out of the shared mapping; every check uses it
+        if r.type == GPUFLOW_REC_KERNEL:
+            idx = defined_name(s, r.body.act.u.kernel.name_id)
+            if idx < 0:
+                bad(s, INV_UNDEFINED_NAME, seq)
+                continue
+            timed = not (r.flags & GPUFLOW_FLAG_NO_TIMING)
+            if timed and r.body.act.end < r.body.act.start:
+                bad(s, INV_END_BEFORE_START, seq)
+                continue
+            k = &s.kstats[idx]
+            k.count += 1
+            if timed:
+                dur = r.body.act.end - r.body.act.start
+                if k.timed == 0:
+                    k.min = dur
+                    k.max = dur
+                else:
+                    if dur < k.min:
+                        k.min = dur
+                    if dur > k.max:
+                        k.max = dur
+                k.timed += 1
+                k.total = sat_add(s, k.total, dur)
+            execution(s, &r, seq, timed)
+        elif r.type == GPUFLOW_REC_MEMCPY or r.type == GPUFLOW_REC_MEMSET:
+            if r.type == GPUFLOW_REC_MEMSET:
+                d = DIR_MEMSET
+            else:
+                d = copy_direction(r.body.act.u.copy.copy_kind, r.body.act.u.copy.src_kind,
+                                   r.body.act.u.copy.dst_kind)
+                if d < 0:
+                    bad(s, INV_BAD_COPY_KIND, seq)
+                    continue
+            timed = not (r.flags & GPUFLOW_FLAG_NO_TIMING)
+            if timed and r.body.act.end < r.body.act.start:
+                bad(s, INV_END_BEFORE_START, seq)
+                continue
+            s.dir_count[d] += 1
+            s.dir_bytes[d] = sat_add(s, s.dir_bytes[d], r.body.act.u.copy.bytes)
+            if timed:
+                s.dir_timed[d] += 1
+                s.dir_total[d] = sat_add(s, s.dir_total[d], r.body.act.end - r.body.act.start)
+            execution(s, &r, seq, timed)
+        elif r.type == GPUFLOW_REC_NAME_CHUNK:
+            name_chunk(s, &r, seq)
+        elif r.type == GPUFLOW_REC_STREAM_NAME:
+            if defined_name(s, r.body.act.u.kernel.name_id) < 0:
+                bad(s, INV_UNDEFINED_NAME, seq)
+                continue
+            li = lane_get(s, r.device, r.body.act.context, r.body.act.stream)
+            if li < 0:
+                if not s.oom:
+                    bad(s, INV_TABLE_FULL, seq)
+            else:
+                s.lanes[li].name_id = r.body.act.u.kernel.name_id
+        elif r.type == GPUFLOW_REC_CONTEXT:
+            set_context(s, &r, seq)
+        elif r.type == GPUFLOW_REC_CLOCK_SYNC:
+            s.have_sync = 1
+            s.sync_cupti = r.body.act.start
+            s.sync_wall = r.body.act.end
+        elif r.type == GPUFLOW_REC_DEVICE:
+            set_device(s, &r, seq)
+        else:
+            bad(s, INV_BAD_TYPE, seq)
+        if s.oom:                   # this record is consumed; MemoryError follows the batch
+            return seq - tail + 1
+    return n
+
+
+cdef void state_free(State *s) noexcept nogil:
+    cdef uint32_t i
+    if s.pages != NULL:
+        for i in range(<uint32_t>N_PAGES):
+            free(s.pages[i])
+        free(s.pages)
+    for i in range(s.n_names):
+        free(s.names[i].text)
+        free(s.names[i].pbuf)
+    free(s.names)
+    free(s.kstats)
+    for i in range(s.n_lanes):
+        free(s.lanes[i].spans)
+    free(s.lanes)
+    free(s.lane_map.slots)
+    free(s.ctxs)
+    free(s.ctx_map.slots)
+    free(s.devs)
+    free(s.dev_map.slots)
+    memset(s, 0, sizeof(State))
+
+
+cdef tuple span_tuple(const SpanSlot *slot):
+    cdef const gpuflow_record *r = &slot.rec
+    cdef const gpuflow_kernel_payload *k
+    cdef int d
+    if r.type == GPUFLOW_REC_KERNEL:
+        k = &r.body.act.u.kernel
+        return (slot.seq, _KERNEL, r.body.act.start, r.body.act.end, k.name_id,
+                (k.grid_x, k.grid_y, k.grid_z), (k.block_x, k.block_y, k.block_z), None, None)
+    if r.type == GPUFLOW_REC_MEMSET:
+        return (slot.seq, _MEMSET, r.body.act.start, r.body.act.end, 0, None, None,
+                r.body.act.u.copy.bytes, _DIRECTIONS[DIR_MEMSET])
+    d = copy_direction(r.body.act.u.copy.copy_kind, r.body.act.u.copy.src_kind, r.body.act.u.copy.dst_kind)
+    return (slot.seq, _MEMCPY, r.body.act.start, r.body.act.end, 0, None, None,
+            r.body.act.u.copy.bytes, _DIRECTIONS[d])
+
+
+cdef class RingDecoder:
+    """Drains one ring and keeps its complete aggregates and per-lane span samples.
+
+    Same API and results as ``_decoder_py.RingDecoder``; see its docstrings and docs/decoder.md.
+    """
+
+    cdef Py_buffer view
+    cdef int has_view
+    cdef gpuflow_ring_header *hdr
+    cdef const gpuflow_record *recs
+    cdef uint64_t _tail
+    cdef uint64_t _records
+    cdef uint32_t _capacity
+    cdef int busy
+    cdef State st
+    cdef readonly int producer_pid
+    cdef readonly str session
+    cdef object _final_header
+
+    is_compiled = True
+
+    def __cinit__(self):
+        memset(&self.st, 0, sizeof(State))
+        self.has_view = 0
+        self.hdr = NULL
+        self.busy = 0
+
+    def __init__(self, buffer, *, lane_span_cap=DEFAULT_LANE_SPAN_CAP):
+        if lane_span_cap < 0:
+            raise ValueError(f"lane_span_cap must be >= 0, not {lane_span_cap}")
+        if self.has_view:
+            raise RuntimeError("RingDecoder.__init__ called twice")
+        info = L.validate_header(buffer)
+        try:
+            PyObject_GetBuffer(buffer, &self.view, PyBUF_WRITABLE)
+        except BufferError as exc:
+            raise TypeError("the ring buffer must be writable: the decoder stores tail in it") from exc
+        self.has_view = 1
+        if <uint64_t>self.view.len < GPUFLOW_HEADER_SIZE + <uint64_t>info.capacity * GPUFLOW_RECORD_SIZE:
+            raise RingFormatError("ring buffer shrank while it was opened")
+        self.hdr = <gpuflow_ring_header *>self.view.buf
+        self.recs = <const gpuflow_record *>((<char *>self.view.buf) + GPUFLOW_HEADER_SIZE)
+        self._capacity = info.capacity
+        self._tail = info.tail
+        self._records = 0
+        self.producer_pid = info.producer_pid
+        self.session = info.session
+        self._final_header = None
+        self.st.cap = lane_span_cap
+        self.st.last_lane = -1
+        self.st.pages = <int32_t **>calloc(N_PAGES, sizeof(int32_t *))
+        if (self.st.pages == NULL or map_init(&self.st.lane_map) != 0 or map_init(&self.st.ctx_map) != 0
+                or map_init(&self.st.dev_map) != 0 or name_create(&self.st, 0) < 0):
+            raise MemoryError()
+        # Id 0 is "no name" (a kernel CUPTI gave no name, or a name the producer could not
+        # intern): always defined, empty, never reported by names().
+        self.st.names[0].defined = 1
+        self.st.names[0].text = <char *>malloc(1)
+        if self.st.names[0].text == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        state_free(&self.st)
+        if self.has_view:
+            PyBuffer_Release(&self.view)
+            self.has_view = 0
+
+    cdef inline void _check_idle(self) except *:
+        if self.busy:
+            raise RuntimeError("the decoder is draining in another thread")
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def capacity(self):
+        return self._capacity
+
+    @property
+    def tail(self):
+        return self._tail
+
+    @property
+    def lane_span_cap(self):
+        return self.st.cap
+
+    @property
+    def detached(self):
+        return not self.has_view
+
+    # -- draining ----------------------------------------------------------------------------
+    def drain(self, max_records=None):
+        """Decode up to ``max_records`` published records (all if None); return how many."""
+        cdef uint64_t head, tail, n, done
+        cdef uint64_t limit
+        self._check_idle()
+        if not self.has_view:
+            raise RingDetached("the decoder was detached from its ring")
+        if (self.hdr.magic != GPUFLOW_RING_MAGIC or self.hdr.version != GPUFLOW_RING_VERSION
+                or self.hdr.header_size != GPUFLOW_HEADER_SIZE
+                or self.hdr.record_size != GPUFLOW_RECORD_SIZE or self.hdr.capacity != self._capacity):
+            L.check_unchanged(<object>self.view.obj, self._capacity)
+        head = gpuflow_load_head(self.hdr)
+        tail = self._tail
+        if head < tail or head - tail > self._capacity:
+            L.check_counters(head, tail, self._capacity)
+        n = head - tail
+        if max_records is not None:
+            if max_records <= 0:
+                n = 0
+            elif max_records < n:
+                limit = max_records
+                n = limit
+        self.busy = 1
+        try:
+            with nogil:
+                done = drain_range(&self.st, self.recs, self._capacity - 1, tail, n)
+        finally:
+            self.busy = 0
+        self._records += done
+        self._tail = tail + done
+        gpuflow_store_tail(self.hdr, self._tail)
+        if self.st.oom:
+            self.st.oom = 0
+            raise MemoryError("the ring decoder ran out of memory")
+        return done
+
+    def detach(self):
+        """Keep the final header values, release the mapping (so it can be closed and unlinked)."""
+        self._check_idle()
+        if self.has_view:
+            self._final_header = L.read_header(<object>self.view.obj)
+            self.hdr = NULL
+            self.recs = NULL
+            PyBuffer_Release(&self.view)
+            self.has_view = 0
+
+    # -- accessors (frame time) --------------------------------------------------------------
+    def kernels(self):
+        """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id."""
+        cdef uint32_t i
+        cdef KStat *k
+        self._check_idle()
+        out = []
+        for i in range(self.st.n_names):
+            k = &self.st.kstats[i]
+            if k.count:
+                out.append((self.st.names[i].id, k.count, k.timed, k.total,
+                            k.min if k.timed else None, k.max if k.timed else None))
+        out.sort()
+        return out
+
+    def transfers(self):
+        """``(direction, count, timed, bytes, total_ns)`` for every direction, in display order."""
+        self._check_idle()
+        return [(_DIRECTIONS[i], self.st.dir_count[i], self.st.dir_timed[i], self.st.dir_bytes[i],
+                 self.st.dir_total[i]) for i in range(6)]
+
+    def lanes(self, after_seq=-1):
+        """``(device, context, stream, executions, kept, name_id, spans)`` per lane with executions;
+        ``spans``: only those with ``seq > after_seq``, oldest first (see the Python twin)."""
+        cdef uint32_t i, j, pos
+        cdef Lane *lane
+        cdef uint64_t after = 0
+        cdef int all_spans = after_seq < 0
+        self._check_idle()
+        if not all_spans:
+            after = after_seq
+        order = sorted((self.st.lanes[i].device, self.st.lanes[i].context, self.st.lanes[i].stream, i)
+                       for i in range(self.st.n_lanes) if self.st.lanes[i].executions)
+        out = []
+        for key in order:
+            lane = &self.st.lanes[<uint32_t>key[3]]
+            spans = []
+            pos = lane.next if lane.count == self.st.cap else 0
+            for j in range(lane.count):
+                if all_spans or lane.spans[pos].seq > after:
+                    spans.append(span_tuple(&lane.spans[pos]))
+                pos += 1
+                if pos == lane.count:
+                    pos = 0
+            out.append((lane.device, lane.context, lane.stream, lane.executions, lane.count,
+                        lane.name_id, spans))
+        return out
+
+    def names(self):
+        """Every completely defined name: id → (text, NAME_TRUNCATED/NAME_STREAM flags); not id 0."""
+        cdef uint32_t i
+        cdef Name *nm
+        self._check_idle()
+        out = {}
+        for i in range(self.st.n_names):
+            nm = &self.st.names[i]
+            if nm.defined and nm.id != 0:
+                out[nm.id] = (nm.text[:nm.len].decode("utf-8", "replace"), nm.flags)
+        return out
+
+    def null_streams(self):
+        """(device, context) → the stream id of its null stream, from CONTEXT records."""
+        cdef uint32_t i
+        self._check_idle()
+        out = {}
+        for i in range(self.st.ctx_map.size):
+            if self.st.ctx_map.slots[i].idx >= 0:
+                out[(self.st.ctx_map.slots[i].a, self.st.ctx_map.slots[i].b)] = \
+                    self.st.ctxs[self.st.ctx_map.slots[i].idx].null_stream
+        return out
+
+    def devices(self):
+        """device id → the name id of its name, from DEVICE records."""
+        cdef uint32_t i
+        self._check_idle()
+        out = {}
+        for i in range(self.st.dev_map.size):
+            if self.st.dev_map.slots[i].idx >= 0:
+                out[self.st.dev_map.slots[i].a] = self.st.devs[self.st.dev_map.slots[i].idx].name_id
+        return out
+
+    def clock(self):
+        """(CUPTI ns, wall ns) of the latest CLOCK_SYNC record, else the header's pair, else None."""
+        if self.st.have_sync:
+            return (self.st.sync_cupti, self.st.sync_wall)
+        h = self.header()
+        if h["clock_wall_ns"] != 0:
+            return (h["clock_cupti_ns"], h["clock_wall_ns"])
+        return None
+
+    def counters(self):
+        """Decoder counters: records, invalid records (total and by reason), lane overflow, ..."""
+        cdef int i
+        self._check_idle()
+        return {
+            "records": self._records,
+            "invalid_records": sum([self.st.invalid[i] for i in range(N_REASONS)]),
+            "invalid": {L.INVALID_REASONS[i]: self.st.invalid[i] for i in range(N_REASONS)
+                        if self.st.invalid[i]},
+            "first_invalid_seq": self.st.first_invalid_seq if self.st.have_first_invalid else None,
+            "lane_overflow": self.st.lane_overflow,
+            "saturated": bool(self.st.saturated),
+            "pending_names": self.st.n_pending,
+        }
+
+    def header(self):
+        """The header's fields, live (or as they were at :meth:`detach`)."""
+        if not self.has_view:
+            return dict(self._final_header)
+        return L.read_header(<object>self.view.obj)

@@ -1,0 +1,331 @@
+"""Pure-Python twin of the ring decoder: identical results to ``_decoder_c``, much slower.
+
+Used where the compiled decoder is unavailable (no compiler at install time, PyPy,
+``GPUFLOW_NO_EXTENSIONS=1``) and as the readable statement of the decoder's semantics; the tests
+run every case through both twins and require equal output. docs/decoder.md explains the rules.
+
+Constraints: same public API and byte-for-byte the same numbers as the compiled twin, including
+its table limits, saturation and invalid-record accounting. Memory ordering: Python cannot issue
+an acquire load, so this twin relies on the platform's ordering for the ``head`` read (x86-64 is
+fine); the compiled twin uses real acquire/release atomics.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Any
+
+from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti.errors import RingDetached
+from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
+
+_U16 = struct.Struct("<H")
+#: type, flags, device, start, end, context, stream, correlation, name_id, grid x/y/z,
+#: block x/y/z, registers, shared_bytes, graph_id
+_KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
+#: type, flags, device, start, end, context, stream, correlation, copy_kind, src_kind, dst_kind,
+#: (pad), bytes, src_device, dst_device, value, graph_id
+_COPY = struct.Struct("<HHIQQIIIBBBxQIIII")
+#: type, flags, name id, offset, total_len, text
+_NAME = struct.Struct("<HHIII48s")
+assert _KERNEL.size == _COPY.size == _NAME.size == L.RECORD_SIZE
+
+_NAME_KEEP_FLAGS = L.FLAG_NAME_TRUNCATED | L.FLAG_NAME_STREAM
+
+
+class RingDecoder:
+    """Drains one ring and keeps its complete aggregates and per-lane span samples.
+
+    :param buffer: the ring mapping (mmap, or any writable buffer of the same layout).
+    :param lane_span_cap: spans kept per lane, most recent first.
+    :raises RingFormatError: the header is not readable (see :func:`_layout.validate_header`).
+    """
+
+    is_compiled = False
+
+    def __init__(self, buffer: Any, *, lane_span_cap: int = DEFAULT_LANE_SPAN_CAP) -> None:
+        if lane_span_cap < 0:
+            raise ValueError(f"lane_span_cap must be >= 0, not {lane_span_cap}")
+        info = L.validate_header(buffer)
+        mv = memoryview(buffer).cast("B")
+        if mv.readonly:
+            raise TypeError("the ring buffer must be writable: the decoder stores tail in it")
+        self._mv: memoryview | None = mv
+        self._capacity = info.capacity
+        self._mask = info.capacity - 1
+        self._tail = info.tail
+        self._producer_pid = info.producer_pid
+        self._session = info.session
+        self._cap = lane_span_cap
+        self._final_header: dict[str, Any] | None = None
+        self._records = 0
+        self._invalid = [0] * len(L.INVALID_REASONS)
+        self._first_invalid_seq: int | None = None
+        self._lane_overflow = 0
+        self._saturated = False
+        self._kstats: dict[int, list[Any]] = {}  # name id -> [count, timed, total, min, max]
+        self._dirs = [[0, 0, 0, 0] for _ in L.DIRECTIONS]  # count, timed, bytes, total_ns
+        # id -> (text, flags), complete names only. Id 0 is "no name" (a kernel CUPTI gave no
+        # name, or a name the producer could not intern): always defined, never reported.
+        self._names: dict[int, tuple[bytes, int]] = {0: (b"", 0)}
+        self._pending: dict[int, tuple[bytearray, int]] = {}  # id -> (text so far, total_len)
+        self._lanes: dict[tuple[int, int, int], list[Any]] = {}  # key -> [executions, deque, name id]
+        self._contexts: dict[tuple[int, int], int] = {}
+        self._devices: dict[int, int] = {}
+        self._sync: tuple[int, int] | None = None
+
+    # -- identity --------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def producer_pid(self) -> int:
+        return self._producer_pid
+
+    @property
+    def session(self) -> str:
+        return self._session
+
+    @property
+    def tail(self) -> int:
+        return self._tail
+
+    @property
+    def lane_span_cap(self) -> int:
+        return self._cap
+
+    @property
+    def detached(self) -> bool:
+        return self._mv is None
+
+    # -- draining --------------------------------------------------------------------------
+    def drain(self, max_records: int | None = None) -> int:
+        """Decode up to ``max_records`` published records (all of them if None); return how many.
+
+        Reads ``head`` once, decodes ``[tail, head)``, then stores the new ``tail`` in the header.
+        :raises RingFormatError: the header changed or the counters are torn.
+        :raises RingDetached: after :meth:`detach`.
+        """
+        mv = self._mv
+        if mv is None:
+            raise RingDetached("the decoder was detached from its ring")
+        L.check_unchanged(mv, self._capacity)
+        head = L.U64.unpack_from(mv, L.OFF_HEAD)[0]
+        tail = self._tail
+        L.check_counters(head, tail, self._capacity)
+        n = head - tail
+        if max_records is not None:
+            n = max(0, min(n, max_records))
+        record = self._record
+        base, mask, size = L.HEADER_SIZE, self._mask, L.RECORD_SIZE
+        for seq in range(tail, tail + n):
+            record(mv, base + (seq & mask) * size, seq)
+        self._records += n
+        self._tail = tail + n
+        L.U64.pack_into(mv, L.OFF_TAIL, self._tail)
+        return n
+
+    def detach(self) -> None:
+        """Keep the final header values, release the mapping (so it can be closed and unlinked)."""
+        if self._mv is not None:
+            self._final_header = L.read_header(self._mv)
+            self._mv.release()
+            self._mv = None
+
+    # -- one record ------------------------------------------------------------------------
+    def _bad(self, reason: int, seq: int) -> None:
+        self._invalid[reason] += 1
+        if self._first_invalid_seq is None:
+            self._first_invalid_seq = seq
+
+    def _add(self, acc: int, value: int) -> int:
+        total = acc + value
+        if total > L.U64_MAX:
+            self._saturated = True
+            return L.U64_MAX
+        return total
+
+    def _lane(self, key: tuple[int, int, int]) -> list[Any] | None:
+        lane = self._lanes.get(key)
+        if lane is None:
+            if len(self._lanes) >= L.MAX_LANES:
+                return None
+            lane = self._lanes[key] = [0, deque(maxlen=self._cap), 0]
+        return lane
+
+    def _record(self, mv: memoryview, off: int, seq: int) -> None:
+        rtype = _U16.unpack_from(mv, off)[0]
+        if rtype == L.REC_KERNEL:
+            (_t, flags, dev, start, end, ctx, stream, _corr, name_id, gx, gy, gz, bx, by, bz,
+             _regs, _smem, _graph) = _KERNEL.unpack_from(mv, off)
+            if name_id not in self._names:
+                return self._bad(L.INV_UNDEFINED_NAME, seq)
+            timed = not flags & L.FLAG_NO_TIMING
+            if timed and end < start:
+                return self._bad(L.INV_END_BEFORE_START, seq)
+            st = self._kstats.get(name_id)
+            if st is None:
+                st = self._kstats[name_id] = [0, 0, 0, None, None]
+            st[0] += 1
+            if timed:
+                dur = end - start
+                st[1] += 1
+                st[2] = self._add(st[2], dur)
+                if st[3] is None or dur < st[3]:
+                    st[3] = dur
+                if st[4] is None or dur > st[4]:
+                    st[4] = dur
+            span = (seq, "kernel", start, end, name_id, (gx, gy, gz), (bx, by, bz), None, None)
+            self._execution((dev, ctx, stream), timed, span)
+        elif rtype == L.REC_MEMCPY or rtype == L.REC_MEMSET:
+            (_t, flags, dev, start, end, ctx, stream, _corr, copy_kind, src_kind, dst_kind, nbytes,
+             _src_dev, _dst_dev, _value, _graph) = _COPY.unpack_from(mv, off)
+            if rtype == L.REC_MEMSET:
+                direction, kind = L.DIR_MEMSET, "memset"
+            else:
+                direction, kind = L.copy_direction(copy_kind, src_kind, dst_kind), "memcpy"
+                if direction < 0:
+                    return self._bad(L.INV_BAD_COPY_KIND, seq)
+            timed = not flags & L.FLAG_NO_TIMING
+            if timed and end < start:
+                return self._bad(L.INV_END_BEFORE_START, seq)
+            d = self._dirs[direction]
+            d[0] += 1
+            d[2] = self._add(d[2], nbytes)
+            if timed:
+                d[1] += 1
+                d[3] = self._add(d[3], end - start)
+            span = (seq, kind, start, end, 0, None, None, nbytes, L.DIRECTIONS[direction])
+            self._execution((dev, ctx, stream), timed, span)
+        elif rtype == L.REC_NAME_CHUNK:
+            self._name_chunk(mv, off, seq)
+        elif rtype == L.REC_STREAM_NAME:
+            (_t, _flags, dev, _s, _e, ctx, stream, _corr, name_id, *_rest) = _KERNEL.unpack_from(mv, off)
+            if name_id not in self._names:
+                return self._bad(L.INV_UNDEFINED_NAME, seq)
+            lane = self._lane((dev, ctx, stream))
+            if lane is None:
+                return self._bad(L.INV_TABLE_FULL, seq)
+            lane[2] = name_id
+        elif rtype == L.REC_CONTEXT:
+            (_t, _flags, dev, _s, _e, ctx, stream, *_rest) = _KERNEL.unpack_from(mv, off)
+            key2 = (dev, ctx)
+            if key2 not in self._contexts and len(self._contexts) >= L.MAX_CONTEXTS:
+                return self._bad(L.INV_TABLE_FULL, seq)
+            self._contexts[key2] = stream
+        elif rtype == L.REC_CLOCK_SYNC:
+            (_t, _flags, _dev, cupti_ns, wall_ns, *_rest) = _KERNEL.unpack_from(mv, off)
+            self._sync = (cupti_ns, wall_ns)
+        elif rtype == L.REC_DEVICE:
+            (_t, _flags, dev, _s, _e, _ctx, _stream, _corr, name_id, *_rest) = _KERNEL.unpack_from(mv, off)
+            if name_id not in self._names:
+                return self._bad(L.INV_UNDEFINED_NAME, seq)
+            if dev not in self._devices and len(self._devices) >= L.MAX_DEVICES:
+                return self._bad(L.INV_TABLE_FULL, seq)
+            self._devices[dev] = name_id
+        else:
+            self._bad(L.INV_BAD_TYPE, seq)
+
+    def _execution(self, key: tuple[int, int, int], timed: bool, span: tuple[Any, ...]) -> None:
+        lane = self._lane(key)
+        if lane is None:
+            self._lane_overflow += 1
+            return
+        lane[0] += 1
+        if timed:
+            lane[1].append(span)
+
+    def _name_chunk(self, mv: memoryview, off: int, seq: int) -> None:
+        (_t, flags, name_id, offset, total_len, text) = _NAME.unpack_from(mv, off)
+        if name_id == 0 or name_id >= L.NAME_ID_LIMIT:
+            return self._bad(L.INV_BAD_NAME_CHUNK, seq)
+        pending = self._pending.pop(name_id, None)
+        if total_len > L.NAME_MAX or (offset >= total_len and not offset == total_len == 0):
+            return self._bad(L.INV_BAD_NAME_CHUNK, seq)
+        if pending is None:
+            if offset != 0:
+                return self._bad(L.INV_BAD_NAME_CHUNK, seq)
+            pending = (bytearray(), total_len)
+        elif pending[1] != total_len or offset != len(pending[0]):
+            return self._bad(L.INV_BAD_NAME_CHUNK, seq)
+        buf = pending[0]
+        buf += text[: min(L.NAME_CHUNK_TEXT, total_len - offset)]
+        if not flags & L.FLAG_NAME_LAST:
+            self._pending[name_id] = pending
+            return None
+        if len(buf) != total_len:
+            return self._bad(L.INV_INCOMPLETE_NAME, seq)
+        name = (bytes(buf), flags & _NAME_KEEP_FLAGS)
+        known = self._names.get(name_id)
+        if known is None:
+            self._names[name_id] = name
+        elif known != name:
+            self._bad(L.INV_NAME_CONFLICT, seq)
+        return None
+
+    # -- accessors (frame time) ------------------------------------------------------------
+    def kernels(self) -> list[tuple[int, int, int, int, int | None, int | None]]:
+        """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id."""
+        return [(nid, s[0], s[1], s[2], s[3], s[4]) for nid, s in sorted(self._kstats.items())]
+
+    def transfers(self) -> list[tuple[str, int, int, int, int]]:
+        """``(direction, count, timed, bytes, total_ns)`` for every direction, in display order."""
+        return [(L.DIRECTIONS[i], d[0], d[1], d[2], d[3]) for i, d in enumerate(self._dirs)]
+
+    def lanes(self, after_seq: int = -1) -> list[tuple[Any, ...]]:
+        """``(device, context, stream, executions, kept, name_id, spans)`` per lane with executions.
+
+        ``kept`` is how many spans the lane holds (``executions - kept`` were elided); ``spans``
+        lists only those with ``seq > after_seq``, oldest first, each
+        ``(seq, kind, start_ns, end_ns, name_id, grid, block, bytes, direction)`` in CUPTI time.
+        """
+        out = []
+        for key in sorted(self._lanes):
+            executions, spans, name_id = self._lanes[key]
+            if executions == 0:
+                continue
+            new = [s for s in spans if s[0] > after_seq]
+            out.append((key[0], key[1], key[2], executions, len(spans), name_id, new))
+        return out
+
+    def names(self) -> dict[int, tuple[str, int]]:
+        """Every completely defined name: id → (text, NAME_TRUNCATED/NAME_STREAM flags); not id 0."""
+        return {nid: (t.decode("utf-8", "replace"), f) for nid, (t, f) in self._names.items() if nid}
+
+    def null_streams(self) -> dict[tuple[int, int], int]:
+        """(device, context) → the stream id of its null stream, from CONTEXT records."""
+        return dict(self._contexts)
+
+    def devices(self) -> dict[int, int]:
+        """device id → the name id of its name, from DEVICE records."""
+        return dict(self._devices)
+
+    def clock(self) -> tuple[int, int] | None:
+        """(CUPTI ns, wall ns) of the latest CLOCK_SYNC record, else the header's pair, else None."""
+        if self._sync is not None:
+            return self._sync
+        h = self.header()
+        if h["clock_wall_ns"] != 0:
+            return (h["clock_cupti_ns"], h["clock_wall_ns"])
+        return None
+
+    def counters(self) -> dict[str, Any]:
+        """Decoder counters: records, invalid records (total and by reason), lane overflow, ..."""
+        return {
+            "records": self._records,
+            "invalid_records": sum(self._invalid),
+            "invalid": {L.INVALID_REASONS[i]: n for i, n in enumerate(self._invalid) if n},
+            "first_invalid_seq": self._first_invalid_seq,
+            "lane_overflow": self._lane_overflow,
+            "saturated": self._saturated,
+            "pending_names": len(self._pending),
+        }
+
+    def header(self) -> dict[str, Any]:
+        """The header's fields, live (or as they were at :meth:`detach`)."""
+        if self._mv is None:
+            assert self._final_header is not None
+            return dict(self._final_header)
+        return L.read_header(self._mv)

@@ -1,0 +1,40 @@
+"""Picks the ring decoder: the compiled ``_decoder_c`` when it loads, else the Python twin.
+
+``GPUFLOW_NO_EXTENSIONS=1`` (any non-empty value) forces the pure-Python twin, as does a
+non-CPython interpreter; type checkers are pointed at the Python twin. Both classes stay
+importable under their own names (``RingDecoderPy`` always, ``RingDecoderC`` when built) so the
+tests can run every case through both; ``USING_EXTENSION`` says which one ``RingDecoder`` is.
+
+Constraints: importing this module must never fail because the extension is missing or broken.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from gpuflow.collectors.cupti._decoder_py import RingDecoder as RingDecoderPy
+
+NO_EXTENSIONS = bool(os.environ.get("GPUFLOW_NO_EXTENSIONS"))
+if sys.implementation.name != "cpython":
+    NO_EXTENSIONS = True
+
+RingDecoderC: type | None
+try:
+    from gpuflow.collectors.cupti._decoder_c import RingDecoder as RingDecoderC
+except ImportError as exc:  # pragma: no cover - depends on the build
+    RingDecoderC = None
+    EXTENSION_IMPORT_ERROR: str | None = f"{type(exc).__name__}: {exc}"
+else:
+    EXTENSION_IMPORT_ERROR = None
+
+if TYPE_CHECKING or NO_EXTENSIONS or RingDecoderC is None:
+    RingDecoder = RingDecoderPy
+    USING_EXTENSION = False
+else:
+    RingDecoder = RingDecoderC
+    USING_EXTENSION = True
+
+__all__ = ["RingDecoder", "RingDecoderPy", "RingDecoderC", "USING_EXTENSION", "NO_EXTENSIONS",
+           "EXTENSION_IMPORT_ERROR"]
