@@ -1,0 +1,227 @@
+"""The Falcon WSGI app: ``create_app`` (pure, for tests and the CLI) and ``get_app`` (gunicorn).
+
+Routes (all GET, HEAD where harmless; anything else 405):
+
+* ``/`` — the UI page (:mod:`gpuflow.transport.ui`); with a token, ``/?token=T`` logs in;
+* ``/api/snapshot`` — the latest snapshot as JSON (docs/snapshot.md);
+* ``/api/stream`` — Server-Sent Events (:mod:`gpuflow.transport.sse`);
+* ``/metrics`` — Prometheus text (:mod:`gpuflow.transport.metrics`);
+* ``/healthz`` — ``{"status": "ok"|"starting"|"stopping", ...}``, 503 unless ok.
+
+Deployment: ``gunicorn 'gpuflow.transport.app:get_app()' -k gthread --workers 1 --threads 64``
+(optionally ``-c python:gpuflow.transport.gunicorn_conf``). ``get_app()`` reads ``GPUFLOW_*``
+(:func:`gpuflow.transport.settings.from_environ`) and builds the plugin manager and the agent
+but starts nothing: collectors start inside the worker, on the first request (or from the
+``post_worker_init`` hook), never at import and never before a fork. Data requests wait up to
+``first_snapshot_wait_s`` (1 s) for the first snapshot. Open streams end promptly when the
+gunicorn worker stops (its ``alive`` flag, found from the worker's SIGTERM handler or given by
+the hook) or when :meth:`GpuflowApp.begin_shutdown` is called (embedded server); the agent this
+app started is stopped by :meth:`GpuflowApp.close` (worker exit, atexit).
+
+Constraints: importing this module starts nothing and reads no environment; create_app does no
+I/O; every resource gets its collaborators through ``TransportState``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import falcon
+
+from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.snapshot import Snapshot
+from gpuflow.transport.frames import FrameEncoder, dumps
+from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_registry
+from gpuflow.transport.security import SecurityMiddleware
+from gpuflow.transport.settings import AppSettings, from_environ
+from gpuflow.transport.sse import StreamResource, StreamSlots
+from gpuflow.transport.ui import IndexResource
+
+__all__ = ["AppSettings", "GpuflowApp", "TransportState", "create_app", "get_app"]
+
+
+class TransportState:
+    """What every resource shares: hub, agent (optional), encoder, stream slots, shutdown."""
+
+    def __init__(self, source: Any, settings: AppSettings) -> None:
+        if isinstance(source, SnapshotHub):
+            self.agent, self.hub = None, source
+        elif isinstance(getattr(source, "hub", None), SnapshotHub):
+            self.agent, self.hub = source, source.hub
+        else:
+            raise TypeError(f"create_app needs an Agent or a SnapshotHub, not {type(source).__name__}")
+        self.settings = settings
+        self.frames = FrameEncoder(self.hub)
+        self.slots = StreamSlots(settings.max_streams)
+        self._shutdown = threading.Event()
+        self._worker: Any = None
+        self._lock = threading.Lock()
+        self._started = False
+        self._owns_agent = False
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def ensure_started(self) -> None:
+        """Start the agent if it is not running (once, thread-safe, only in the serving process)."""
+        if self._started or self.agent is None or not self.settings.start_agent:
+            return
+        with self._lock:
+            if self._started or self._shutdown.is_set():
+                return
+            if not self.agent.running:
+                self.agent.start()
+                self._owns_agent = True
+            self._started = True
+
+    def attach_worker(self, worker: Any) -> None:
+        """Streams end once ``worker.alive`` turns false (gunicorn's graceful stop)."""
+        self._worker = worker
+
+    def stopping(self) -> bool:
+        worker = self._worker
+        return self._shutdown.is_set() or (worker is not None and not worker.alive)
+
+    def begin_shutdown(self) -> None:
+        """Refuse new streams and end the open ones within ``poll_s``."""
+        self._shutdown.set()
+
+    def close(self) -> None:
+        """Shut down and stop the agent if this app started it. Idempotent."""
+        self.begin_shutdown()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            owns = self._owns_agent
+        if owns and self.agent is not None:
+            self.agent.stop()
+
+    def wait_first_snapshot(self) -> Snapshot | None:
+        self.ensure_started()
+        latest = self.hub.latest()
+        if latest is not None:
+            return latest
+        return self.hub.wait_first(self.settings.first_snapshot_wait_s)
+
+
+class GpuflowApp(falcon.App):
+    """falcon.App plus its :class:`TransportState` and the two shutdown calls servers need."""
+
+    state: TransportState
+
+    def begin_shutdown(self) -> None:
+        self.state.begin_shutdown()
+
+    def close(self) -> None:
+        self.state.close()
+
+
+class _StartAgent:
+    """Middleware: the first request that passed the security checks starts the agent."""
+
+    def __init__(self, state: TransportState) -> None:
+        self.state = state
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.state.ensure_started()
+
+
+class SnapshotResource:
+    def __init__(self, state: TransportState) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.state.wait_first_snapshot()
+        cached = self.state.frames.snapshot_json()
+        resp.content_type = falcon.MEDIA_JSON
+        if cached is None:
+            resp.status = falcon.HTTP_503
+            resp.set_header("Retry-After", "1")
+            resp.data = b'{"error":"no snapshot yet"}'
+            return
+        resp.data = cached[1]
+
+    on_head = on_get
+
+
+class HealthResource:
+    def __init__(self, state: TransportState) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        state = self.state
+        snap = state.wait_first_snapshot()
+        status = "stopping" if state.stopping() else ("starting" if snap is None else "ok")
+        body: dict[str, Any] = {"status": status, "streams": state.slots.open}
+        if snap is not None:
+            body["seq"] = snap.seq
+            body["age_s"] = round(max(0.0, time.time() - snap.timestamp), 3)
+        resp.status = falcon.HTTP_200 if status == "ok" else falcon.HTTP_503
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = dumps(body)
+
+    on_head = on_get
+
+
+def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> GpuflowApp:
+    """The WSGI app over an Agent (started lazily on the first request) or a bare SnapshotHub."""
+    settings = settings if settings is not None else AppSettings()
+    state = TransportState(agent_or_hub, settings)
+    app = GpuflowApp(
+        middleware=[SecurityMiddleware(settings.allow_hosts, settings.token), _StartAgent(state)],
+        cors_enable=False,
+    )
+    app.state = state
+    app.add_route("/", IndexResource(settings.ui_path))
+    app.add_route("/api/snapshot", SnapshotResource(state))
+    app.add_route("/api/stream", StreamResource(state))
+    collector = SnapshotCollector(state.hub.latest, settings.metrics_per_process, state.slots)
+    app.add_route("/metrics", MetricsResource(state, make_registry(collector)))
+    app.add_route("/healthz", HealthResource(state))
+    return app
+
+
+#: Apps built by get_app() in this process, for the gunicorn hooks (gunicorn_conf.py).
+LIVE_APPS: list[GpuflowApp] = []
+
+
+def get_app() -> GpuflowApp:
+    """The app as gunicorn loads it: ``gunicorn 'gpuflow.transport.app:get_app()'``.
+
+    Reads GPUFLOW_INTERVAL_MS, GPUFLOW_PLUGINS, GPUFLOW_TOKEN, GPUFLOW_ALLOW_HOSTS,
+    GPUFLOW_SHOW_CMDLINE, GPUFLOW_METRICS_PER_PROCESS, GPUFLOW_MAX_STREAMS, GPUFLOW_UI,
+    GPUFLOW_PING_S, GPUFLOW_MAX_STREAM_AGE_S, GPUFLOW_RING_CAPACITY, GPUFLOW_SESSION (and the
+    plugin manager reads GPUFLOW_DISABLED_PLUGINS, GPUFLOW_DISABLE_PLUGIN_AUTOLOAD). Builds the
+    agent; starts nothing.
+    """
+    from gpuflow.core.agent import Agent
+    from gpuflow.core.plugins import get_plugin_manager
+
+    env = from_environ()
+    agent = Agent(env.agent, get_plugin_manager(extra_modules=env.plugins))
+    app = create_app(agent, settings=env.settings)
+    worker = current_gunicorn_worker()
+    if worker is not None:
+        app.state.attach_worker(worker)
+    LIVE_APPS.append(app)
+    atexit.register(app.close)
+    return app
+
+
+def current_gunicorn_worker() -> Any:
+    """The gunicorn worker running this process, found through its SIGTERM handler, or None.
+
+    gunicorn installs ``worker.handle_exit`` before it loads the app (without ``--preload``), so
+    the bound method leads to the worker and its ``alive`` flag. With ``--preload`` the app is
+    loaded in the arbiter and this returns None: use gunicorn_conf.py's post_worker_init then.
+    """
+    base = sys.modules.get("gunicorn.workers.base")
+    if base is None:
+        return None
+    owner = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    return owner if isinstance(owner, base.Worker) else None

@@ -1,0 +1,208 @@
+"""GET /metrics: Prometheus text built from the cached latest snapshot, never from NVML per scrape.
+
+A private ``CollectorRegistry`` holds one custom collector whose ``collect()`` reads the hub's
+latest snapshot, so exited processes simply stop appearing (no stale labelled gauges to remove).
+Names use the ``gpuflow_`` prefix and base units (ratios 0–1, bytes, watts, celsius, hertz,
+seconds); device series carry the labels ``gpu`` (index), ``uuid`` and ``name``. A reading the
+snapshot has as null is *absent* from the output, never 0. Per-process and traced-process
+series (labels ``pid``, ``process``, ``user``) only appear with ``metrics_per_process``: they are
+high-cardinality and say who runs what.
+
+Constraints: runs on a server thread per scrape; O(size of the snapshot); no locks beyond the
+hub's; the Host/token middleware applies as for every route.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import falcon
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+
+from gpuflow.core.snapshot import Snapshot
+
+GPU_LABELS = ["gpu", "uuid", "name"]
+PROC_LABELS = GPU_LABELS + ["pid", "process", "user"]
+TRACED_LABELS = ["pid", "session", "process"]
+
+#: (metric name, help, Device field, scale to base units)
+DEVICE_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("gpuflow_gpu_utilization_ratio", "GPU busy fraction over the last sample period (0-1)",
+     "utilization_gpu_pct", 0.01),
+    ("gpuflow_gpu_memory_utilization_ratio", "Memory controller busy fraction (0-1)",
+     "utilization_memory_pct", 0.01),
+    ("gpuflow_gpu_memory_used_bytes", "Device memory in use", "memory_used_bytes", 1),
+    ("gpuflow_gpu_memory_total_bytes", "Device memory installed", "memory_total_bytes", 1),
+    ("gpuflow_gpu_temperature_celsius", "GPU core temperature", "temperature_c", 1),
+    ("gpuflow_gpu_power_watts", "Power draw", "power_draw_w", 1),
+    ("gpuflow_gpu_power_limit_watts", "Enforced power limit", "power_limit_w", 1),
+    ("gpuflow_gpu_sm_clock_hertz", "SM clock", "clock_sm_mhz", 1e6),
+    ("gpuflow_gpu_memory_clock_hertz", "Memory clock", "clock_mem_mhz", 1e6),
+    ("gpuflow_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput", "pcie_tx_bytes_per_s", 1),
+    ("gpuflow_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput", "pcie_rx_bytes_per_s", 1),
+)
+
+#: (metric name, help, Attachment field, scale)
+PROCESS_GAUGES: tuple[tuple[str, str, str, float], ...] = (
+    ("gpuflow_process_gpu_memory_used_bytes", "Device memory used by the process",
+     "memory_used_bytes", 1),
+    ("gpuflow_process_sm_utilization_ratio", "SM busy fraction attributed to the process (0-1)",
+     "sm_util_pct", 0.01),
+    ("gpuflow_process_memory_utilization_ratio",
+     "Memory controller busy fraction attributed to the process (0-1)", "mem_util_pct", 0.01),
+)
+
+
+def _s(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _scaled(value: Any, scale: float) -> float | None:
+    if value is None:
+        return None
+    return value * scale if scale != 1 else value
+
+
+class SnapshotCollector:
+    """prometheus_client custom collector over ``latest()``; ``streams`` feeds the SSE counters."""
+
+    def __init__(self, latest: Callable[[], Snapshot | None], per_process: bool,
+                 streams: Any = None) -> None:
+        self._latest = latest
+        self.per_process = per_process
+        self.streams = streams
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._transport()
+        snap = self._latest()
+        if snap is None:
+            return
+        yield from self._agent(snap)
+        yield from self._devices(snap)
+        if self.per_process:
+            yield from self._processes(snap)
+            yield from self._traced(snap)
+
+    def _transport(self) -> Iterator[Metric]:
+        if self.streams is None:
+            return
+        g = GaugeMetricFamily("gpuflow_sse_streams_open", "Open /api/stream connections")
+        g.add_metric([], self.streams.open)
+        yield g
+        c = CounterMetricFamily("gpuflow_sse_streams_rejected", "Streams refused at max_streams")
+        c.add_metric([], self.streams.rejected)
+        yield c
+        c = CounterMetricFamily("gpuflow_sse_streams_served", "Streams accepted since start")
+        c.add_metric([], self.streams.served)
+        yield c
+
+    def _agent(self, snap: Snapshot) -> Iterator[Metric]:
+        g = GaugeMetricFamily("gpuflow_snapshot_seq", "Sequence number of the latest snapshot")
+        g.add_metric([], snap.seq)
+        yield g
+        g = GaugeMetricFamily("gpuflow_snapshot_timestamp_seconds",
+                              "Wall-clock time the latest snapshot was built")
+        g.add_metric([], snap.timestamp)
+        yield g
+        h = snap.host
+        g = GaugeMetricFamily("gpuflow_driver_info", "NVIDIA driver versions (value is always 1)",
+                              labels=["driver_version", "cuda_driver_version", "nvml_version"])
+        g.add_metric([_s(h.driver_version), _s(h.cuda_driver_version), _s(h.nvml_version)], 1)
+        yield g
+        counts: dict[tuple[str, str], int] = {}
+        for p in snap.problems:
+            counts[(p.source, p.severity)] = counts.get((p.source, p.severity), 0) + 1
+        g = GaugeMetricFamily("gpuflow_problems", "Problems reported by collectors",
+                              labels=["source", "severity"])
+        for (source, severity), n in sorted(counts.items()):
+            g.add_metric([source, severity], n)
+        yield g
+
+    def _devices(self, snap: Snapshot) -> Iterator[Metric]:
+        info = GaugeMetricFamily("gpuflow_gpu_info", "GPU identity (value is always 1)",
+                                 labels=GPU_LABELS + ["pci_bus_id", "mig_mode"])
+        lost = GaugeMetricFamily("gpuflow_gpu_lost", "1 if the GPU stopped answering",
+                                 labels=GPU_LABELS)
+        procs = GaugeMetricFamily("gpuflow_gpu_processes", "Processes holding the GPU",
+                                  labels=GPU_LABELS)
+        per_gpu: dict[str, int] = {}
+        for p in snap.processes:
+            for a in p.attachments:
+                per_gpu[a.device_uuid] = per_gpu.get(a.device_uuid, 0) + 1
+        families = [GaugeMetricFamily(name, doc, labels=GPU_LABELS)
+                    for name, doc, _, _ in DEVICE_GAUGES]
+        for d in snap.devices:
+            labels = [str(d.index), d.uuid, _s(d.name)]
+            info.add_metric(labels + [_s(d.pci_bus_id), _s(d.mig_mode)], 1)
+            lost.add_metric(labels, 1 if d.lost else 0)
+            procs.add_metric(labels, per_gpu.get(d.uuid, 0))
+            for family, (_, _, attr, scale) in zip(families, DEVICE_GAUGES):
+                value = _scaled(getattr(d, attr), scale)
+                if value is not None:
+                    family.add_metric(labels, value)
+        yield info
+        yield lost
+        yield procs
+        yield from families
+
+    def _processes(self, snap: Snapshot) -> Iterator[Metric]:
+        names = {d.uuid: _s(d.name) for d in snap.devices}
+        families = [GaugeMetricFamily(name, doc, labels=PROC_LABELS)
+                    for name, doc, _, _ in PROCESS_GAUGES]
+        for p in snap.processes:
+            for a in p.attachments:
+                labels = [str(a.device_index), a.device_uuid, names.get(a.device_uuid, ""),
+                          str(p.pid), _s(p.name), _s(p.user)]
+                for family, (_, _, attr, scale) in zip(families, PROCESS_GAUGES):
+                    value = _scaled(getattr(a, attr), scale)
+                    if value is not None:
+                        family.add_metric(labels, value)
+        yield from families
+
+    def _traced(self, snap: Snapshot) -> Iterator[Metric]:
+        records = CounterMetricFamily("gpuflow_traced_records", "Trace records decoded",
+                                      labels=TRACED_LABELS)
+        dropped = CounterMetricFamily("gpuflow_traced_dropped_records",
+                                      "Trace records lost (reason: ring full or inside CUPTI)",
+                                      labels=TRACED_LABELS + ["reason"])
+        launches = CounterMetricFamily("gpuflow_traced_kernel_launches", "Kernels run",
+                                       labels=TRACED_LABELS)
+        ktime = CounterMetricFamily("gpuflow_traced_kernel_seconds", "Kernel time summed",
+                                    labels=TRACED_LABELS)
+        xbytes = CounterMetricFamily("gpuflow_traced_transfer_bytes", "Bytes copied or set",
+                                     labels=TRACED_LABELS + ["direction"])
+        xcount = CounterMetricFamily("gpuflow_traced_transfers", "Copies and memsets",
+                                     labels=TRACED_LABELS + ["direction"])
+        for t in snap.traced:
+            labels = [str(t.pid), t.session, _s(t.name)]
+            records.add_metric(labels, t.records)
+            dropped.add_metric(labels + ["ring"], t.dropped_ring)
+            dropped.add_metric(labels + ["cupti"], t.dropped_cupti)
+            launches.add_metric(labels, sum(k.count for k in t.kernels))
+            ktime.add_metric(labels, sum(k.total_ns for k in t.kernels) / 1e9)
+            for x in t.transfers:
+                xbytes.add_metric(labels + [x.direction], x.bytes)
+                xcount.add_metric(labels + [x.direction], x.count)
+        yield from (records, dropped, launches, ktime, xbytes, xcount)
+
+
+def make_registry(collector: SnapshotCollector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+class MetricsResource:
+    def __init__(self, state, registry: CollectorRegistry) -> None:
+        self.state = state
+        self.registry = registry
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.state.wait_first_snapshot()
+        encoder, content_type = choose_encoder(req.get_header("Accept") or "")
+        resp.data = encoder(self.registry)
+        resp.content_type = content_type
+
+    on_head = on_get

@@ -1,0 +1,181 @@
+"""GET /api/stream: Server-Sent Events over plain WSGI (Falcon's SSE helpers are ASGI-only).
+
+Per connection: ``retry:`` once, then at once the latest snapshot as a *full* frame (whatever
+``Last-Event-ID`` says: snapshots are state, not a log), then one frame per new snapshot — the
+shared delta when this client received its ``base_seq``, else the shared full frame — and a
+``: ping`` comment after ``ping_interval_s`` of silence. Each yielded chunk is exactly one complete
+event, so every server flushes it as is.
+
+The stream ends (and EventSource reconnects by itself) at ``max_stream_age_s``, when the app is
+shutting down (checked at least every ``poll_s``) or when the hub closes; a client that stops
+reading is dropped after ``send_timeout_s`` where the server exposes its socket. A client that
+falls behind skips snapshots (it always gets the latest) and gets a full frame after a gap;
+nothing is queued per client. Concurrent streams are capped (:class:`StreamSlots`); over the cap
+the answer is 503 with Retry-After, before any thread is held for long.
+
+Constraints: one server thread per open stream (gunicorn gthread / threaded embedded server), so
+the cap must stay below the thread count; the slot is released exactly once, in ``close()``,
+whether or not the body was ever iterated.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Iterator
+
+import falcon
+
+from gpuflow.core.hub import SnapshotHub
+from gpuflow.transport.frames import FrameEncoder
+from gpuflow.transport.settings import AppSettings
+
+log = logging.getLogger("gpuflow.transport.sse")
+
+PING = b": ping\n\n"
+
+
+class StreamSlots:
+    """A counter of open streams with a hard cap; also counts refusals (for /metrics)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self.open = 0
+        self.rejected = 0
+        self.served = 0
+
+    def acquire(self) -> bool:
+        with self._lock:
+            if self.open >= self.limit:
+                self.rejected += 1
+                return False
+            self.open += 1
+            self.served += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.open -= 1
+
+
+class SseBody:
+    """The WSGI body of one stream: iterates the event generator, releases the slot on close()."""
+
+    def __init__(self, events: Iterator[bytes], release: Callable[[], None]) -> None:
+        self._events = events
+        self._release: Callable[[], None] | None = release
+
+    def __iter__(self) -> SseBody:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._events)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        if release is None:
+            return
+        try:
+            self._events.close()  # type: ignore[attr-defined]
+        finally:
+            release()
+
+
+def event_stream(
+    hub: SnapshotHub,
+    frames: FrameEncoder,
+    settings: AppSettings,
+    stopping: Callable[[], bool],
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[bytes]:
+    """The events of one connection, as bytes, one complete event per item."""
+    started = last_write = clock()
+    retry = b"retry: %d\n" % settings.retry_ms
+    frame = frames.current()
+    if frame is None:
+        hub.wait_first(settings.first_snapshot_wait_s)
+        frame = frames.current()
+    if frame is None:
+        yield retry + b"\n"
+        last_seq = None
+    else:
+        yield retry + frame.full
+        last_seq = frame.seq
+    last_write = clock()
+    while True:
+        now = clock()
+        age_left = settings.max_stream_age_s - (now - started)
+        if age_left <= 0 or stopping():
+            return
+        ping_left = settings.ping_interval_s - (now - last_write)
+        if ping_left <= 0:
+            yield PING
+            last_write = clock()
+            continue
+        snap = hub.wait_newer(-1 if last_seq is None else last_seq,
+                              timeout=min(ping_left, age_left, settings.poll_s))
+        if snap is None:
+            if hub.closed:
+                return
+            continue
+        frame = frames.current()
+        if frame is None or frame.seq == last_seq:
+            continue
+        if frame.delta is not None and frame.base_seq == last_seq:
+            yield frame.delta
+        else:
+            yield frame.full
+        last_seq = frame.seq
+        last_write = clock()
+
+
+def bound_send_time(environ: dict, seconds: float) -> None:
+    """Make a stalled client's writes fail after ``seconds`` (gunicorn exposes its socket)."""
+    sock = environ.get("gunicorn.socket")
+    if sock is not None:
+        try:
+            sock.settimeout(seconds)
+        except OSError:
+            pass
+
+
+class StreamResource:
+    """Falcon resource for GET /api/stream."""
+
+    def __init__(self, state) -> None:
+        self.state = state
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        state = self.state
+        settings: AppSettings = state.settings
+        if state.stopping():
+            _unavailable(resp, settings, "shutting down")
+            return
+        if not state.slots.acquire():
+            log.warning("stream refused: %d streams open (max_streams)", state.slots.limit)
+            _unavailable(resp, settings, "too many open streams")
+            return
+        try:
+            events = event_stream(state.hub, state.frames, settings, state.stopping)
+            body = SseBody(events, state.slots.release)
+        except BaseException:
+            state.slots.release()
+            raise
+        bound_send_time(req.env, settings.send_timeout_s)
+        resp.content_type = "text/event-stream; charset=utf-8"
+        resp.cache_control = ["no-cache"]
+        resp.set_header("X-Accel-Buffering", "no")
+        resp.stream = body
+
+
+def _unavailable(resp: falcon.Response, settings: AppSettings, why: str) -> None:
+    resp.status = falcon.HTTP_503
+    resp.set_header("Retry-After", str(settings.retry_after_s))
+    resp.content_type = falcon.MEDIA_TEXT
+    resp.text = f"503 Service Unavailable: {why}; retry in {settings.retry_after_s} s\n"
