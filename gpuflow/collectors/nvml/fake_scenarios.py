@@ -1,0 +1,121 @@
+"""The named GPU sets the fake NVML backend can play (``GPUFLOW_NVML_FAKE=<name>``).
+
+Each scenario is data: how many GPUs, which processes hold which of them and how busy they are,
+and which faults to inject. :mod:`gpuflow.collectors.nvml.fake_backend` turns it into NVML
+answers. docs/nvml.md lists them for users; tests use them by name.
+
+Constraints: pure data, no I/O. Scenario pids are made up (they need not exist on the machine):
+the fake backend brings its own /proc stand-in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+#: Backend methods that the ``notsupported`` scenario answers with NVMLError_NotSupported.
+OPTIONAL_FIELDS = frozenset({
+    "utilization", "temperature", "power_usage", "power_limit", "clock_sm", "clock_mem",
+    "pcie_tx", "pcie_rx", "mig_mode", "process_utilization",
+})
+
+
+@dataclass(frozen=True)
+class FakeProcess:
+    pid: int
+    name: str
+    user: str
+    argv: tuple[str, ...]
+    devices: dict[int, str]  #: device index → "compute" | "graphics" | "compute+graphics"
+    memory_bytes: int  #: per device it holds
+    busy: float  #: 0..1, how hard it drives its GPUs; 0 = holds memory, runs nothing
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    gpus: int = 1
+    processes: tuple[FakeProcess, ...] = ()
+    gpu_name: str = "NVIDIA H200"
+    unsupported: frozenset[str] = frozenset()  #: methods answering NotSupported
+    wddm: bool = False  #: per-process memory is ULLONG_MAX, per-process utilization NotSupported
+    lost_gpu: int | None = None  #: this GPU answers GPU_IS_LOST ...
+    lose_after: int = 3  #: ... once it has answered this many polls
+    init_error: int | None = None  #: an NVML_ERROR_* code nvmlInit fails with
+    vanishing_pids: frozenset[int] = frozenset()  #: NVML lists them, /proc no longer has them
+    vanish_after: int = 4  #: NVML stops listing the vanishing pids after this many polls
+    slow: dict[str, float] = field(default_factory=dict)  #: method → seconds each call takes
+    mig_enabled: frozenset[int] = frozenset()
+
+
+def _job(pid, name, user, argv, devices, mem, busy, kind="compute") -> FakeProcess:
+    return FakeProcess(pid, name, user, tuple(argv), {d: kind for d in devices}, mem, busy)
+
+
+_TRAIN = _job(4242, "python", "alice", ["python", "train.py", "--api-key=sk-not-a-real-secret",
+                                          "--epochs", "90"], range(4), 30 * GIB, 0.9)
+_SERVE = _job(5150, "python3", "bob", ["/usr/bin/python3", "-m", "vllm.entrypoints.api_server",
+                                        "--model", "llama"], (4, 5), 60 * GIB, 0.6)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario(
+        "single", "one GPU, one training process", gpus=1,
+        processes=(_job(3131, "python", "alice", ["python", "demo.py"], (0,), 8 * GIB, 0.7),),
+    ),
+    Scenario(
+        "shared8", "8 GPUs: a job on 4 of them, a server on 2, a compute+graphics app, an idle "
+        "notebook, a display server; GPU 7 in MIG mode", gpus=8,
+        processes=(
+            _TRAIN,
+            _SERVE,
+            _job(6001, "blender", "carol", ["blender", "-b", "scene.blend"], (6,), 4 * GIB, 0.4,
+                 kind="compute+graphics"),
+            _job(6100, "python", "dave", ["/opt/conda/bin/python", "-m", "ipykernel_launcher",
+                                          "-f", "kernel.json"], (6,), 1 * GIB, 0.0),
+            _job(2077, "Xorg", "root", ["/usr/lib/xorg/Xorg", ":0"], (6,), 300 * MIB, 0.02,
+                 kind="graphics"),
+        ),
+        mig_enabled=frozenset({7}),
+    ),
+    Scenario(
+        "wddm", "2 GPUs as Windows/WSL2 (WDDM) shows them: per-process memory and utilization "
+        "not available", gpus=2,
+        processes=(_job(4300, "python.exe", "alice", ["python.exe", "train.py"], (0, 1), 10 * GIB,
+                        0.8),),
+        wddm=True,
+    ),
+    Scenario(
+        "notsupported", "2 GPUs answering NotSupported for every optional field (like some "
+        "vGPU and consumer boards)", gpus=2,
+        processes=(_job(4400, "python", "alice", ["python", "infer.py"], (0,), 6 * GIB, 0.5),),
+        unsupported=OPTIONAL_FIELDS,
+    ),
+    Scenario(
+        "lost", "4 GPUs; GPU 2 falls off the bus after 3 polls (NVML_ERROR_GPU_IS_LOST)", gpus=4,
+        processes=(_job(4500, "python", "alice", ["torchrun", "--nproc-per-node=4", "ddp.py"],
+                        range(4), 20 * GIB, 0.85),),
+        lost_gpu=2, lose_after=3,
+    ),
+    Scenario(
+        "nodriver", "no NVIDIA driver: nvmlInit fails as if libnvidia-ml.so.1 were missing",
+        gpus=0, init_error=12,  # NVML_ERROR_LIBRARY_NOT_FOUND
+    ),
+    Scenario(
+        "vanishing", "2 GPUs; a short-lived process is listed by NVML but has already left /proc",
+        gpus=2,
+        processes=(
+            _job(4600, "python", "alice", ["python", "steady.py"], (0, 1), 5 * GIB, 0.6),
+            _job(4601, "python", "alice", ["python", "-c", "import torch"], (0, 1), 500 * MIB, 0.3),
+        ),
+        vanishing_pids=frozenset({4601}),
+    ),
+    Scenario(
+        "hang", "1 GPU whose utilization call takes 2 s, longer than the polling interval",
+        gpus=1,
+        processes=(_job(4700, "python", "alice", ["python", "slow.py"], (0,), 2 * GIB, 0.5),),
+        slow={"utilization": 2.0},
+    ),
+)}

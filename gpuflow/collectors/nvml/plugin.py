@@ -1,0 +1,57 @@
+"""The built-in NVML collector as a pluggy plugin (registered under the name "nvml").
+
+An ordinary plugin, registered the way third-party collectors are (``DEFAULT_PLUGINS`` in
+:mod:`gpuflow.core.plugins`); disable it with ``GPUFLOW_DISABLED_PLUGINS=nvml``. Per-agent state
+lives in ``context.slots["nvml"]`` (several agents may share a process in tests).
+
+Constraints: importing this module does nothing (no NVML, no threads); ``start_collecting``
+returns at once (NVML is initialized on the collector's thread) and never raises for an
+environmental problem: a missing driver becomes a Problem in the part.
+"""
+
+from __future__ import annotations
+
+from gpuflow.collectors.nvml.collector import SOURCE
+from gpuflow.collectors.nvml.factory import build_collector
+from gpuflow.core.context import CollectorContext
+from gpuflow.core.hookspecs import hookimpl
+from gpuflow.core.snapshot import Problem, SnapshotPart
+
+SLOT = "nvml"
+
+
+class _Misconfigured:
+    """Stands in for the collector when its settings are wrong: reports why, collects nothing."""
+
+    def __init__(self, message: str) -> None:
+        self._part = SnapshotPart(source=SOURCE, problems=(Problem(SOURCE, message, "error"),))
+
+    def latest(self) -> SnapshotPart:
+        return self._part
+
+    def stop(self) -> None:
+        pass
+
+
+@hookimpl
+def start_collecting(context: CollectorContext) -> None:
+    try:
+        collector = build_collector(context)
+    except ValueError as exc:  # e.g. an unknown fake scenario name
+        context.slots[SLOT] = _Misconfigured(f"NVML collector not started: {exc}")
+        return
+    context.slots[SLOT] = collector
+    collector.start()
+
+
+@hookimpl
+def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
+    collector = context.slots.get(SLOT)
+    return None if collector is None else collector.latest()
+
+
+@hookimpl
+def stop_collecting(context: CollectorContext) -> None:
+    collector = context.slots.pop(SLOT, None)
+    if collector is not None:
+        collector.stop()

@@ -1,0 +1,104 @@
+"""Who a GPU process is: name, user and command line from /proc, with the command line redacted.
+
+NVML gives only pids. The name comes from ``/proc/<pid>/comm``, which works where nvidia-smi
+prints ``[Not Found]`` (it asks NVML, which cannot see into other PID namespaces' names); the
+user from the owner of ``/proc/<pid>``; the command line from ``/proc/<pid>/cmdline``. Command
+lines can hold secrets (tokens, passwords), so by default only the executable is kept.
+
+A pid whose /proc entry is gone exited between NVML's answer and our look: :meth:`read`
+returns None and the collector drops it.
+
+Constraints: runs on the poll thread for every GPU process every tick: three small reads, no
+subprocesses; uid → user name lookups are cached. Linux only (elsewhere every field is None).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from functools import lru_cache
+from typing import NamedTuple, Protocol
+
+
+class ProcFacts(NamedTuple):
+    """What /proc says about a pid; any field may be None (hidden by hidepid, kernel thread...)."""
+
+    name: str | None
+    user: str | None
+    argv: tuple[str, ...] | None
+
+
+class ProcReader(Protocol):
+    def read(self, pid: int) -> ProcFacts | None:
+        """Facts about ``pid``, or None if no such process exists (it vanished)."""
+
+
+@lru_cache(maxsize=256)
+def user_name(uid: int) -> str:
+    """The login name of ``uid``, or the number as text if the password database does not know it."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class LinuxProcReader:
+    """Reads /proc (or another procfs root, for tests)."""
+
+    def __init__(self, root: str = "/proc") -> None:
+        self._root = root
+
+    def read(self, pid: int) -> ProcFacts | None:
+        base = f"{self._root}/{pid}"
+        try:
+            uid = os.stat(base).st_uid
+        except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+            return None
+        except OSError:
+            uid = None
+        try:
+            name: str | None = _read(base + "/comm").decode("utf-8", "replace").rstrip("\n") or None
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        except OSError:
+            name = None
+        try:
+            raw = _read(base + "/cmdline")
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        except OSError:
+            argv = None
+        else:
+            parts = raw.decode("utf-8", "replace").split("\0")
+            if parts and parts[-1] == "":
+                parts.pop()
+            argv = tuple(parts) if parts else None
+        return ProcFacts(name, None if uid is None else user_name(uid), argv)
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+def describe_cmdline(argv: tuple[str, ...] | None, show_cmdline: bool) -> str | None:
+    """The command line to show: everything with ``show_cmdline``, else the executable only.
+
+    >>> describe_cmdline(("python", "train.py", "--token=abc"), False)
+    'python'
+    >>> describe_cmdline(("postgres: alice db 10.0.0.1",), False)  # setproctitle-style rewrite
+    'postgres:'
+    >>> describe_cmdline(("python", "train.py"), True)
+    'python train.py'
+    """
+    if not argv:
+        return None
+    if show_cmdline:
+        return " ".join(argv)
+    exe = argv[0].strip()
+    # A program that rewrote its title (setproctitle) puts its arguments into argv[0]: keep the
+    # first word only, so a redacted command line never carries arguments.
+    return exe.split(None, 1)[0] if exe else None
