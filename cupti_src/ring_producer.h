@@ -1,0 +1,123 @@
+/*
+ * ring_producer.h — the producer side of the GPUFlow shared-memory ring (gpuflow_ring.h).
+ *
+ * Shared by the injected collector (libgpuflow_inject.so) and the test producer that the test
+ * suite compiles from the same sources, so the wire format is exercised byte for byte without
+ * CUPTI. Constraints:
+ *   - never blocks and never waits for the consumer: a full ring drops the record and counts it;
+ *   - never calls exit()/abort(), never raises a signal: every failure is a return value;
+ *   - thread safe through one pthread mutex per ring, held only while a record (plus the name
+ *     chunks it needs) is interned and copied, never across a system call or a CUPTI call;
+ *   - a record that first uses an interned name is reserved together with all of that name's
+ *     NAME_CHUNK records (all or nothing), and the name is marked sent only once its chunks are
+ *     written, so the consumer never sees a name id it has no definition for.
+ *
+ * Counting rules (the consumer relies on them):
+ *   - `dropped_ring` counts activity/metadata records lost to a full ring, one per rejected
+ *     push; the name chunks that would have travelled with it are not counted (they are resent
+ *     with the next record that uses the name);
+ *   - `incomplete` counts written KERNEL/MEMCPY/MEMSET records that carry FLAG_NO_TIMING.
+ *   - after rp_mark_exited() the ring is frozen: pushes return 0 and change nothing.
+ *
+ * Not async-signal-safe. A forked child must not call into a ring its parent created (the
+ * injected library makes such a child inert before it could).
+ */
+#ifndef GPUFLOW_RING_PRODUCER_H
+#define GPUFLOW_RING_PRODUCER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuflow_ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rp_ring rp_ring;
+
+/* rp_open flags */
+#define RP_OPEN_REPLACE_STALE 0x1u /* an existing segment of the same name is unlinked first */
+
+/* Interned-name kinds (a kernel and a stream may share a text but never an id). */
+enum rp_name_kind {
+    RP_NAME_NONE   = 0,
+    RP_NAME_KERNEL = 1, /* kernel or device name: NAME_CHUNK without FLAG_NAME_STREAM */
+    RP_NAME_STREAM = 2  /* NVTX stream name: NAME_CHUNK with FLAG_NAME_STREAM */
+};
+
+/* Session ids: 1..GPUFLOW_SESSION_MAX-1 characters of [A-Za-z0-9_-]. */
+int rp_valid_session(const char *session);
+
+/* Size in bytes of a segment holding `capacity` records. */
+size_t rp_segment_size(uint32_t capacity);
+
+/*
+ * Create GPUFLOW_RING_NAME_FMT(session, pid) with O_CREAT|O_EXCL and mode 0600, reserve its
+ * space (ftruncate + posix_fallocate, so a full /dev/shm fails here and not with SIGBUS later),
+ * map it, fill the header and write the magic last (release). Status starts as STARTING.
+ * capacity: a power of two in [GPUFLOW_MIN_CAPACITY, GPUFLOW_MAX_CAPACITY].
+ * Returns 0 and *out, or -errno (-EINVAL for a bad session or capacity, -EEXIST, -ENOSPC, ...).
+ */
+int rp_open(rp_ring **out, const char *session, int pid, uint32_t capacity, unsigned flags);
+
+/* Unmap and free; with unlink_segment, also shm_unlink the name. Returns 0 or -errno. */
+int rp_close(rp_ring *r, int unlink_segment);
+
+/* The segment's shm name ("/gpuflow-<session>-<pid>"). */
+const char *rp_name(const rp_ring *r);
+
+/*
+ * Push one record. For KERNEL, STREAM_NAME and DEVICE records `name` (may be NULL: name id 0)
+ * is interned as `name_kind` and its id stored in rec->body.act.u.kernel.name_id; `key`, when
+ * not NULL, is a pointer to cache the lookup by (CUPTI's name pointers). For KERNEL, MEMCPY and
+ * MEMSET records, start=end=0 or end<start sets FLAG_NO_TIMING (times zeroed) and counts
+ * `incomplete`. Returns 1 when the record (and any name chunks it needed) was written, 0 when
+ * it was dropped (ring full, or frozen after rp_mark_exited).
+ */
+int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, const char *name);
+
+/* Convenience builders over rp_push. */
+int rp_kernel(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
+              uint64_t end, uint32_t correlation, const void *name_key, const char *mangled,
+              const uint32_t grid[3], const uint32_t block[3], uint16_t registers,
+              uint32_t shared_bytes, uint32_t graph_id);
+int rp_memcpy(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
+              uint64_t end, uint32_t correlation, uint8_t copy_kind, uint8_t src_kind,
+              uint8_t dst_kind, uint64_t bytes, uint32_t src_dev, uint32_t dst_dev,
+              uint16_t extra_flags, uint32_t graph_id);
+int rp_memset(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
+              uint64_t end, uint32_t correlation, uint64_t bytes, uint32_t value,
+              uint8_t memory_kind, uint16_t extra_flags, uint32_t graph_id);
+int rp_stream_name(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, const char *name);
+int rp_context(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t null_stream);
+int rp_device(rp_ring *r, uint32_t dev, const char *name);
+/* A CLOCK_SYNC record (start = cupti_ns, end = wall_ns); also refreshes the header's pair. */
+int rp_clock_sync(rp_ring *r, uint64_t cupti_ns, uint64_t wall_ns);
+
+/* Header fields. The detail is copied, NUL-terminated, before the status is stored (release). */
+void rp_set_status(rp_ring *r, uint32_t status, const char *detail);
+uint32_t rp_status(rp_ring *r);
+void rp_set_info(rp_ring *r, uint32_t cupti_version, uint32_t flush_ms);
+void rp_add_cupti_dropped(rp_ring *r, uint64_t n);
+void rp_add_buffers_completed(rp_ring *r, uint64_t n);
+/* Publish producer_exited = 1 (release) and freeze the ring. */
+void rp_mark_exited(rp_ring *r);
+
+uint64_t rp_head(rp_ring *r);
+uint64_t rp_tail(rp_ring *r);
+uint64_t rp_dropped(rp_ring *r);
+uint64_t rp_incomplete(rp_ring *r);
+uint32_t rp_names_interned(rp_ring *r);
+
+/* Test hooks (malformed-input tests): raw access that bypasses every rule above. */
+int rp_push_raw(rp_ring *r, const void *rec64);                 /* published like a record */
+void rp_write_slot(rp_ring *r, uint64_t index, const void *rec64); /* no publish */
+void rp_set_head(rp_ring *r, uint64_t head);                    /* publish an arbitrary head */
+gpuflow_ring_header *rp_header(rp_ring *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUFLOW_RING_PRODUCER_H */

@@ -1,0 +1,309 @@
+"""ctypes wrapper around the test ring producer (cupti_src/test_producer.c).
+
+What it is for: tests of the ring consumer (decoder, collector) need rings written exactly as the
+injected CUPTI collector writes them, without a GPU. The producer is compiled from the same
+``cupti_src/ring_producer.c`` and ``cupti_src/gpuflow_ring.h`` as ``libgpuflow_inject.so``, so
+the wire format is exercised byte for byte.
+
+Constraints: standard library only; needs ``gcc`` and POSIX shared memory (/dev/shm).
+Import it from a test with ``tests/`` on ``sys.path`` (tests/inject/conftest.py shows how), e.g.
+``from ringproducer import build_producer, RingProducer``.
+
+Two layers:
+
+* ``build_producer(tmpdir) -> path`` compiles the shared library
+  (``gcc -shared -fPIC -O2 -Icupti_src cupti_src/test_producer.c cupti_src/ring_producer.c
+  -lrt -pthread``).
+* ``RingProducer(lib_path, session, pid, capacity)`` creates ``/gpuflow-<session>-<pid>``.
+  It uses the library's handle-based ``tph_*`` API, so one process may hold several rings at
+  once; the library also exports the one-ring global ``tp_*`` API with the same semantics.
+
+Push methods return ``True`` when the record (and any name chunks it needed) was written and
+``False`` when it was dropped (ring full, or after ``mark_exited``). Counting rules:
+``dropped`` grows by one per rejected push (name chunks never count); kernel/copy records with
+start=end=0 or end<start get FLAG_NO_TIMING, zeroed times, and count as ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CUPTI_SRC = ROOT / "cupti_src"
+
+# gpuflow_ring.h, mirrored for tests (tests/inject checks these against the header).
+MAGIC = 0x31474E5257465047
+VERSION = 1
+HEADER_SIZE = 4096
+RECORD_SIZE = 64
+NAME_CHUNK_TEXT = 48
+NAME_MAX = 4096
+MIN_CAPACITY = 1024
+MAX_CAPACITY = 1 << 26
+
+REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_NAME_CHUNK = 1, 2, 3, 4
+REC_STREAM_NAME, REC_CONTEXT, REC_CLOCK_SYNC, REC_DEVICE = 5, 6, 7, 8
+
+FLAG_NAME_LAST = 0x0001
+FLAG_NAME_TRUNCATED = 0x0002
+FLAG_NAME_STREAM = 0x0004
+FLAG_ASYNC = 0x0008
+FLAG_NO_TIMING = 0x0010
+FLAG_GRAPH = 0x0020
+
+COPY_HTOD, COPY_DTOH, COPY_DTOD, COPY_HTOH, COPY_PTOP = 1, 2, 8, 9, 10
+
+STATUS_STARTING, STATUS_OK, STATUS_CUPTI_MISSING, STATUS_CUPTI_VERSION = 0, 1, 2, 3
+STATUS_CUPTI_IN_USE, STATUS_UNSUPPORTED, STATUS_CUPTI_ERROR, STATUS_STOLEN = 4, 5, 6, 7
+
+
+class RingHeader(ctypes.Structure):
+    """gpuflow_ring_header, field for field (offsets asserted in tests/inject)."""
+
+    _fields_ = [
+        ("magic", ctypes.c_uint64),
+        ("version", ctypes.c_uint32),
+        ("header_size", ctypes.c_uint32),
+        ("record_size", ctypes.c_uint32),
+        ("capacity", ctypes.c_uint32),
+        ("producer_pid", ctypes.c_int32),
+        ("status", ctypes.c_uint32),
+        ("session", ctypes.c_char * 32),
+        ("clock_cupti_ns", ctypes.c_int64),
+        ("clock_wall_ns", ctypes.c_int64),
+        ("cupti_version", ctypes.c_uint32),
+        ("flush_ms", ctypes.c_uint32),
+        ("started_wall_ns", ctypes.c_int64),
+        ("status_detail", ctypes.c_char * 256),
+        ("_pad0", ctypes.c_uint8 * (512 - 96 - 256)),
+        ("head", ctypes.c_uint64),
+        ("_pad1", ctypes.c_uint8 * 56),
+        ("tail", ctypes.c_uint64),
+        ("_pad2", ctypes.c_uint8 * 56),
+        ("dropped_ring", ctypes.c_uint64),
+        ("dropped_cupti", ctypes.c_uint64),
+        ("incomplete", ctypes.c_uint64),
+        ("producer_exited", ctypes.c_uint32),
+        ("_pad3", ctypes.c_uint32),
+        ("buffers_completed", ctypes.c_uint64),
+    ]
+
+
+def ring_name(session: str, pid: int) -> str:
+    """The shm_open name of a ring (GPUFLOW_RING_NAME_FMT)."""
+    return f"/gpuflow-{session}-{pid}"
+
+
+def build_producer(tmpdir: str | os.PathLike[str]) -> str:
+    """Compile the test producer into ``tmpdir`` and return the library's path."""
+    out = Path(tmpdir) / "libgpuflow_testproducer.so"
+    cmd = ["gcc", "-shared", "-fPIC", "-O2", f"-I{CUPTI_SRC}",
+           str(CUPTI_SRC / "test_producer.c"), str(CUPTI_SRC / "ring_producer.c"),
+           "-lrt", "-pthread", "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"building the test producer failed:\n{' '.join(cmd)}\n{proc.stderr}")
+    return str(out)
+
+
+_u32, _u64, _int, _vp, _cp = (ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p,
+                              ctypes.c_char_p)
+_SIGNATURES = {
+    "tph_open": (_vp, [_cp, _int, _u32, ctypes.POINTER(_int)]),
+    "tph_close": (_int, [_vp, _int]),
+    "tph_kernel": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _cp] + [_u32] * 6),
+    "tph_memcpy": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u32, _u64, _u32, _u32]),
+    "tph_memset": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u64, _u32]),
+    "tph_stream_name": (_int, [_vp, _u32, _u32, _u32, _cp]),
+    "tph_context": (_int, [_vp, _u32, _u32, _u32]),
+    "tph_device": (_int, [_vp, _u32, _cp]),
+    "tph_clock_sync": (_int, [_vp, _u64, _u64]),
+    "tph_set_status": (None, [_vp, _u32, _cp]),
+    "tph_add_cupti_dropped": (None, [_vp, _u64]),
+    "tph_mark_exited": (None, [_vp]),
+    "tph_head": (_u64, [_vp]),
+    "tph_tail": (_u64, [_vp]),
+    "tph_dropped": (_u64, [_vp]),
+    "tph_incomplete": (_u64, [_vp]),
+    "tph_push_raw": (_int, [_vp, _cp]),
+    "tph_write_slot": (None, [_vp, _u64, _cp]),
+    "tph_set_head": (None, [_vp, _u64]),
+    "tph_header": (_vp, [_vp]),
+    "tph_capacity": (_u32, [_vp]),
+    # the one-ring global API
+    "tp_open": (_int, [_cp, _int, _u32]),
+    "tp_close": (_int, [_int]),
+    "tp_kernel": (_int, [_u32, _u32, _u32, _u64, _u64, _cp] + [_u32] * 6),
+    "tp_memcpy": (_int, [_u32, _u32, _u32, _u64, _u64, _u32, _u64, _u32, _u32]),
+    "tp_memset": (_int, [_u32, _u32, _u32, _u64, _u64, _u64, _u32]),
+    "tp_stream_name": (_int, [_u32, _u32, _u32, _cp]),
+    "tp_context": (_int, [_u32, _u32, _u32]),
+    "tp_device": (_int, [_u32, _cp]),
+    "tp_clock_sync": (_int, [_u64, _u64]),
+    "tp_set_status": (None, [_u32, _cp]),
+    "tp_add_cupti_dropped": (None, [_u64]),
+    "tp_mark_exited": (None, []),
+    "tp_head": (_u64, []),
+    "tp_tail": (_u64, []),
+    "tp_dropped": (_u64, []),
+}
+
+_LIBS: dict[str, ctypes.CDLL] = {}
+
+
+def load_library(lib_path: str | os.PathLike[str]) -> ctypes.CDLL:
+    """Load (once per path) the compiled producer with every signature declared."""
+    key = str(lib_path)
+    if key not in _LIBS:
+        lib = ctypes.CDLL(key)
+        for name, (res, args) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.restype = res
+            fn.argtypes = args
+        _LIBS[key] = lib
+    return _LIBS[key]
+
+
+def _b(text: str | bytes | None) -> bytes | None:
+    if text is None or isinstance(text, bytes):
+        return text
+    return text.encode("utf-8")
+
+
+class RingProducer:
+    """One ring written by the test producer; the C side serialises calls with its own lock."""
+
+    def __init__(self, lib_path: str | os.PathLike[str], session: str, pid: int,
+                 capacity: int) -> None:
+        self._lib = load_library(lib_path)
+        self.session, self.pid, self.capacity = session, pid, capacity
+        self.name = ring_name(session, pid)
+        err = ctypes.c_int(0)
+        self._h = self._lib.tph_open(_b(session), pid, capacity, ctypes.byref(err))
+        if not self._h:
+            raise OSError(-err.value, f"tph_open({self.name!r}, capacity={capacity}): "
+                                      f"{os.strerror(-err.value)}")
+
+    # -- records -------------------------------------------------------------------------
+    def kernel(self, dev: int, ctx: int, stream: int, start: int, end: int, name: str | bytes,
+               grid: tuple[int, int, int] = (1, 1, 1),
+               block: tuple[int, int, int] = (1, 1, 1)) -> bool:
+        return bool(self._lib.tph_kernel(self._handle(), dev, ctx, stream, start, end, _b(name),
+                                         *grid, *block))
+
+    def memcpy(self, dev: int, ctx: int, stream: int, start: int, end: int, copy_kind: int,
+               nbytes: int, src_dev: int | None = None, dst_dev: int | None = None) -> bool:
+        src = dev if src_dev is None else src_dev
+        dst = dev if dst_dev is None else dst_dev
+        return bool(self._lib.tph_memcpy(self._handle(), dev, ctx, stream, start, end, copy_kind,
+                                         nbytes, src, dst))
+
+    def memset(self, dev: int, ctx: int, stream: int, start: int, end: int, nbytes: int,
+               value: int = 0) -> bool:
+        return bool(self._lib.tph_memset(self._handle(), dev, ctx, stream, start, end, nbytes,
+                                         value))
+
+    def stream_name(self, dev: int, ctx: int, stream: int, name: str | bytes) -> bool:
+        return bool(self._lib.tph_stream_name(self._handle(), dev, ctx, stream, _b(name)))
+
+    def context(self, dev: int, ctx: int, null_stream: int) -> bool:
+        return bool(self._lib.tph_context(self._handle(), dev, ctx, null_stream))
+
+    def device(self, dev: int, name: str | bytes) -> bool:
+        return bool(self._lib.tph_device(self._handle(), dev, _b(name)))
+
+    def clock_sync(self, cupti_ns: int, wall_ns: int) -> bool:
+        return bool(self._lib.tph_clock_sync(self._handle(), cupti_ns, wall_ns))
+
+    # -- header --------------------------------------------------------------------------
+    def set_status(self, status: int, detail: str | bytes = "") -> None:
+        self._lib.tph_set_status(self._handle(), status, _b(detail))
+
+    def add_cupti_dropped(self, n: int) -> None:
+        self._lib.tph_add_cupti_dropped(self._handle(), n)
+
+    def mark_exited(self) -> None:
+        self._lib.tph_mark_exited(self._handle())
+
+    @property
+    def head(self) -> int:
+        return int(self._lib.tph_head(self._handle()))
+
+    @property
+    def tail(self) -> int:
+        return int(self._lib.tph_tail(self._handle()))
+
+    @property
+    def dropped(self) -> int:
+        return int(self._lib.tph_dropped(self._handle()))
+
+    @property
+    def incomplete(self) -> int:
+        return int(self._lib.tph_incomplete(self._handle()))
+
+    @property
+    def header(self) -> RingHeader:
+        """A live view of the mapped header (invalid after close())."""
+        return RingHeader.from_address(self._lib.tph_header(self._handle()))
+
+    # -- malformed-input helpers -----------------------------------------------------------
+    def push_raw(self, record: bytes) -> bool:
+        """Publish an arbitrary 64-byte record at the head, like a real one (drops if full)."""
+        return bool(self._lib.tph_push_raw(self._handle(), _raw64(record)))
+
+    def write_raw(self, slot: int, record: bytes) -> None:
+        """Overwrite ring slot ``slot`` (taken modulo capacity) without publishing anything."""
+        self._lib.tph_write_slot(self._handle(), slot, _raw64(record))
+
+    def set_head(self, head: int) -> None:
+        """Publish an arbitrary head (e.g. past slots never written: torn records)."""
+        self._lib.tph_set_head(self._handle(), head)
+
+    def corrupt_header(self, *, magic: int | None = None, version: int | None = None,
+                       record_size: int | None = None, capacity: int | None = None,
+                       header_size: int | None = None) -> None:
+        """Overwrite header fields in place (the producer keeps using its own copies)."""
+        hdr = self.header
+        for field, value in (("magic", magic), ("version", version),
+                             ("record_size", record_size), ("capacity", capacity),
+                             ("header_size", header_size)):
+            if value is not None:
+                setattr(hdr, field, value)
+
+    def close(self, unlink: bool = True) -> int:
+        """Unmap (and by default shm_unlink) the ring. Returns 0 or -errno."""
+        if not self._h:
+            return 0
+        rc = int(self._lib.tph_close(self._h, 1 if unlink else 0))
+        self._h = None
+        return rc
+
+    def __enter__(self) -> "RingProducer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _handle(self) -> int:
+        if not self._h:
+            raise ValueError(f"ring {self.name} is closed")
+        return self._h
+
+
+def _raw64(record: bytes) -> bytes:
+    if len(record) != RECORD_SIZE:
+        raise ValueError(f"a raw record is {RECORD_SIZE} bytes, got {len(record)}")
+    return bytes(record)
+
+
+def pack_record(rtype: int, flags: int = 0, device: int = 0, start: int = 0, end: int = 0,
+                context: int = 0, stream: int = 0, payload: bytes = b"") -> bytes:
+    """Build a raw 64-byte record: the 32-byte common part plus up to 32 payload bytes."""
+    head = struct.pack("<HHIQQII", rtype, flags, device, start, end, context, stream)
+    if len(payload) > 32:
+        raise ValueError("payload is at most 32 bytes")
+    return head + payload.ljust(32, b"\0")
