@@ -23,7 +23,8 @@ DISABLE = os.environ.get("GPUFLOW_DISABLE_EXTENSIONS") == "1"
 if REQUIRE and DISABLE:
     sys.exit("GPUFLOW_REQUIRE_EXTENSIONS and GPUFLOW_DISABLE_EXTENSIONS are both set")
 
-INJECT_SOURCES = ["cupti_src/gpuflow_inject.c"]
+INJECT_SOURCES = ["cupti_src/gpuflow_inject.c", "cupti_src/activity.c", "cupti_src/flusher.c",
+                  "cupti_src/cupti_loader.c", "cupti_src/buffer_pool.c", "cupti_src/ring_producer.c"]
 INJECT_OUTPUT = "gpuflow/collectors/cupti/libgpuflow_inject.so"
 INJECT_VERSION_SCRIPT = "cupti_src/exports.map"
 

@@ -1,0 +1,154 @@
+/*
+ * activity.c — the CUPTI activity-buffer callbacks: hand out pooled buffers, and translate
+ * completed buffers into GPUFlow ring records (gpuflow_ring.h), reading CUPTI's records at the
+ * fixed offsets of cupti_records.h. Unknown kinds are skipped and counted; CUPTI's own dropped
+ * records are added to the ring's dropped_cupti. Runs on CUPTI's threads, the flusher thread or
+ * (for requests) the application's threads: no blocking, no exit, no crash on odd input.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buffer_pool.h"
+#include "cupti_records.h"
+#include "inject_state.h"
+
+void CUPTIAPI gf_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *max_records = 0;
+    uint8_t *b = (g_gf.child || g_gf.exiting || getpid() != g_gf.pid) ? NULL : gf_pool_get();
+    *buffer = b;
+    *size = b ? GF_POOL_BUFFER_SIZE : 0;
+    if (b) {
+        __atomic_add_fetch(&g_gf.buffers_requested, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_gf.last_activity_ns, gf_now_mono_ns(), __ATOMIC_RELAXED);
+    }
+}
+
+static void kernel(rp_ring *r, const void *a)
+{
+    uint32_t grid[3], block[3];
+    for (int i = 0; i < 3; i++) {
+        int32_t g = (int32_t)cr_u32(a, CR_K_GRID_X + 4 * i);
+        int32_t b = (int32_t)cr_u32(a, CR_K_BLOCK_X + 4 * i);
+        grid[i] = g > 0 ? (uint32_t)g : 0;
+        block[i] = b > 0 ? (uint32_t)b : 0;
+    }
+    int32_t ssm = (int32_t)cr_u32(a, CR_K_STATIC_SMEM), dsm = (int32_t)cr_u32(a, CR_K_DYN_SMEM);
+    uint32_t smem = (uint32_t)(ssm > 0 ? ssm : 0) + (uint32_t)(dsm > 0 ? dsm : 0);
+    const char *name = cr_str(a, CR_K_NAME);
+    rp_kernel(r, cr_u32(a, CR_K_DEVICE), cr_u32(a, CR_K_CONTEXT), cr_u32(a, CR_K_STREAM),
+              cr_u64(a, CR_K_START), cr_u64(a, CR_K_END), cr_u32(a, CR_K_CORRELATION), name,
+              name, grid, block, cr_u16(a, CR_K_REGISTERS), smem, cr_u32(a, CR_K_GRAPH_ID));
+}
+
+static void memcpy_rec(rp_ring *r, const void *a)
+{
+    uint32_t dev = cr_u32(a, CR_M_DEVICE);
+    uint16_t fl = (cr_u8(a, CR_M_FLAGS) & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? GPUFLOW_FLAG_ASYNC
+                                                                             : 0;
+    rp_memcpy(r, dev, cr_u32(a, CR_M_CONTEXT), cr_u32(a, CR_M_STREAM), cr_u64(a, CR_M_START),
+              cr_u64(a, CR_M_END), cr_u32(a, CR_M_CORRELATION), cr_u8(a, CR_M_COPY_KIND),
+              cr_u8(a, CR_M_SRC_KIND), cr_u8(a, CR_M_DST_KIND), cr_u64(a, CR_M_BYTES), dev, dev,
+              fl, cr_u32(a, CR_M_GRAPH_ID));
+}
+
+static void peer_rec(rp_ring *r, const void *a)
+{
+    uint16_t fl = (cr_u8(a, CR_M_FLAGS) & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? GPUFLOW_FLAG_ASYNC
+                                                                             : 0;
+    uint8_t kind = cr_u8(a, CR_M_COPY_KIND);
+    rp_memcpy(r, cr_u32(a, CR_M_DEVICE), cr_u32(a, CR_M_CONTEXT), cr_u32(a, CR_M_STREAM),
+              cr_u64(a, CR_M_START), cr_u64(a, CR_M_END), cr_u32(a, CR_P_CORRELATION),
+              kind ? kind : GPUFLOW_COPY_PTOP, cr_u8(a, CR_M_SRC_KIND), cr_u8(a, CR_M_DST_KIND),
+              cr_u64(a, CR_M_BYTES), cr_u32(a, CR_P_SRC_DEVICE), cr_u32(a, CR_P_DST_DEVICE), fl,
+              cr_u32(a, CR_P_GRAPH_ID));
+}
+
+static void memset_rec(rp_ring *r, const void *a)
+{
+    uint16_t fl = (cr_u16(a, CR_S_FLAGS) & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? GPUFLOW_FLAG_ASYNC
+                                                                              : 0;
+    uint16_t mk = cr_u16(a, CR_S_MEMORY_KIND);
+    rp_memset(r, cr_u32(a, CR_S_DEVICE), cr_u32(a, CR_S_CONTEXT), cr_u32(a, CR_S_STREAM),
+              cr_u64(a, CR_S_START), cr_u64(a, CR_S_END), cr_u32(a, CR_S_CORRELATION),
+              cr_u64(a, CR_S_BYTES), cr_u32(a, CR_S_VALUE), (uint8_t)(mk > 0xff ? 0 : mk), fl,
+              cr_u32(a, CR_S_GRAPH_ID));
+}
+
+static void name_rec(rp_ring *r, const void *a)
+{
+    if (cr_u32(a, CR_N_OBJECT_KIND) != CUPTI_ACTIVITY_OBJECT_STREAM)
+        return; /* thread/device/context names: not shown */
+    const char *name = cr_str(a, CR_N_NAME);
+    if (!name)
+        return;
+    rp_stream_name(r, cr_u32(a, CR_N_DCS_DEVICE), cr_u32(a, CR_N_DCS_CONTEXT),
+                   cr_u32(a, CR_N_DCS_STREAM), name);
+}
+
+static void translate(rp_ring *r, const CUpti_Activity *rec)
+{
+    const void *a = rec;
+    switch ((int)cr_u32(a, CR_KIND)) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        kernel(r, a);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        memcpy_rec(r, a);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+        peer_rec(r, a);
+        break;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        memset_rec(r, a);
+        break;
+    case CUPTI_ACTIVITY_KIND_NAME:
+        name_rec(r, a);
+        break;
+    case CUPTI_ACTIVITY_KIND_CONTEXT:
+        rp_context(r, cr_u32(a, CR_C_DEVICE), cr_u32(a, CR_C_CONTEXT),
+                   cr_u16(a, CR_C_NULL_STREAM));
+        break;
+    case CUPTI_ACTIVITY_KIND_DEVICE: {
+        const char *name = cr_str(a, CR_D_NAME);
+        rp_device(r, cr_u32(a, CR_D_ID), name ? name : "");
+        break;
+    }
+    default:
+        __atomic_add_fetch(&g_gf.records_unknown, 1, __ATOMIC_RELAXED);
+        break;
+    }
+}
+
+void CUPTIAPI gf_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                  size_t valid)
+{
+    (void)size;
+    if (!buffer)
+        return;
+    /* A forked child never touches the ring or CUPTI; past the exit flush the ring is frozen
+     * (pushes are refused there, so nothing is written after producer_exited). */
+    if (!g_gf.child && g_gf.collecting && g_gf.ring && getpid() == g_gf.pid) {
+        const gf_cupti *c = &g_gf.cupti;
+        uint64_t n = 0;
+        if (valid > 0) {
+            CUpti_Activity *rec = NULL;
+            while (c->ActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS && rec) {
+                translate(g_gf.ring, rec);
+                n++;
+            }
+        }
+        size_t dropped = 0;
+        if (c->ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+            rp_add_cupti_dropped(g_gf.ring, dropped);
+        rp_add_buffers_completed(g_gf.ring, 1);
+        if (n) {
+            __atomic_add_fetch(&g_gf.records_seen, n, __ATOMIC_RELAXED);
+            __atomic_store_n(&g_gf.last_activity_ns, gf_now_mono_ns(), __ATOMIC_RELAXED);
+        }
+    }
+    if (gf_pool_put(buffer, valid) != 0)
+        __atomic_add_fetch(&g_gf.records_foreign, 1, __ATOMIC_RELAXED);
+}
