@@ -29,7 +29,8 @@ def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> None:
             state = "LOST" if d.lost else f"{_gib(d.memory_used_bytes)} / {_gib(d.memory_total_bytes)} used"
             out.write(f"    [{d.index}] {d.name or d.uuid}  {state}\n")
         out.write(f"  {len(snapshot.processes)} process(es) using them right now\n")
-    elif "nvml" in snapshot.sources:
-        out.write("  no GPUs are visible to NVML\n")
+    elif "nvml" in snapshot.sources and not any(p.source == "nvml" and p.severity == "error"
+                                                 for p in snapshot.problems):
+        out.write("  NVML works but sees no GPUs\n")
     for p in snapshot.problems:
         out.write(f"  {p.severity}: [{p.source}] {p.message}\n")

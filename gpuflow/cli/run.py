@@ -22,7 +22,7 @@ from gpuflow.cli.injection import InjectionUnavailable, child_environment, find_
 from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import StartupError, start_serving, warn_if_exposed
 from gpuflow.cli.summary import write_summary
-from gpuflow.cli.watch import wait_for_stop_signal
+from gpuflow.cli.watch import settled_snapshot, wait_for_stop_signal
 
 LINGER_DRAIN_S = 0.3
 
@@ -51,7 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     warn_if_exposed(args)
     try:
-        describe_start(serving.agent.hub.latest(), serving.url, err)
+        describe_start(settled_snapshot(serving.agent.hub, timeout=1.0), serving.url, err)
         err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
         err.flush()
         env = child_environment(paths, session, args.ring_capacity, args.flush_ms)

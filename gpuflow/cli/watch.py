@@ -10,6 +10,10 @@ import argparse
 import signal
 import sys
 import threading
+import time
+
+from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.snapshot import Snapshot
 
 from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import StartupError, start_serving, warn_if_exposed
@@ -33,6 +37,18 @@ def wait_for_stop_signal() -> int:
     return received[0]
 
 
+def settled_snapshot(hub: SnapshotHub, timeout: float = 3.0) -> Snapshot | None:
+    """The first snapshot that says something about GPUs (devices or problems), or the latest."""
+    deadline = time.monotonic() + timeout
+    snap = hub.wait_first(timeout)
+    while snap is not None and not (snap.devices or snap.problems):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        snap = hub.wait_newer(snap.seq, left) or hub.latest()
+    return snap
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     try:
         serving = start_serving(args)
@@ -41,7 +57,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return 2
     warn_if_exposed(args)
     try:
-        describe_start(serving.agent.hub.wait_first(timeout=2.0), serving.url, sys.stdout)
+        describe_start(settled_snapshot(serving.agent.hub), serving.url, sys.stdout)
         sys.stdout.write("Press Ctrl-C to stop.\n")
         sys.stdout.flush()
         wait_for_stop_signal()

@@ -41,6 +41,13 @@ def disabled_plugin_names(environ: dict[str, str] | None = None) -> list[str]:
     return [n.strip() for n in env.get("GPUFLOW_DISABLED_PLUGINS", "").split(",") if n.strip()]
 
 
+def _import(module_name: str, failure: str):
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure becomes one clear line
+        raise PluginLoadError(f"{failure}: {type(exc).__name__}: {exc}") from exc
+
+
 def get_plugin_manager(
     extra_modules: Iterable[str] = (),
     environ: dict[str, str] | None = None,
@@ -55,14 +62,11 @@ def get_plugin_manager(
     for name, module_name in DEFAULT_PLUGINS:
         if pm.is_blocked(name):
             continue
-        pm.register(importlib.import_module(module_name), name=name)
+        pm.register(_import(module_name, f"built-in collector {name!r} ({module_name}) is broken"), name=name)
     for module_name in extra_modules:
         if pm.is_blocked(module_name):
             continue
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - any import failure is a user error here
-            raise PluginLoadError(f"cannot import collector module {module_name!r}: {exc}") from exc
+        module = _import(module_name, f"cannot import collector module {module_name!r}")
         if pm.is_registered(module):
             continue
         pm.register(module, name=module_name)
