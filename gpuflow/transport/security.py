@@ -66,14 +66,11 @@ def is_loopback_name(name: str) -> bool:
     if name == "localhost" or name.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        pass
-    try:  # IPv4-mapped IPv6, e.g. ::ffff:127.0.0.1
-        mapped = ipaddress.IPv6Address(name).ipv4_mapped
+        ip = ipaddress.ip_address(name)
     except ValueError:
         return False
-    return mapped is not None and mapped.is_loopback
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 class HostAllowList:

@@ -1,0 +1,107 @@
+"""Settings from the environment, and get_app(): builds everything, starts nothing until asked."""
+
+from __future__ import annotations
+
+import pytest
+from falcon import testing
+
+from gpuflow.core.plugins import PluginLoadError
+from gpuflow.transport import app as app_module
+from gpuflow.transport.settings import AppSettings, from_environ
+
+
+def test_defaults_are_safe():
+    env = from_environ({})
+    s = env.settings
+    assert s.token is None and s.allow_hosts == () and not s.metrics_per_process
+    assert s.max_streams == 60 and env.plugins == ()
+    assert env.agent.interval_s == 1.0 and not env.agent.show_cmdline
+
+
+def test_every_variable_is_read():
+    env = from_environ({
+        "GPUFLOW_INTERVAL_MS": "250", "GPUFLOW_PLUGINS": "a.b, c ,", "GPUFLOW_TOKEN": "t",
+        "GPUFLOW_ALLOW_HOSTS": "gpu-node,*.lab", "GPUFLOW_SHOW_CMDLINE": "yes",
+        "GPUFLOW_METRICS_PER_PROCESS": "1", "GPUFLOW_MAX_STREAMS": "200", "GPUFLOW_UI": "/x.html",
+        "GPUFLOW_PING_S": "2", "GPUFLOW_MAX_STREAM_AGE_S": "60", "GPUFLOW_RING_CAPACITY": "1024",
+        "GPUFLOW_SESSION": "abc",
+    })
+    s, a = env.settings, env.agent
+    assert env.plugins == ("a.b", "c")
+    assert (s.token, s.allow_hosts, s.metrics_per_process, s.max_streams, s.ui_path) == \
+        ("t", ("gpu-node", "*.lab"), True, 200, "/x.html")
+    assert (s.ping_interval_s, s.max_stream_age_s) == (2.0, 60.0)
+    assert (a.interval_s, a.show_cmdline, a.ring_capacity, a.session) == (0.25, True, 1024, "abc")
+
+
+@pytest.mark.parametrize("name,value", [
+    ("GPUFLOW_INTERVAL_MS", "fast"), ("GPUFLOW_INTERVAL_MS", "0"), ("GPUFLOW_MAX_STREAMS", "0"),
+    ("GPUFLOW_SHOW_CMDLINE", "maybe"), ("GPUFLOW_RING_CAPACITY", "1000"),
+])
+def test_bad_values_name_the_variable(name, value):
+    with pytest.raises(ValueError, match=name):
+        from_environ({name: value})
+
+
+def test_star_host_without_token_is_refused():
+    with pytest.raises(ValueError, match="token"):
+        from_environ({"GPUFLOW_ALLOW_HOSTS": "*"})
+    assert from_environ({"GPUFLOW_ALLOW_HOSTS": "*", "GPUFLOW_TOKEN": "t"}).settings.allow_hosts == ("*",)
+
+
+def test_settings_validate():
+    with pytest.raises(ValueError):
+        AppSettings(max_streams=0)
+    with pytest.raises(ValueError):
+        AppSettings(token="")
+
+
+@pytest.fixture
+def live_apps(monkeypatch):
+    monkeypatch.setattr(app_module, "LIVE_APPS", [])
+    monkeypatch.setattr(app_module.atexit, "register", lambda fn: None)
+    return app_module.LIVE_APPS
+
+
+def test_get_app_starts_nothing_until_the_first_request(fake_env, monkeypatch, live_apps):
+    monkeypatch.setenv("GPUFLOW_FAKE_RATE_HZ", "0")
+    app = app_module.get_app()
+    try:
+        assert live_apps == [app]
+        agent = app.state.agent
+        assert not agent.running and agent.hub.latest() is None
+        r = testing.TestClient(app, headers={"Host": "localhost"}).simulate_get("/api/snapshot")
+        assert r.status_code == 200 and r.json["sources"] == ["fake"]
+        assert agent.running
+    finally:
+        app.close()
+    assert not agent.running
+
+
+def test_get_app_refused_host_does_not_start_the_agent(fake_env, live_apps):
+    app = app_module.get_app()
+    r = testing.TestClient(app, headers={"Host": "evil.example"}).simulate_get("/api/snapshot")
+    assert r.status_code == 403 and not app.state.agent.running
+
+
+def test_get_app_bad_plugin_fails_at_load(fake_env, monkeypatch, live_apps):
+    monkeypatch.setenv("GPUFLOW_PLUGINS", "no_such_module_here")
+    with pytest.raises(PluginLoadError, match="no_such_module_here"):
+        app_module.get_app()
+
+
+def test_app_does_not_stop_an_agent_it_did_not_start(fake_env, monkeypatch, live_apps):
+    monkeypatch.setenv("GPUFLOW_FAKE_RATE_HZ", "0")
+    from gpuflow.core.agent import Agent
+    from gpuflow.core.context import AgentConfig
+    from gpuflow.core.plugins import get_plugin_manager
+
+    agent = Agent(AgentConfig(), get_plugin_manager(["gpuflow.testing.fake_collector"]))
+    agent.start()
+    try:
+        app = app_module.create_app(agent, settings=AppSettings())
+        testing.TestClient(app, headers={"Host": "localhost"}).simulate_get("/healthz")
+        app.close()
+        assert agent.running
+    finally:
+        agent.stop()
