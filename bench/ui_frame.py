@@ -1,0 +1,93 @@
+"""UI frame-time benchmark: p95 cost of one rendered frame of gpuflow/ui/index.html.
+
+Drives the page's own bench variant (``index.html?demo=bench``) in headless Debian Chromium
+through Playwright. That variant generates, in the page, the load named in the design's budget
+table: 8 GPUs, 64 processes, one TRACED process with 16 lanes each holding 2,000 spans, with
+delta frames at 20 Hz appending new spans (the agent's frame format, through the same JSON parse
+and ingest path as the live stream). It redraws on every animation frame while the view drifts
+between the whole graph and a zoom-1 close look at the lanes, and records per rendered frame:
+ingest time of the frames that arrived since the previous draw + draw time + a 1-pixel
+getImageData, which makes the software rasteriser finish inside the measurement.
+
+Budget (docs/design.md): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``.
+
+Constraints: never ``playwright install``; the browser is the system one (/usr/bin/chromium, or
+$GPUFLOW_CHROMIUM). It checks the load really is what the budget names before it reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+PAGE = pathlib.Path(__file__).resolve().parent.parent / "gpuflow" / "ui" / "index.html"
+CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=8.0, help="measurement time after warm-up")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--width", type=int, default=1600)
+    ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--dpr", type=float, default=1.0, help="device scale factor (2 = HiDPI)")
+    a = ap.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": a.width, "height": a.height}, device_scale_factor=a.dpr)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(PAGE.as_uri() + "?demo=bench")
+        page.wait_for_function("window.__gpuflow && window.__gpuflow.frames > 2", timeout=20000)
+        time.sleep(a.warmup)
+        page.evaluate("window.__gpuflow.benchReset()")
+        time.sleep(a.seconds)
+        b = page.evaluate("window.__gpuflow.bench")
+        kept = page.evaluate("window.__gpuflow.lanesKept")
+        graph = page.evaluate("window.__gpuflow.graph")
+        frames = page.evaluate("[window.__gpuflow.frames, window.__gpuflow.deltaFrames, window.__gpuflow.resyncs]")
+        browser.close()
+
+    if errors:
+        print("page errors:", errors, file=sys.stderr)
+        return 1
+    devices = sum(1 for n in graph["nodes"] if n.startswith("d:"))
+    procs = sum(1 for n in graph["nodes"] if n.startswith("p:"))
+    lanes = [l for t in kept for l in t["lanes"]]
+    held = [l["held"] for l in lanes]
+    print(f"load: {devices} GPUs, {procs} processes, {len(lanes)} lanes, spans kept per lane "
+          f"min {min(held)} max {max(held)}, {len(graph['edges'])} edges")
+    if devices != 8 or procs != 64 or len(lanes) != 16 or min(held) < 2000:
+        print("bench load is not 8 GPUs / 64 processes / 16 lanes x 2,000 spans", file=sys.stderr)
+        return 1
+    draw, ingest, iv = b["draw"], b["ingest"], b["intervals"]
+    if len(draw) < 30:
+        print(f"too few frames drawn ({len(draw)})", file=sys.stderr)
+        return 1
+    print(f"frames received {frames[0]} (delta {frames[1]}, resyncs {frames[2]}), "
+          f"{len(ingest)} ingested during the run, p95 ingest {pct(ingest, 95):.2f} ms")
+    print(f"rendered frames {len(draw)} in {a.seconds:.0f} s at {a.width}x{a.height} dpr {a.dpr}: "
+          f"p50 {statistics.median(draw):.2f} ms, p95 {pct(draw, 95):.2f} ms, max {max(draw):.2f} ms")
+    if iv:
+        print(f"animation-frame interval p50 {statistics.median(iv):.2f} ms, p95 {pct(iv, 95):.2f} ms "
+              "(vsync-paced in headless Chromium; information only)")
+    print(f"p95_frame_ms={pct(draw, 95):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
