@@ -1,0 +1,79 @@
+"""Fixtures for the producer-side tests: the compiled test producer, the injection library built
+with the package's own flags, a fake libcupti, unique session ids and ring cleanup.
+
+Constraints: no GPU. The injection library needs the CUPTI/CUDA headers; without them its tests
+skip, except under CI (``CI`` set), where missing headers are a failure.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
+for p in (str(TESTS), str(Path(__file__).resolve().parent)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+from inject_helpers import (INJECT_CFLAGS, INJECT_LDFLAGS, cuda_include_dir,  # noqa: E402
+                            inject_sources)
+from ringproducer import build_producer  # noqa: E402
+
+
+def need_cuda_headers() -> Path:
+    inc = cuda_include_dir()
+    if inc is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but no CUPTI/CUDA headers were found (set CUDA_HOME)")
+        pytest.skip("no CUPTI/CUDA headers (set CUDA_HOME)")
+    return inc
+
+
+@pytest.fixture(scope="session")
+def producer_lib(tmp_path_factory) -> str:
+    return build_producer(tmp_path_factory.mktemp("producer"))
+
+
+@pytest.fixture(scope="session")
+def inject_build(tmp_path_factory) -> dict:
+    """libgpuflow_inject.so compiled and linked exactly as setup.py does it."""
+    inc = need_cuda_headers()
+    out = tmp_path_factory.mktemp("inject") / "libgpuflow_inject.so"
+    cmd = (["gcc", *INJECT_CFLAGS, f"-I{ROOT / 'cupti_src'}", f"-I{inc}", "-shared", "-o",
+            str(out), *[str(ROOT / s) for s in inject_sources()],
+            f"-Wl,--version-script={ROOT / 'cupti_src' / 'exports.map'}", *INJECT_LDFLAGS])
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
+    return {"path": str(out), "stderr": proc.stderr, "cmd": cmd}
+
+
+@pytest.fixture(scope="session")
+def inject_lib(inject_build) -> str:
+    return inject_build["path"]
+
+
+@pytest.fixture(scope="session")
+def fake_cupti(tmp_path_factory) -> str:
+    inc = need_cuda_headers()
+    out = tmp_path_factory.mktemp("fakecupti") / "libcupti_fake.so"
+    cmd = ["gcc", "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", f"-I{inc}",
+           str(Path(__file__).with_name("fake_cupti.c")), "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return str(out)
+
+
+@pytest.fixture
+def session_id():
+    """A fresh session id; every ring of that session is removed afterwards."""
+    sid = "t" + uuid.uuid4().hex[:12]
+    yield sid
+    for path in glob.glob(f"/dev/shm/gpuflow-{sid}-*"):
+        os.unlink(path)

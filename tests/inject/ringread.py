@@ -1,0 +1,151 @@
+"""A small, slow, independent ring reader for the producer-side tests.
+
+What it is for: checking what the producer (test producer or injected library) wrote, record by
+record, without depending on the real decoder (gpuflow/collectors/cupti), which is tested on its
+own. It reads /dev/shm/<name> with struct, so it also works on the GPU machine with nothing but
+the standard library (`python3 tests/inject/ringread.py <shm-name>` prints a summary as JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+
+HEADER_FMT = "<QIIIIiI32sqqIIq256s"
+SHM_DIR = "/dev/shm"
+
+
+@dataclass
+class Ring:
+    header: dict
+    records: list[dict]
+    names: dict[int, dict] = field(default_factory=dict)
+
+    def of_type(self, rtype: int) -> list[dict]:
+        return [r for r in self.records if r["type"] == rtype]
+
+
+def shm_path(name: str) -> str:
+    return os.path.join(SHM_DIR, name.lstrip("/"))
+
+
+def read_header(buf: bytes) -> dict:
+    (magic, version, header_size, record_size, capacity, pid, status, session, clock_cupti,
+     clock_wall, cupti_version, flush_ms, started, detail) = struct.unpack_from(HEADER_FMT, buf, 0)
+    head, = struct.unpack_from("<Q", buf, 512)
+    tail, = struct.unpack_from("<Q", buf, 576)
+    dropped_ring, dropped_cupti, incomplete = struct.unpack_from("<QQQ", buf, 640)
+    exited, = struct.unpack_from("<I", buf, 664)
+    buffers, = struct.unpack_from("<Q", buf, 672)
+    return dict(magic=magic, version=version, header_size=header_size, record_size=record_size,
+                capacity=capacity, producer_pid=pid, status=status,
+                session=session.split(b"\0", 1)[0].decode(), clock_cupti_ns=clock_cupti,
+                clock_wall_ns=clock_wall, cupti_version=cupti_version, flush_ms=flush_ms,
+                started_wall_ns=started,
+                status_detail=detail.split(b"\0", 1)[0].decode("utf-8", "replace"),
+                head=head, tail=tail, dropped_ring=dropped_ring, dropped_cupti=dropped_cupti,
+                incomplete=incomplete, producer_exited=exited, buffers_completed=buffers)
+
+
+def parse_record(raw: bytes) -> dict:
+    rtype, flags, device = struct.unpack_from("<HHI", raw, 0)
+    rec = {"type": rtype, "flags": flags, "device": device}
+    if rtype == 4:  # NAME_CHUNK
+        offset, total = struct.unpack_from("<II", raw, 8)
+        rec.update(name_id=device, offset=offset, total_len=total, text=raw[16:64])
+        return rec
+    start, end, ctx, stream = struct.unpack_from("<QQII", raw, 8)
+    rec.update(start=start, end=end, context=ctx, stream=stream)
+    if rtype in (2, 3):  # MEMCPY, MEMSET
+        corr, ck, sk, dk, _p, nbytes, sdev, ddev, value, graph = struct.unpack_from(
+            "<IBBBBQIIII", raw, 32)
+        rec.update(correlation=corr, copy_kind=ck, src_kind=sk, dst_kind=dk, bytes=nbytes,
+                   src_device=sdev, dst_device=ddev, value=value, graph_id=graph)
+    else:  # KERNEL, STREAM_NAME, DEVICE carry the kernel payload (name id at 36)
+        corr, name_id, gx, gy, gz, bx, by, bz, regs, smem, graph = struct.unpack_from(
+            "<IIIHHHHHHII", raw, 32)
+        rec.update(correlation=corr, name_id=name_id, grid=(gx, gy, gz), block=(bx, by, bz),
+                   registers=regs, shared_bytes=smem, graph_id=graph)
+    return rec
+
+
+def read_ring(name: str, consume: bool = False, strict: bool = True) -> Ring:
+    """Read every published, unconsumed record of ring `name` (shm name, with or without '/').
+
+    Names are reassembled from NAME_CHUNK records; a record that refers to a name id not yet
+    defined raises AssertionError when `strict` (the producer promises that never happens). With
+    `consume`, tail is advanced to head afterwards, as a consumer would.
+    """
+    fd = os.open(shm_path(name), os.O_RDWR if consume else os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if consume else 0)
+        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
+    finally:
+        os.close(fd)
+    try:
+        hdr = read_header(mm[:4096])
+        cap, head, tail = hdr["capacity"], hdr["head"], hdr["tail"]
+        records, names, partial = [], {}, {}
+        for n in range(tail, head):
+            off = 4096 + (n % cap) * 64
+            rec = parse_record(mm[off:off + 64])
+            rec["index"] = n
+            records.append(rec)
+            if rec["type"] == 4:
+                buf = partial.setdefault(rec["name_id"], bytearray())
+                assert rec["offset"] == len(buf), f"chunk out of order at {n}: {rec}"
+                take = min(48, rec["total_len"] - rec["offset"])
+                buf += rec["text"][:take]
+                if rec["flags"] & 1:
+                    names[rec["name_id"]] = {"text": bytes(partial.pop(rec["name_id"])).decode(
+                        "utf-8", "replace"), "flags": rec["flags"]}
+            elif rec["type"] in (1, 5, 8) and rec.get("name_id") and (
+                    strict or rec["name_id"] in names):
+                assert rec["name_id"] in names, f"name id {rec['name_id']} used before defined"
+                rec["name"] = names[rec["name_id"]]["text"]
+        if consume:
+            struct.pack_into("<Q", mm, 576, head)
+        return Ring(header=hdr, records=records, names=names)
+    finally:
+        mm.close()
+
+
+def summary(ring: Ring) -> dict:
+    """Counts a GPU check compares with what a workload printed."""
+    kernels: dict[str, int] = {}
+    copies: dict[str, list[int]] = {}
+    kinds = {1: "h2d", 2: "d2h", 8: "d2d", 10: "p2p"}
+    streams = {}
+    contexts = []
+    for r in ring.records:
+        if r["type"] == 1:
+            kernels[r.get("name", "?")] = kernels.get(r.get("name", "?"), 0) + 1
+        elif r["type"] == 2:
+            c = copies.setdefault(kinds.get(r["copy_kind"], str(r["copy_kind"])), [0, 0])
+            c[0] += 1
+            c[1] += r["bytes"]
+        elif r["type"] == 3:
+            c = copies.setdefault("memset", [0, 0])
+            c[0] += 1
+            c[1] += r["bytes"]
+        elif r["type"] == 5:
+            streams[f"{r['device']}/{r['context']}/{r['stream']}"] = r.get("name")
+        elif r["type"] == 6:
+            contexts.append({"device": r["device"], "context": r["context"],
+                             "null_stream": r["stream"]})
+    hdr = {k: v for k, v in ring.header.items() if k != "magic"}
+    no_timing = sum(1 for r in ring.records if r["type"] in (1, 2, 3) and r["flags"] & 0x10)
+    return {"header": hdr, "kernels": kernels, "copies": copies, "streams": streams,
+            "contexts": contexts, "devices": [r.get("name") for r in ring.of_type(8)],
+            "clock_syncs": len(ring.of_type(7)), "no_timing": no_timing,
+            "records": len(ring.records)}
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        print(json.dumps({"ring": arg, **summary(read_ring(arg))}, indent=1, sort_keys=True))

@@ -1,0 +1,392 @@
+"""The ring producer (cupti_src/ring_producer.c) through the compiled test producer: segment
+creation, header layout, head/tail/drop accounting, name interning and chunking (across
+wraparound, all-or-nothing when nearly full), and the raw helpers other tests rely on.
+
+Rings are read back with tests/inject/ringread.py, an independent struct-based reader.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import ringproducer as rpm
+from ringproducer import RingProducer, load_library, pack_record
+from ringread import read_ring, shm_path
+
+CAP = 1024
+
+
+def ring(lib, sid, pid=4242, cap=CAP):
+    return RingProducer(lib, sid, pid, cap)
+
+
+def consume_all(r: RingProducer) -> None:
+    """Act as a consumer that drained everything: tail = head."""
+    read_ring(r.name, consume=True)
+
+
+# ------------------------------------------------------------------------------ header ------
+
+def test_header_layout_matches_the_c_header(tmp_path):
+    """The ctypes mirror and the reader agree with gpuflow_ring.h, offset for offset."""
+    src = tmp_path / "off.c"
+    src.write_text(textwrap.dedent("""
+        #include <stdio.h>
+        #include <stddef.h>
+        #include "gpuflow_ring.h"
+        #define F(f) printf(#f " %zu\\n", offsetof(gpuflow_ring_header, f));
+        int main(void) {
+          F(magic) F(version) F(header_size) F(record_size) F(capacity) F(producer_pid)
+          F(status) F(session) F(clock_cupti_ns) F(clock_wall_ns) F(cupti_version) F(flush_ms)
+          F(started_wall_ns) F(status_detail) F(head) F(tail) F(dropped_ring) F(dropped_cupti)
+          F(incomplete) F(producer_exited) F(buffers_completed)
+          printf("MAGIC %llu\\nVERSION %u\\nHEADER %u\\nRECORD %u\\nCHUNK %u\\nNAMEMAX %u\\n",
+                 (unsigned long long)GPUFLOW_RING_MAGIC, GPUFLOW_RING_VERSION,
+                 GPUFLOW_HEADER_SIZE, GPUFLOW_RECORD_SIZE, GPUFLOW_NAME_CHUNK_TEXT,
+                 GPUFLOW_NAME_MAX);
+          return 0;
+        }"""))
+    exe = tmp_path / "off"
+    subprocess.run(["gcc", "-std=c11", f"-I{rpm.CUPTI_SRC}", str(src), "-o", str(exe)],
+                   check=True)
+    got = dict(line.split() for line in subprocess.run([str(exe)], capture_output=True,
+                                                       text=True, check=True).stdout.splitlines())
+    for name, _ in rpm.RingHeader._fields_:
+        if not name.startswith("_"):
+            assert getattr(rpm.RingHeader, name).offset == int(got[name]), name
+    assert int(got["MAGIC"]) == rpm.MAGIC and int(got["VERSION"]) == rpm.VERSION
+    assert int(got["HEADER"]) == rpm.HEADER_SIZE and int(got["RECORD"]) == rpm.RECORD_SIZE
+    assert int(got["CHUNK"]) == rpm.NAME_CHUNK_TEXT and int(got["NAMEMAX"]) == rpm.NAME_MAX
+
+
+def test_open_creates_a_reserved_private_segment_with_a_valid_header(producer_lib, session_id):
+    before = time.time_ns()
+    with ring(producer_lib, session_id, pid=777, cap=2048) as r:
+        st = os.stat(shm_path(r.name))
+        assert stat.S_IMODE(st.st_mode) == 0o600
+        assert st.st_size == rpm.HEADER_SIZE + 2048 * rpm.RECORD_SIZE
+        assert st.st_blocks * 512 >= st.st_size  # posix_fallocate reserved the space
+        h = read_ring(r.name).header
+        assert h["magic"] == rpm.MAGIC and h["version"] == rpm.VERSION
+        assert (h["header_size"], h["record_size"], h["capacity"]) == (4096, 64, 2048)
+        assert h["producer_pid"] == 777 and h["session"] == session_id
+        assert h["status"] == rpm.STATUS_STARTING and h["producer_exited"] == 0
+        assert h["head"] == h["tail"] == h["dropped_ring"] == 0
+        assert before <= h["started_wall_ns"] <= time.time_ns()
+    assert not os.path.exists(shm_path(r.name))  # close(unlink=True)
+
+
+@pytest.mark.parametrize("session,cap", [("ok", 1000), ("ok", 512), ("ok", 1 << 27),
+                                         ("a/b", CAP), ("", CAP), ("x" * 32, CAP),
+                                         ("dot.dot", CAP)])
+def test_open_rejects_bad_sessions_and_capacities(producer_lib, session, cap):
+    with pytest.raises(OSError) as exc:
+        RingProducer(producer_lib, session, 4242, cap)
+    assert exc.value.errno == errno.EINVAL
+
+
+def test_open_is_exclusive(producer_lib, session_id):
+    with ring(producer_lib, session_id):
+        with pytest.raises(OSError) as exc:
+            ring(producer_lib, session_id)
+        assert exc.value.errno == errno.EEXIST
+
+
+def test_a_segment_that_cannot_be_reserved_fails_cleanly(producer_lib, session_id):
+    """A size limit hit while reserving gives -errno and leaves no segment behind (no SIGBUS)."""
+    code = textwrap.dedent(f"""
+        import resource, signal, sys
+        sys.path.insert(0, {str(rpm.ROOT / 'tests')!r})
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+        from ringproducer import RingProducer
+        try:
+            RingProducer({producer_lib!r}, {session_id!r}, 99, 1 << 16)
+        except OSError as e:
+            print("errno", e.errno)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["errno", str(errno.EFBIG)]
+    assert not os.path.exists(f"/dev/shm/gpuflow-{session_id}-99")
+
+
+# ------------------------------------------------------------------- head, tail, drops -----
+
+def test_head_tail_and_drop_accounting(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        for i in range(CAP):
+            assert r.memcpy(0, 1, 2, 10 + i, 20 + i, rpm.COPY_HTOD, 64)
+        assert (r.head, r.tail, r.dropped) == (CAP, 0, 0)
+        assert not r.memcpy(0, 1, 2, 5, 6, rpm.COPY_HTOD, 64)
+        assert not r.kernel(0, 1, 2, 5, 6, "_Z1kv")
+        assert (r.head, r.dropped) == (CAP, 2)
+        assert r.header.dropped_ring == 2
+        rd = read_ring(r.name, consume=True)
+        assert len(rd.records) == CAP and r.tail == CAP
+        assert [rec["start"] for rec in rd.records] == [10 + i for i in range(CAP)]
+        for i in range(100):
+            assert r.memcpy(0, 1, 2, 1, 2, rpm.COPY_DTOH, 8)
+        assert (r.head, r.dropped) == (CAP + 100, 2)
+
+
+def test_producer_never_overwrites_when_the_consumer_tail_is_nonsense(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        for _ in range(CAP):
+            assert r.memset(0, 1, 2, 1, 2, 16)
+        r.header.tail = CAP * 10  # a consumer writing garbage: tail far beyond head
+        assert not r.memset(0, 1, 2, 1, 2, 16)
+        assert r.dropped == 1 and r.head == CAP
+
+
+def test_records_carry_exactly_the_fields_given(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        assert r.kernel(3, 4, 5, 100, 250, "_Z3fooPf", grid=(70000, 3, 2), block=(256, 2, 1))
+        assert r.memcpy(1, 2, 3, 10, 20, rpm.COPY_PTOP, 1 << 33, src_dev=1, dst_dev=6)
+        assert r.memset(2, 3, 4, 30, 31, 4096, value=0xAB)
+        assert r.context(0, 9, 7)
+        assert r.clock_sync(123, 456)
+        recs = [x for x in read_ring(r.name).records if x["type"] != rpm.REC_NAME_CHUNK]
+        k, m, s, c, cs = recs
+        assert (k["type"], k["device"], k["context"], k["stream"]) == (1, 3, 4, 5)
+        assert (k["start"], k["end"], k["grid"], k["block"]) == (100, 250, (70000, 3, 2),
+                                                                 (256, 2, 1))
+        assert k["name"] == "_Z3fooPf" and k["flags"] == 0 and k["correlation"] >= 1
+        assert (m["type"], m["copy_kind"], m["bytes"], m["src_device"], m["dst_device"]) == \
+            (2, rpm.COPY_PTOP, 1 << 33, 1, 6)
+        assert (s["type"], s["bytes"], s["value"], s["device"], s["stream"]) == \
+            (3, 4096, 0xAB, 2, 4)
+        assert (c["type"], c["device"], c["context"], c["stream"]) == (6, 0, 9, 7)
+        assert (cs["type"], cs["start"], cs["end"]) == (7, 123, 456)
+        assert (r.header.clock_cupti_ns, r.header.clock_wall_ns) == (123, 456)
+
+
+@pytest.mark.parametrize("start,end", [(0, 0), (500, 400), (7, 0)])
+def test_missing_or_impossible_timing_is_flagged_and_counted(producer_lib, session_id, start,
+                                                            end):
+    with ring(producer_lib, session_id) as r:
+        assert r.kernel(0, 1, 2, start, end, "_Z1kv")
+        assert r.memcpy(0, 1, 2, start, end, rpm.COPY_HTOD, 1)
+        assert r.memcpy(0, 1, 2, 5, 9, rpm.COPY_HTOD, 1)
+        acts = [x for x in read_ring(r.name).records if x["type"] in (1, 2)]
+        assert [bool(x["flags"] & rpm.FLAG_NO_TIMING) for x in acts] == [True, True, False]
+        assert all((x["start"], x["end"]) == (0, 0) for x in acts[:2])
+        assert r.incomplete == 2 and r.header.incomplete == 2
+
+
+# ------------------------------------------------------------------------------ names -------
+
+def test_names_are_interned_once_with_dense_ids(producer_lib, session_id):
+    long_name = "_ZN5outer5innerIfLi128EE6kernelEPfPKfi" + "x" * 70  # 3 chunks
+    with ring(producer_lib, session_id) as r:
+        assert r.kernel(0, 1, 2, 1, 2, long_name)
+        assert r.head == 3 + 1
+        assert r.kernel(0, 1, 2, 3, 4, long_name)
+        assert r.head == 5  # the second use costs one record
+        assert r.kernel(0, 1, 2, 5, 6, "_Z5otherv")
+        assert r.head == 7
+        rd = read_ring(r.name)
+        kernels = rd.of_type(rpm.REC_KERNEL)
+        assert [k["name_id"] for k in kernels] == [1, 1, 2]
+        assert rd.names[1]["text"] == long_name and rd.names[2]["text"] == "_Z5otherv"
+        chunks = [c for c in rd.of_type(rpm.REC_NAME_CHUNK) if c["name_id"] == 1]
+        assert [c["offset"] for c in chunks] == [0, 48, 96]
+        assert [c["flags"] & rpm.FLAG_NAME_LAST for c in chunks] == [0, 0, rpm.FLAG_NAME_LAST]
+        assert all(c["total_len"] == len(long_name) for c in chunks)
+
+
+def test_stream_and_device_names(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        assert r.stream_name(0, 1, 13, "compute")
+        assert r.kernel(0, 1, 13, 1, 2, "compute")  # same text, a kernel: another id
+        assert r.device(0, "NVIDIA H200")
+        assert r.stream_name(0, 1, 14, "compute")   # same stream name: reused, no chunks
+        rd = read_ring(r.name)
+        sn = rd.of_type(rpm.REC_STREAM_NAME)
+        assert [(s["stream"], s["name"]) for s in sn] == [(13, "compute"), (14, "compute")]
+        assert sn[0]["name_id"] == sn[1]["name_id"] != rd.of_type(rpm.REC_KERNEL)[0]["name_id"]
+        assert rd.names[sn[0]["name_id"]]["flags"] & rpm.FLAG_NAME_STREAM
+        kid = rd.of_type(rpm.REC_KERNEL)[0]["name_id"]
+        assert not rd.names[kid]["flags"] & rpm.FLAG_NAME_STREAM
+        assert rd.of_type(rpm.REC_DEVICE)[0]["name"] == "NVIDIA H200"
+        assert r.head == 2 + 2 + 2 + 1
+
+
+def test_empty_and_overlong_names(producer_lib, session_id):
+    with ring(producer_lib, session_id, cap=4096) as r:
+        assert r.stream_name(0, 1, 2, "")
+        assert r.kernel(0, 1, 2, 1, 2, "k" * 5000)
+        rd = read_ring(r.name)
+        empty = rd.of_type(rpm.REC_NAME_CHUNK)[0]
+        assert empty["total_len"] == 0 and empty["flags"] & rpm.FLAG_NAME_LAST
+        kid = rd.of_type(rpm.REC_KERNEL)[0]["name_id"]
+        chunks = [c for c in rd.of_type(rpm.REC_NAME_CHUNK) if c["name_id"] == kid]
+        assert len(chunks) == -(-rpm.NAME_MAX // rpm.NAME_CHUNK_TEXT)
+        assert all(c["flags"] & rpm.FLAG_NAME_TRUNCATED for c in chunks)
+        assert rd.names[kid]["text"] == "k" * rpm.NAME_MAX
+
+
+def test_name_chunks_across_wraparound(producer_lib, session_id):
+    name = "_Z" + "".join(chr(ord("a") + i % 26) for i in range(198))  # 200 bytes: 5 chunks
+    with ring(producer_lib, session_id) as r:
+        for _ in range(CAP - 2):
+            assert r.memset(0, 1, 2, 1, 2, 8)
+        consume_all(r)
+        assert r.kernel(0, 1, 2, 1, 2, name)  # chunks in slots 1022, 1023, 0, 1, 2
+        assert r.head == CAP - 2 + 6
+        rd = read_ring(r.name)
+        assert [x["index"] % CAP for x in rd.records] == [1022, 1023, 0, 1, 2, 3]
+        assert rd.of_type(rpm.REC_KERNEL)[0]["name"] == name
+
+
+def test_name_and_first_record_are_reserved_all_or_nothing(producer_lib, session_id):
+    name = "_Z" + "n" * 198  # 5 chunks + the record = 6 slots
+    with ring(producer_lib, session_id) as r:
+        for _ in range(CAP - 5):
+            assert r.memset(0, 1, 2, 1, 2, 8)
+        head = r.head
+        assert not r.kernel(0, 1, 2, 1, 2, name)  # 5 free < 6 needed: nothing written
+        assert (r.head, r.dropped) == (head, 1)
+        assert r.memset(0, 1, 2, 1, 2, 8)          # a record without a name still fits
+        read_ring(r.name, consume=True)
+        # the name was never marked sent: the next use carries its chunks again
+        assert r.kernel(0, 1, 2, 3, 4, name)
+        rd = read_ring(r.name)
+        assert len(rd.of_type(rpm.REC_NAME_CHUNK)) == 5
+        assert rd.of_type(rpm.REC_KERNEL)[0]["name"] == name
+        assert r.dropped == 1
+
+
+def test_exact_fit_and_sent_names_need_one_slot(producer_lib, session_id):
+    name = "_Z" + "q" * 94  # 2 chunks + record = 3 slots
+    with ring(producer_lib, session_id) as r:
+        assert r.kernel(0, 1, 2, 1, 2, "_Z4sentv")
+        while r.head < CAP - 3:
+            assert r.memset(0, 1, 2, 1, 2, 8)
+        assert r.kernel(0, 1, 2, 1, 2, name)        # exactly 3 free
+        assert r.head == CAP and r.dropped == 0
+        assert not r.kernel(0, 1, 2, 1, 2, "_Z4sentv")
+        rd = read_ring(r.name, consume=True)
+        assert rd.of_type(rpm.REC_KERNEL)[-1]["name"] == name
+        assert r.kernel(0, 1, 2, 1, 2, "_Z4sentv")  # sent long ago: one slot, no chunks
+        assert r.head == CAP + 1
+
+
+def test_concurrent_producers_never_tear_or_orphan_names(producer_lib, session_id):
+    names = [f"_Z6kernel{i}v" + "p" * (i * 30) for i in range(6)]
+    per_thread = 1500
+    with ring(producer_lib, session_id, cap=16384) as r:
+        def work(t):
+            for i in range(per_thread):
+                assert r.kernel(t, 1, t, i + 1, i + 2, names[(i + t) % len(names)])
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rd = read_ring(r.name)  # asserts every name id is defined before use
+        kernels = rd.of_type(rpm.REC_KERNEL)
+        assert len(kernels) == 4 * per_thread and r.dropped == 0
+        assert {k["name"] for k in kernels} == set(names)
+        assert len(rd.of_type(rpm.REC_NAME_CHUNK)) == sum(max(1, -(-len(n) // 48))
+                                                          for n in names)
+        for t in range(4):
+            mine = [k["start"] for k in kernels if k["device"] == t]
+            assert mine == list(range(1, per_thread + 1))
+
+
+# ------------------------------------------------------------- status, exit, raw hooks -----
+
+def test_status_detail_and_counters(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        r.set_status(rpm.STATUS_CUPTI_IN_USE, "held by Nsight Systems")
+        r.add_cupti_dropped(5)
+        r.add_cupti_dropped(7)
+        h = read_ring(r.name).header
+        assert h["status"] == rpm.STATUS_CUPTI_IN_USE
+        assert h["status_detail"] == "held by Nsight Systems" and h["dropped_cupti"] == 12
+        r.set_status(rpm.STATUS_OK, "d" * 1000)
+        assert read_ring(r.name).header["status_detail"] == "d" * 255
+
+
+def test_mark_exited_freezes_the_ring(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        assert r.kernel(0, 1, 2, 1, 2, "_Z1kv")
+        r.mark_exited()
+        assert r.header.producer_exited == 1
+        assert not r.kernel(0, 1, 2, 1, 2, "_Z1kv")
+        r.set_status(rpm.STATUS_CUPTI_ERROR, "too late")
+        assert (r.head, r.dropped, r.header.status) == (2, 0, rpm.STATUS_STARTING)
+
+
+def test_raw_helpers_for_malformed_input_tests(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        assert r.push_raw(pack_record(rpm.REC_KERNEL, start=9, end=3, payload=b"\x01" * 32))
+        r.write_raw(5, b"\xff" * 64)
+        r.set_head(6)  # slots 1..4 were never written: torn (type 0)
+        rd = read_ring(r.name, strict=False)
+        assert [x["type"] for x in rd.records] == [1, 0, 0, 0, 0, 0xFFFF]
+        assert (rd.records[0]["start"], rd.records[0]["end"]) == (9, 3)
+        r.corrupt_header(magic=1, version=99, record_size=32, capacity=1000, header_size=8)
+        h = read_ring(r.name, strict=False).header
+        assert (h["magic"], h["version"], h["record_size"], h["capacity"], h["header_size"]) \
+            == (1, 99, 32, 1000, 8)
+        with pytest.raises(ValueError):
+            r.push_raw(b"short")
+
+
+def test_several_rings_in_one_process(producer_lib, session_id):
+    with ring(producer_lib, session_id, pid=1) as a, ring(producer_lib, session_id, pid=2) as b:
+        assert a.kernel(0, 1, 2, 1, 2, "_Z1av") and b.kernel(0, 1, 2, 1, 2, "_Z1bv")
+        assert a.kernel(0, 1, 2, 1, 2, "_Z1av")
+        assert (a.head, b.head) == (3, 2)
+        assert read_ring(b.name).of_type(rpm.REC_KERNEL)[0]["name"] == "_Z1bv"
+
+
+def test_global_tp_api(producer_lib, session_id):
+    lib = load_library(producer_lib)
+    assert lib.tp_open(session_id.encode(), 31337, CAP) == 0
+    try:
+        assert lib.tp_open(session_id.encode(), 31338, CAP) == -errno.EBUSY
+        assert lib.tp_kernel(0, 1, 2, 10, 20, b"_Z1kv", 1, 1, 1, 32, 1, 1) == 1
+        assert lib.tp_memcpy(0, 1, 2, 10, 20, rpm.COPY_DTOH, 4096, 0, 0) == 1
+        assert lib.tp_memset(0, 1, 2, 10, 20, 4096, 0) == 1
+        assert lib.tp_stream_name(0, 1, 2, b"prefetch_h2d") == 1
+        assert lib.tp_context(0, 1, 7) == 1
+        assert lib.tp_device(0, b"GPU") == 1
+        assert lib.tp_clock_sync(1, 2) == 1
+        lib.tp_set_status(rpm.STATUS_OK, b"fine")
+        lib.tp_add_cupti_dropped(3)
+        assert (lib.tp_head(), lib.tp_tail(), lib.tp_dropped()) == (10, 0, 0)
+        rd = read_ring(f"gpuflow-{session_id}-31337")
+        assert rd.header["status_detail"] == "fine" and rd.header["dropped_cupti"] == 3
+        lib.tp_mark_exited()
+        assert lib.tp_kernel(0, 1, 2, 10, 20, b"_Z1kv", 1, 1, 1, 1, 1, 1) == 0
+        assert read_ring(f"gpuflow-{session_id}-31337").header["producer_exited"] == 1
+    finally:
+        assert lib.tp_close(1) == 0
+    assert lib.tp_close(1) == -errno.EBADF
+    assert lib.tp_kernel(0, 1, 2, 1, 2, b"x", 1, 1, 1, 1, 1, 1) == 0  # no ring: dropped
+    assert not os.path.exists(f"/dev/shm/gpuflow-{session_id}-31337")
+
+
+def test_close_without_unlink_keeps_the_segment(producer_lib, session_id):
+    r = ring(producer_lib, session_id)
+    assert r.kernel(0, 1, 2, 1, 2, "_Z1kv")
+    assert r.close(unlink=False) == 0
+    assert read_ring(r.name).of_type(rpm.REC_KERNEL)[0]["name"] == "_Z1kv"
+    with pytest.raises(ValueError):
+        r.head
+    assert ctypes.sizeof(rpm.RingHeader) <= rpm.HEADER_SIZE
