@@ -107,6 +107,7 @@ class FakeBackend:
         rng = random.Random(seed)
         self._phase = [rng.uniform(0, 2 * math.pi) for _ in range(n)]
         self._period = [rng.uniform(20, 40) for _ in range(n)]
+        self._load_cache = [(-1, 0.0)] * n  # (step, load) per GPU
         self._on_device: list[list[tuple[FakeProcess, str]]] = [[] for _ in range(n)]
         for p in self.scenario.processes:
             for index, kind in p.devices.items():
@@ -141,7 +142,11 @@ class FakeBackend:
         return max(0.0, min(1.0, demand * wave + noise))
 
     def _now_load(self, index: int) -> float:
-        return self._load(index, self._steps[index])
+        step = self._steps[index]
+        cached = self._load_cache[index]
+        if cached[0] != step:
+            cached = self._load_cache[index] = (step, self._load(index, step))
+        return cached[1]
 
     def _present(self, index: int) -> list[tuple[FakeProcess, str]]:
         """Processes NVML lists on this GPU now (vanishing pids drop off after a while)."""

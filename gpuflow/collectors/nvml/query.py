@@ -85,12 +85,14 @@ def _scrub(value: Any) -> Any:
     """Replace NVML sentinels by None: plain ints, NamedTuple fields, lists of NamedTuples."""
     t = type(value)
     if t is int:
-        return None if value in _SENTINELS else value
+        return None if (value == UINT_MAX or value == ULLONG_MAX) else value
     if t is list:
-        return [_scrub(v) for v in value]
-    if isinstance(value, tuple) and hasattr(t, "_make"):
-        if any(type(v) is int and v in _SENTINELS for v in value):
-            return t._make(None if (type(v) is int and v in _SENTINELS) else v for v in value)
+        return [_scrub(v) for v in value] if value else value
+    if t is str or value is None:
+        return value
+    # NamedTuple: test membership in C first; rebuild only when a sentinel is really there
+    if isinstance(value, tuple) and (UINT_MAX in value or ULLONG_MAX in value) and hasattr(t, "_make"):
+        return t._make(None if (type(v) is int and v in _SENTINELS) else v for v in value)
     return value
 
 
