@@ -6,7 +6,8 @@ Routes (all GET, HEAD where harmless; anything else 405):
 * ``/api/snapshot`` — the latest snapshot as JSON (docs/snapshot.md);
 * ``/api/stream`` — Server-Sent Events (:mod:`gpuflow.transport.sse`);
 * ``/metrics`` — Prometheus text (:mod:`gpuflow.transport.metrics`);
-* ``/healthz`` — ``{"status": "ok"|"starting"|"stopping", ...}``, 503 unless ok.
+* ``/healthz`` — ``{"status": "ok"|"starting"|"stopping", ...}``, 503 unless ok;
+* ``/favicon.ico`` — 204 (the UI has no icon; this keeps browser consoles free of 404s).
 
 Deployment: ``gunicorn 'gpuflow.transport.app:get_app()' -k gthread --workers 1 --threads 64``
 (optionally ``-c python:gpuflow.transport.gunicorn_conf``). ``get_app()`` reads ``GPUFLOW_*``
@@ -40,7 +41,7 @@ from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_r
 from gpuflow.transport.security import SecurityMiddleware
 from gpuflow.transport.settings import AppSettings, from_environ
 from gpuflow.transport.sse import StreamResource, StreamSlots
-from gpuflow.transport.ui import IndexResource
+from gpuflow.transport.ui import FaviconResource, IndexResource
 
 __all__ = ["AppSettings", "GpuflowApp", "TransportState", "create_app", "get_app"]
 
@@ -178,6 +179,7 @@ def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> Gpu
     )
     app.state = state
     app.add_route("/", IndexResource(settings.ui_path))
+    app.add_route("/favicon.ico", FaviconResource())
     app.add_route("/api/snapshot", SnapshotResource(state))
     app.add_route("/api/stream", StreamResource(state))
     collector = SnapshotCollector(state.hub.latest, settings.metrics_per_process, state.slots)

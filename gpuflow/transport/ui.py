@@ -84,3 +84,12 @@ class IndexResource:
         resp.data = (b' nonce="' + nonce.encode() + b'"').join(parts)
 
     on_head = on_get
+
+
+class FaviconResource:
+    """GET /favicon.ico: 204, so browsers do not log a 404 for the icon they always ask for."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.status = falcon.HTTP_204
+
+    on_head = on_get

@@ -249,3 +249,9 @@ def test_host_check_comes_before_auth():
 def test_create_app_rejects_other_sources():
     with pytest.raises(TypeError):
         create_app(object(), settings=AppSettings())
+
+
+def test_favicon_is_an_empty_204_so_consoles_stay_clean():
+    r = client().simulate_get("/favicon.ico")
+    assert r.status_code == 204 and r.content == b""
+    assert client().simulate_get("/favicon.ico", headers={"Host": "evil.example"}).status_code == 403
