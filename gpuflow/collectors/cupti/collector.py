@@ -1,0 +1,393 @@
+"""The CUPTI collector: drains every ring of one ``gpuflow run`` session and keeps its snapshot part.
+
+One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
+
+1. discover the session's new rings in /dev/shm, open and lock them, remember the process name
+   (/proc/<pid>/comm, read while the process still runs);
+2. for each ring: if its producer pid is gone (a zombie counts as gone), this is the final drain;
+   drain everything published; a gone producer that never set ``producer_exited`` is marked
+   truncated (it died without its exit flush);
+3. rebuild the part (at most every 50 ms, at once when a process exits) and ``notify`` the agent;
+   the part is the *same object* while nothing changed;
+4. a finished ring is detached, closed and unlinked after its final TracedProcess was built.
+
+``set_exit_status(pid, status)`` records the shell-style status the CLI saw for its direct child;
+``CollectorContext.exit_statuses`` (the CLI's ``record_exit``) is read as well. :meth:`stop` drains
+everything one last time and publishes the final part. :meth:`summary` is the end-of-run text.
+
+Constraints: never imports the NVML collector; the decoders are touched only by this thread (and
+by :meth:`stop` after the thread has ended); the part is swapped in with one assignment, so
+:meth:`part` is safe from any thread. A ring that turns out malformed stops being drained and is
+reported as a Problem; it never takes the collector down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from gpuflow.collectors.cupti import decoder as decoder_mod
+from gpuflow.collectors.cupti import rings
+from gpuflow.collectors.cupti.build import TracedBuilder
+from gpuflow.collectors.cupti.errors import RingError, RingFormatError, RingNotReady
+from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
+from gpuflow.core.snapshot import Problem, SnapshotPart, TracedProcess
+
+log = logging.getLogger("gpuflow.cupti")
+
+SOURCE = "cupti"
+DRAIN_INTERVAL_S = 0.020
+MIN_BUILD_GAP_S = 0.050
+#: A running process whose lanes show spans gets its behind-live figure refreshed this often.
+REFRESH_IDLE_S = 1.0
+#: How often rings of dead sessions are swept from /dev/shm.
+SWEEP_INTERVAL_S = 30.0
+#: A ring whose producer died before finishing its header is forgotten after this many attempts.
+NOT_READY_ATTEMPTS = 50
+
+
+@dataclass
+class _Ring:
+    """One traced process: its ring, decoder, builder and what we know about its life."""
+
+    pid: int
+    path: Path
+    name: str | None
+    mapped: rings.MappedRing | None = None
+    decoder: Any = None
+    builder: TracedBuilder | None = None
+    state: str = "running"
+    truncated: bool = False
+    error: str | None = None
+    finished: bool = False  # final drain done, ring released
+    traced: TracedProcess | None = None
+    counters: dict[str, Any] = field(default_factory=dict)
+    header_key: tuple[Any, ...] = ()
+
+
+class CuptiCollector:
+    """Drains the rings of ``session`` and produces the ``cupti`` SnapshotPart.
+
+    :param session: the ``gpuflow run`` session id whose rings to read.
+    :param notify: called (from the drain thread) whenever the part changed.
+    :param lane_span_cap: spans kept per lane.
+    :param shm_dir: where the rings are (tests point it elsewhere).
+    :param decoder_class: defaults to the selected decoder (compiled when available).
+    :param exit_statuses: a mapping the CLI fills (``CollectorContext.exit_statuses``), read each pass.
+    """
+
+    def __init__(self, session: str, notify: Callable[[], None] = lambda: None, *,
+                 lane_span_cap: int = DEFAULT_LANE_SPAN_CAP, shm_dir: Path = rings.SHM_DIR,
+                 decoder_class: type | None = None, exit_statuses: dict[int, int] | None = None,
+                 clock_ns: Callable[[], int] = time.time_ns,
+                 drain_interval_s: float = DRAIN_INTERVAL_S) -> None:
+        self.session = session
+        self._notify = notify
+        self._cap = lane_span_cap
+        self._shm_dir = Path(shm_dir)
+        self._decoder_class = decoder_class or decoder_mod.RingDecoder
+        self._shared_exits = exit_statuses if exit_statuses is not None else {}
+        self._exits: dict[int, int] = {}
+        self._exits_lock = threading.Lock()
+        self._clock_ns = clock_ns
+        self._interval = drain_interval_s
+        self._rings: dict[int, _Ring] = {}
+        self._ignored: dict[Path, int] = {}  # rings not ready yet: attempts so far
+        self._problems: dict[str, Problem] = {}
+        self._part = SnapshotPart(source=SOURCE)
+        self._dirty = False
+        self._last_build = 0.0
+        self._last_sweep = 0.0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._poll_lock = threading.Lock()
+        self.rings_seen = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Sweep stale rings, then start the drain thread (idempotent)."""
+        if self._thread is not None:
+            return
+        self._sweep(force=True)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="gpuflow-cupti", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, drain everything one last time, publish the final part, release rings."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self.poll(final=True)
+        for ring in self._rings.values():
+            self._release(ring, unlink=False)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception:  # noqa: BLE001 - keep draining; a bug here must not stop tracing
+                log.exception("CUPTI collector pass failed")
+            self._wake.wait(self._interval)
+            self._wake.clear()
+
+    # -- the CLI's side ------------------------------------------------------------------------
+    def set_exit_status(self, pid: int, status: int) -> None:
+        """Record the shell-style exit status (128+N for signal N) of a traced process."""
+        with self._exits_lock:
+            self._exits[pid] = status
+        self._wake.set()
+
+    def part(self) -> SnapshotPart:
+        """The latest part: the same object until something changes."""
+        return self._part
+
+    @property
+    def saw_cuda(self) -> bool:
+        """Whether any traced process created a ring."""
+        return self.rings_seen > 0
+
+    # -- one pass ------------------------------------------------------------------------------
+    def poll(self, final: bool = False) -> bool:
+        """Discover, drain, finish exited processes, rebuild the part if due; True if it changed.
+
+        ``final``: the agent is stopping; drain everything and build now.
+        """
+        with self._poll_lock:
+            changed = self._discover()
+            now = time.monotonic()
+            for ring in list(self._rings.values()):
+                if not ring.finished:
+                    changed |= self._drain(ring)
+            changed |= self._apply_exit_statuses()
+            if changed:
+                self._dirty = True
+            due = self._dirty and (final or now - self._last_build >= MIN_BUILD_GAP_S
+                                   or any(r.finished and r.mapped is not None for r in self._rings.values()))
+            idle_refresh = (not self._dirty and now - self._last_build >= REFRESH_IDLE_S and any(
+                r.state == "running" and r.traced is not None and r.traced.window_end_us is not None
+                for r in self._rings.values()))
+            if due or idle_refresh or (final and self._dirty):
+                self._build()
+                self._last_build = now
+                self._dirty = False
+                self._notify()
+                changed = True
+            if not final:
+                self._sweep()
+            return changed
+
+    def _discover(self) -> bool:
+        changed = False
+        for rf in rings.list_rings(self._shm_dir, self.session):
+            if rf.pid in self._rings:
+                continue
+            name = rings.process_name(rf.pid)
+            try:
+                mapped = rings.MappedRing(rf.path)
+            except RingNotReady:
+                attempts = self._ignored.get(rf.path, 0) + 1
+                self._ignored[rf.path] = attempts
+                if attempts >= NOT_READY_ATTEMPTS and not rings.pid_alive(rf.pid):
+                    log.info("ring %s never became ready and its producer is gone; removing it", rf.path)
+                    _unlink_quietly(rf.path)
+                    self._ignored.pop(rf.path, None)
+                continue
+            except rings.RingBusy as exc:
+                self._problem(f"busy:{rf.pid}", f"pid {rf.pid}: {exc}; another GPUFlow agent is draining it")
+                continue
+            except (RingFormatError, OSError) as exc:
+                self._problem(f"open:{rf.pid}", f"pid {rf.pid}: cannot read its ring {rf.path}: {exc}",
+                              "error")
+                continue
+            self._ignored.pop(rf.path, None)
+            try:
+                dec = self._decoder_class(mapped.mmap, lane_span_cap=self._cap)
+            except RingError as exc:
+                mapped.close()
+                self._problem(f"open:{rf.pid}", f"pid {rf.pid}: cannot read its ring {rf.path}: {exc}",
+                              "error")
+                continue
+            ring = _Ring(pid=rf.pid, path=rf.path, name=name, mapped=mapped, decoder=dec,
+                         builder=TracedBuilder(rf.pid, self.session, self._cap))
+            self._rings[rf.pid] = ring
+            self.rings_seen += 1
+            changed = True
+        return changed
+
+    def _drain(self, ring: _Ring) -> bool:
+        """Drain one ring; finish it if its producer is gone. True if anything changed."""
+        gone = not rings.pid_alive(ring.pid)  # decided before draining: nothing follows a gone producer
+        dec = ring.decoder
+        changed = False
+        try:
+            while True:
+                n = dec.drain(dec.capacity)
+                if n:
+                    changed = True
+                if n < dec.capacity:
+                    break
+        except RingFormatError as exc:
+            ring.error = str(exc)
+            ring.truncated = True
+            self._problem(f"format:{ring.pid}", f"pid {ring.pid}: its ring became unreadable ({exc}); "
+                          "tracing of this process stopped, its figures stop here", "error")
+            gone = True
+            changed = True
+        header = dec.header()
+        key = (header["status"], header["status_detail"], header["dropped_ring"], header["dropped_cupti"],
+               header["producer_exited"])
+        if key != ring.header_key:
+            ring.header_key = key
+            changed = True
+        self._note_counters(ring, dec.counters())
+        if gone:
+            ring.state = "exited"
+            if not header["producer_exited"]:
+                ring.truncated = True
+            ring.finished = True  # the final TracedProcess is built next, then the ring is released
+            changed = True
+        return changed
+
+    def _note_counters(self, ring: _Ring, counters: dict[str, Any]) -> None:
+        if counters == ring.counters:
+            return
+        ring.counters = counters
+        if counters["invalid_records"]:
+            reasons = ", ".join(f"{n} {why}" for why, n in sorted(counters["invalid"].items()))
+            self._problem(f"invalid:{ring.pid}", f"pid {ring.pid}: {counters['invalid_records']} malformed "
+                          f"ring records were skipped ({reasons}); its figures may be incomplete")
+        if counters["lane_overflow"]:
+            self._problem(f"lanes:{ring.pid}", f"pid {ring.pid}: {counters['lane_overflow']} executions ran "
+                          "on streams beyond the lane limit; they are in the totals but on no lane", "info")
+        if counters["saturated"]:
+            self._problem(f"saturated:{ring.pid}", f"pid {ring.pid}: a byte or time total reached 2^64-1 "
+                          "and stopped growing")
+
+    def _apply_exit_statuses(self) -> bool:
+        with self._exits_lock:
+            statuses = dict(self._shared_exits)
+            statuses.update(self._exits)
+        changed = False
+        for pid, status in statuses.items():
+            ring = self._rings.get(pid)
+            if (ring is not None and ring.state == "exited" and ring.traced is not None
+                    and ring.traced.exit_status != status):
+                changed = True
+        return changed
+
+    def _exit_status(self, pid: int) -> int | None:
+        with self._exits_lock:
+            if pid in self._exits:
+                return self._exits[pid]
+        return self._shared_exits.get(pid)
+
+    def _build(self) -> None:
+        now_ns = self._clock_ns()
+        traced = []
+        for pid in sorted(self._rings):
+            ring = self._rings[pid]
+            status = self._exit_status(pid) if ring.state == "exited" else None
+            # A released ring cannot change any more, except for the exit status the CLI reports.
+            if ring.mapped is not None or ring.traced is None or ring.traced.exit_status != status:
+                ring.traced = ring.builder.build(  # type: ignore[union-attr]
+                    ring.decoder, name=ring.name, state=ring.state, exit_status=status,
+                    truncated=ring.truncated, now_ns=now_ns)
+            if ring.finished and ring.mapped is not None:
+                self._release(ring, unlink=True)  # after its final TracedProcess was built
+            traced.append(ring.traced)
+        self._part = SnapshotPart(source=SOURCE, traced=tuple(traced),
+                                  problems=tuple(self._problems[k] for k in sorted(self._problems)))
+
+    def _release(self, ring: _Ring, *, unlink: bool) -> None:
+        """Detach the decoder (it keeps its figures), unmap, unlock and (if done) unlink the ring."""
+        if ring.mapped is None:
+            return
+        try:
+            ring.decoder.detach()
+            ring.mapped.close()
+        finally:
+            if unlink:
+                ring.mapped.unlink()
+            ring.mapped = None
+
+    def _problem(self, key: str, message: str, severity: str = "warning") -> None:
+        problem = Problem(source=SOURCE, message=message, severity=severity)
+        if self._problems.get(key) != problem:
+            self._problems[key] = problem
+            self._dirty = True
+
+    def _sweep(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_sweep < SWEEP_INTERVAL_S:
+            return
+        self._last_sweep = now
+        try:
+            for path in rings.remove_stale_rings(self._shm_dir, keep_session=self.session):
+                log.info("removed the stale ring %s (its producer and consumer are gone)", path)
+        except OSError as exc:  # pragma: no cover - a sweep failure only leaves files behind
+            log.warning("sweeping stale rings failed: %s", exc)
+
+    # -- end of run ----------------------------------------------------------------------------
+    def summary(self, top: int = 10) -> str:
+        """The end-of-run text: per process, top kernels by total time, transfers, drops, CUPTI status."""
+        return format_summary(self._part.traced, saw_cuda=self.saw_cuda, top=top)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _ms(ns: int | None) -> str:
+    return "—" if ns is None else f"{ns / 1e6:.3f} ms"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def format_summary(traced: tuple[TracedProcess, ...], *, saw_cuda: bool, top: int = 10) -> str:
+    """Plain-text summary of traced processes (see :meth:`CuptiCollector.summary`)."""
+    if not saw_cuda or not traced:
+        return "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
+    lines = []
+    for t in traced:
+        status = "running" if t.state == "running" else (
+            f"exited with status {t.exit_status}" if t.exit_status is not None else "exited")
+        cupti = t.cupti_status + (f" ({t.cupti_detail})" if t.cupti_detail else "")
+        lines.append(f"pid {t.pid} ({t.name or '?'}): {status}; CUPTI {cupti}; {t.records} records")
+        if t.truncated:
+            lines.append("  TRUNCATED: the process ended without its exit flush, or its ring held malformed "
+                         "records; the last records may be missing")
+        if t.dropped_ring or t.dropped_cupti:
+            lines.append(f"  DROPPED: {t.dropped_ring} records (ring full), {t.dropped_cupti} (inside CUPTI): "
+                         "the totals below are lower bounds")
+        if t.kernels:
+            launches = sum(k.count for k in t.kernels)
+            lines.append(f"  {launches} kernel launches, {len(t.kernels)} kernels; top {min(top, len(t.kernels))} "
+                         "by total time:")
+            lines.append(f"    {'launches':>10}  {'total':>12}  {'mean':>12}  kernel")
+            for k in t.kernels[:top]:
+                timed = k.min_ns is not None
+                mean = _ms(k.total_ns // k.count) if timed and k.count else "—"
+                lines.append(f"    {k.count:>10}  {_ms(k.total_ns) if timed else '—':>12}  {mean:>12}  {k.name}")
+        else:
+            lines.append("  no kernels")
+        for tr in t.transfers:
+            lines.append(f"  {tr.direction:>6}: {tr.count} transfers, {_size(tr.bytes)}, {_ms(tr.total_ns)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,152 @@
+"""Fixtures for the CUPTI collector tests: both decoder twins, the compiled test producer, rings.
+
+Like multidict's tests/conftest.py: the session fixture ``decoder_impl`` is parametrized ``c`` /
+``py``; the ``c`` case carries the ``c_extension`` mark (deselect with ``-m "not c_extension"``)
+and is skipped when the extension is not built — unless it is required (GPUFLOW_REQUIRE_EXTENSIONS=1
+or CI=true), where it fails instead.
+
+Rings are written by tests/ringproducer.py, the producer compiled from the same C sources as
+libgpuflow_inject.so, so the wire format is exercised byte for byte. Each test gets its own session
+id; every ring a test creates is unlinked afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+from ringproducer import RingProducer, build_producer  # noqa: E402
+
+from gpuflow.collectors.cupti import decoder as decoder_mod  # noqa: E402
+
+
+def extensions_required() -> bool:
+    return os.environ.get("GPUFLOW_REQUIRE_EXTENSIONS") == "1" or os.environ.get("CI") == "true"
+
+
+@dataclass(frozen=True)
+class DecoderImpl:
+    """One decoder twin under test."""
+
+    name: str
+    cls: type
+    is_compiled: bool
+
+
+@pytest.fixture(scope="session", params=[pytest.param("c", marks=pytest.mark.c_extension, id="c"),
+                                         pytest.param("py", id="py")])
+def decoder_impl(request: pytest.FixtureRequest) -> DecoderImpl:
+    if request.param == "py":
+        return DecoderImpl("py", decoder_mod.RingDecoderPy, False)
+    if decoder_mod.RingDecoderC is None:
+        msg = f"the compiled decoder did not load: {decoder_mod.EXTENSION_IMPORT_ERROR}"
+        if extensions_required():
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return DecoderImpl("c", decoder_mod.RingDecoderC, True)
+
+
+@pytest.fixture(scope="session")
+def both_impls() -> tuple[type, type]:
+    """(compiled, Python) for the tests that compare the twins directly."""
+    if decoder_mod.RingDecoderC is None:
+        msg = f"the compiled decoder did not load: {decoder_mod.EXTENSION_IMPORT_ERROR}"
+        if extensions_required():
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return decoder_mod.RingDecoderC, decoder_mod.RingDecoderPy
+
+
+@pytest.fixture(scope="session")
+def producer_lib(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_producer(tmp_path_factory.mktemp("producer"))
+
+
+_pids = itertools.count(4_000_000)  # above pid_max's default: never a live process
+
+
+def fake_pid() -> int:
+    """A pid no process has (rings of tests that do not care about liveness)."""
+    return next(_pids)
+
+
+class Rings:
+    """Creates rings (producer + mapping) and removes every one of them afterwards."""
+
+    def __init__(self, lib: str, session: str) -> None:
+        self.lib = lib
+        self.session = session
+        self._producers: list[RingProducer] = []
+        self._maps: list[tuple[int, mmap.mmap]] = []
+
+    def producer(self, pid: int | None = None, capacity: int = 1024, session: str | None = None) -> RingProducer:
+        p = RingProducer(self.lib, session or self.session, fake_pid() if pid is None else pid, capacity)
+        self._producers.append(p)
+        return p
+
+    def mapping(self, producer: RingProducer) -> mmap.mmap:
+        """The consumer's read-write mapping of a producer's ring."""
+        fd = os.open(f"/dev/shm{producer.name}", os.O_RDWR)
+        mm = mmap.mmap(fd, 0)
+        self._maps.append((fd, mm))
+        return mm
+
+    def cleanup(self) -> None:
+        for fd, mm in self._maps:
+            try:
+                mm.close()
+            except BufferError:  # a decoder still holds it; the test's fault, but clean up anyway
+                pass
+            os.close(fd)
+        for p in self._producers:
+            p.close(unlink=False)
+            try:
+                os.unlink(f"/dev/shm{p.name}")
+            except FileNotFoundError:
+                pass
+
+
+@pytest.fixture
+def session_id() -> str:
+    return "t" + secrets.token_hex(6)
+
+
+@pytest.fixture
+def rings(producer_lib: str, session_id: str) -> Iterator[Rings]:
+    r = Rings(producer_lib, session_id)
+    yield r
+    r.cleanup()
+
+
+def decode_all(decoder: Any) -> dict[str, Any]:
+    """Everything a decoder reports, as plain data (for comparing twins and models)."""
+    header = decoder.header()
+    for volatile in ("started_wall_ns",):
+        header.pop(volatile)
+    return {
+        "kernels": decoder.kernels(),
+        "transfers": decoder.transfers(),
+        "lanes": decoder.lanes(),
+        "names": decoder.names(),
+        "null_streams": decoder.null_streams(),
+        "devices": decoder.devices(),
+        "clock": decoder.clock(),
+        "counters": decoder.counters(),
+        "header": header,
+        "tail": decoder.tail,
+    }
+
+
+MakeDecoder = Callable[..., Any]
