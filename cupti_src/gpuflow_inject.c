@@ -31,9 +31,17 @@ static int g_once;
 /* ------------------------------------------------------------------------------------------ */
 /* configuration                                                                              */
 
+static int all_digits(const char *s)
+{
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
 static uint32_t parse_capacity(const char *s)
 {
-    if (!s || !*s)
+    if (!s || !*s || !all_digits(s))
         return GF_DEFAULT_CAPACITY;
     char *end = NULL;
     errno = 0;
@@ -52,7 +60,7 @@ static uint32_t parse_capacity(const char *s)
 
 static uint32_t parse_flush_ms(const char *s)
 {
-    if (!s || !*s)
+    if (!s || !*s || !all_digits(s))
         return GF_DEFAULT_FLUSH_MS;
     char *end = NULL;
     errno = 0;

@@ -73,6 +73,12 @@ def parse_record(raw: bytes) -> dict:
     return rec
 
 
+def header(name: str) -> dict:
+    """Only the header of ring `name` (cheap enough to poll)."""
+    with open(shm_path(name), "rb") as f:
+        return read_header(f.read(4096))
+
+
 def read_ring(name: str, consume: bool = False, strict: bool = True) -> Ring:
     """Read every published, unconsumed record of ring `name` (shm name, with or without '/').
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# gpu_smoke.sh — producer-side checks of libgpuflow_inject.so on a machine with an NVIDIA GPU.
+#
+# Builds the injection library (the package's flags) and examples/demo_workload.cu, runs the
+# demo bare and injected, compares the ring with the demo's own counts (gpu_compare.py), checks
+# a tiny ring drops and counts, a fork child stays out, PyTorch is traced (gpu_torch_probe.py),
+# and runs tests/inject. Writes logs to $OUT (default /tmp/gpuflow-smoke). Run from the repo root.
+set -u
+OUT=${OUT:-/tmp/gpuflow-smoke}
+mkdir -p "$OUT"
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+CUPTI=${GPUFLOW_CUPTI_PATH:-$(ls "$CUDA_HOME"/targets/*/lib/libcupti.so.1? "$CUDA_HOME"/extras/CUPTI/lib64/libcupti.so.1? 2>/dev/null | head -1)}
+B=$(mktemp -d)
+echo "== machine"; nvidia-smi -L; echo "cupti: $CUPTI"; nvcc --version | tail -1
+
+echo "== build"
+gcc -std=c11 -O2 -fPIC -fvisibility=hidden -pthread -Wall -Wextra \
+    -Werror=implicit-function-declaration -Icupti_src -I"$CUDA_HOME/include" -shared \
+    -o "$B/libgpuflow_inject.so" cupti_src/gpuflow_inject.c cupti_src/activity.c \
+    cupti_src/flusher.c cupti_src/cupti_loader.c cupti_src/buffer_pool.c cupti_src/ring_producer.c \
+    -Wl,--version-script=cupti_src/exports.map -ldl -lrt -pthread -Wl,--as-needed -Wl,-z,defs || exit 1
+nvcc -O2 -lineinfo -o "$B/demo_workload" examples/demo_workload.cu || exit 1
+
+inject() { # inject <session> <cmd...>
+    local s=$1; shift
+    env GPUFLOW_SESSION="$s" CUDA_INJECTION64_PATH="$B/libgpuflow_inject.so" \
+        GPUFLOW_CUPTI_PATH="$CUPTI" NVTX_INJECTION64_PATH="$CUPTI" "$@"
+}
+ring_of() { ls /dev/shm | grep "^gpuflow-$1-" | head -1; }
+TIMEFORMAT=%R
+
+echo "== demo: bare vs injected (counts)"
+"$B/demo_workload" 200 > "$OUT/bare.txt" || echo "bare demo failed"
+inject s1 "$B/demo_workload" 200 > "$OUT/injected.txt" || echo "injected demo failed rc=$?"
+python3 tests/inject/gpu_compare.py "$OUT/injected.txt" "$(ring_of s1)" > "$OUT/compare.json"
+tail -1 "$OUT/compare.json"; grep -A12 '"checks"' "$OUT/compare.json"
+
+echo "== demo wall time, 3000 iterations: bare, injected (x2 each)"
+for i in 1 2; do
+  { time "$B/demo_workload" 3000 > /dev/null; } 2>&1 | sed 's/^/bare /'
+  { time inject "t$i" "$B/demo_workload" 3000 > /dev/null; } 2>&1 | sed 's/^/injected /'
+done
+python3 tests/inject/ringread.py "$(ring_of t1)" | grep -E '"(status|status_detail|dropped_ring|dropped_cupti|head|incomplete)"'
+
+echo "== tiny ring: drops are counted, the program is untouched"
+GPUFLOW_RING_CAPACITY=1024 inject s2 "$B/demo_workload" 200 > /dev/null; echo "rc=$?"
+python3 tests/inject/ringread.py "$(ring_of s2)" | grep -E '"(status|dropped_ring|head|records)"'
+
+echo "== fork child (python + torch)"
+inject s3 python3 -c "
+import os, torch
+x = torch.ones(1000, device='cuda'); torch.cuda.synchronize()
+pid = os.fork()
+if pid == 0:
+    import sys; sys.exit(0)  # a normal exit: atexit handlers run in the child
+os.waitpid(pid, 0); print('child', pid)
+" ; ls /dev/shm | grep gpuflow-s3- ; python3 tests/inject/ringread.py "$(ring_of s3)" | grep -E '"(status|status_detail|producer_exited|kernels)"' -A3 | head -20
+
+echo "== torch probe (latency, torch.profiler)"
+inject s4 timeout 120 python3 tests/inject/gpu_torch_probe.py 2>&1 | tail -8; echo "rc=$?"
+python3 tests/inject/ringread.py "$(ring_of s4)" > "$OUT/torch_ring.json"; grep -E '"(status|status_detail|dropped_ring|dropped_cupti|producer_exited)"' "$OUT/torch_ring.json"
+
+echo "== pytest tests/inject"
+python3 -m pytest tests/inject -q -p no:cacheprovider 2>&1 | tail -5
+rm -f /dev/shm/gpuflow-s[0-9]-* /dev/shm/gpuflow-t[0-9]-*

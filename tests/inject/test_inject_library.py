@@ -1,0 +1,263 @@
+"""libgpuflow_inject.so without a GPU: how it is built and linked, that it stays inert without a
+session, what it reports when CUPTI is missing, unsupported or taken, and — against a scripted
+fake libcupti (tests/inject/fake_cupti.c, records built from the real CUDA 13 structs) — the
+whole collection path: enables, translation into ring records, drop counts, the flusher, the
+exit flush, fork safety and the stolen-callbacks probe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+import ringproducer as rpm
+from inject_helpers import run_injected
+from ringread import read_ring, shm_path
+
+
+def ring_of(session: str, pid: int):
+    return read_ring(f"gpuflow-{session}-{pid}")
+
+
+def fake_env(session, fake, log=None, **extra):
+    env = {"GPUFLOW_SESSION": session, "GPUFLOW_CUPTI_PATH": fake,
+           "NVTX_INJECTION64_PATH": fake}
+    if log:
+        env["FAKE_CUPTI_LOG"] = str(log)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+# --------------------------------------------------------------------------- the binary -----
+
+def test_builds_cleanly_with_the_package_flags(inject_build):
+    assert "warning" not in inject_build["stderr"], inject_build["stderr"]
+
+
+def test_exports_only_initialize_injection(inject_lib):
+    out = subprocess.run(["nm", "-D", "--defined-only", inject_lib], capture_output=True,
+                         text=True, check=True).stdout
+    symbols = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    assert symbols == {"InitializeInjection"}
+
+
+def test_needs_no_cuda_or_cupti_at_link_time(inject_lib):
+    out = subprocess.run(["readelf", "-d", inject_lib], capture_output=True, text=True,
+                         check=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    assert needed, out
+    allowed = re.compile(r"^lib(c|dl|rt|pthread|m)\.so\.\d+$|^ld-linux")
+    assert all(allowed.match(n) for n in needed), needed
+    assert not any("cupti" in n or "cuda" in n for n in needed)
+
+
+# ------------------------------------------------------------------------- inert paths -----
+
+def test_inert_without_a_session(inject_lib, fake_cupti, tmp_path):
+    log = tmp_path / "cupti.log"
+    env = {"GPUFLOW_CUPTI_PATH": fake_cupti, "FAKE_CUPTI_LOG": str(log)}
+    proc, info = run_injected(inject_lib, env)
+    assert proc.returncode == 0, proc.stderr
+    assert info["rc"] == [1, 1]
+    assert not [f for f in os.listdir("/dev/shm")
+                if f.startswith("gpuflow-") and f.endswith(f"-{info['pid']}")]
+    assert not log.exists()  # CUPTI was never even loaded
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a b", "x" * 40])
+def test_invalid_session_is_refused_without_a_ring(inject_lib, bad):
+    proc, info = run_injected(inject_lib, {"GPUFLOW_SESSION": bad})
+    assert proc.returncode == 0 and info["rc"] == [1, 1]
+    assert "not a valid session" in proc.stderr
+    assert not [f for f in os.listdir("/dev/shm") if f.endswith(f"-{info['pid']}")]
+
+
+def test_missing_cupti_gives_a_ring_with_status_and_detail(inject_lib, session_id, tmp_path):
+    bogus = tmp_path / "libcupti.so.13"
+    bogus.write_text("not an ELF file")
+    proc, info = run_injected(inject_lib, {"GPUFLOW_SESSION": session_id,
+                                           "GPUFLOW_CUPTI_PATH": str(bogus),
+                                           "GPUFLOW_RING_CAPACITY": "3000",
+                                           "GPUFLOW_FLUSH_MS": "20"})
+    assert proc.returncode == 0, proc.stderr
+    assert info["rc"] == [1, 1]
+    rd = ring_of(session_id, info["pid"])
+    h = rd.header
+    assert h["magic"] == rpm.MAGIC and h["version"] == rpm.VERSION
+    assert h["status"] == rpm.STATUS_CUPTI_MISSING
+    assert str(bogus) in h["status_detail"]
+    assert h["producer_pid"] == info["pid"] and h["session"] == session_id
+    assert h["capacity"] == 4096 and h["flush_ms"] == 20  # 3000 rounded up to a power of two
+    assert h["producer_exited"] == 1 and h["head"] == 0
+    st = os.stat(shm_path(f"gpuflow-{session_id}-{info['pid']}"))
+    assert st.st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("value,capacity", [("1", 1024), ("junk", 1 << 18), ("", 1 << 18),
+                                            ("-5", 1 << 18), ("+4096", 1 << 18), ("5000", 8192),
+                                            ("8192", 8192)])
+def test_ring_capacity_is_validated(inject_lib, session_id, tmp_path, value, capacity):
+    env = {"GPUFLOW_SESSION": session_id, "GPUFLOW_CUPTI_PATH": str(tmp_path / "none.so"),
+           "GPUFLOW_RING_CAPACITY": value}
+    proc, info = run_injected(inject_lib, env)
+    assert proc.returncode == 0 and info["rc"] == [1, 1]
+    assert ring_of(session_id, info["pid"]).header["capacity"] == capacity
+
+
+@pytest.mark.parametrize("extra,status,needle", [
+    ({"FAKE_CUPTI_VERSION": 110000}, rpm.STATUS_CUPTI_VERSION, "110000"),
+    ({"FAKE_CUPTI_SUBSCRIBE": 39, "FAKE_CUPTI_OLD_SUBSCRIBER": "Nsight Systems"},
+     rpm.STATUS_CUPTI_IN_USE, "Nsight Systems"),
+    ({"FAKE_CUPTI_SUBSCRIBE": 40}, rpm.STATUS_UNSUPPORTED, "(40)"),
+    ({"FAKE_CUPTI_SUBSCRIBE": 45}, rpm.STATUS_UNSUPPORTED, "(45)"),
+    ({"FAKE_CUPTI_SUBSCRIBE": 999}, rpm.STATUS_CUPTI_ERROR, "(999)"),
+    ({"FAKE_CUPTI_ENABLE_FAIL": "10:33"}, rpm.STATUS_UNSUPPORTED, "CONCURRENT_KERNEL"),
+])
+def test_cupti_refusals_become_statuses_and_the_program_runs_on(inject_lib, fake_cupti,
+                                                                session_id, tmp_path, extra,
+                                                                status, needle):
+    log = tmp_path / "cupti.log"
+    proc, info = run_injected(inject_lib, fake_env(session_id, fake_cupti, log, **extra),
+                              body="print('program ran')")
+    assert proc.returncode == 0, proc.stderr
+    assert "program ran" in proc.stdout and info["rc"] == [1, 1]
+    h = ring_of(session_id, info["pid"]).header
+    assert h["status"] == status, h["status_detail"]
+    assert needle in h["status_detail"]
+    assert h["producer_exited"] == 1 and h["head"] == 0
+    calls = log.read_text().splitlines() if log.exists() else []
+    assert not [c for c in calls if c.startswith("flush")]  # never collecting: never flushed
+    if status == rpm.STATUS_CUPTI_IN_USE:
+        assert "enable 10" not in calls and "callbacks" not in calls
+
+
+# ------------------------------------------------------------------ the collection path -----
+
+def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, session_id, tmp_path):
+    log = tmp_path / "cupti.log"
+    env = fake_env(session_id, fake_cupti, log, FAKE_CUPTI_KERNELS=10, FAKE_CUPTI_DROPPED=5,
+                   GPUFLOW_FLUSH_MS=10)
+    proc, info = run_injected(inject_lib, env, body="time.sleep(0.3)")
+    assert proc.returncode == 0, proc.stderr
+    calls = log.read_text().splitlines()
+
+    # setup, in order: subscribe (named), timestamp callback before any enable, never KERNEL
+    assert "subscriber_name GPUFlow" in calls
+    first_enable = min(i for i, c in enumerate(calls) if c.startswith("enable"))
+    assert calls.index("timestamp_cb 1") < first_enable
+    assert calls.index("callbacks") < first_enable
+    enabled = {int(c.split()[1]) for c in calls if c.startswith(("enable ", "enable_dump "))}
+    assert enabled == {10, 1, 22, 2, 11, 9, 8}  # CONCURRENT_KERNEL, MEMCPY(2), MEMSET, ...
+    assert 3 not in enabled                      # CUPTI_ACTIVITY_KIND_KERNEL serialises
+    assert "attr 2 16" in calls and "attr 5 1" in calls  # device pool limit, zeroed buffers
+    assert "callback 1 3 2" in calls             # RESOURCE / CONTEXT_DESTROY_STARTING
+    flushes = [c for c in calls if c.startswith("flush")]
+    assert flushes.count("flush 0") >= 3         # the flusher thread ran
+    assert flushes[-2:] == ["flush 0", "flush 1"]  # exit: FlushAll(0) then FORCED
+    assert "request NULL" not in calls
+
+    rd = ring_of(session_id, info["pid"])
+    h = rd.header
+    assert h["status"] == rpm.STATUS_OK and "monotonic clock" in h["status_detail"]
+    assert "flush 10 ms" in h["status_detail"] and h["cupti_version"] == 130001
+    assert h["producer_exited"] == 1 and h["dropped_cupti"] == 5 and h["dropped_ring"] == 0
+    assert h["incomplete"] == 1 and h["buffers_completed"] == 2
+
+    kernels = rd.of_type(rpm.REC_KERNEL)
+    by_name: dict[str, int] = {}
+    for k in kernels:
+        by_name[k["name"]] = by_name.get(k["name"], 0) + 1
+    assert by_name == {"_Z6kernelPf": 7, "_Z7softmaxIfLi128EEvPT_ii": 5, "_Z4latev": 1}
+    ids = {k["name"]: k["name_id"] for k in kernels}
+    assert len(set(ids.values())) == 3  # one id per text, whatever the pointer
+    assert set(rd.names) == {1, 2, 3, 4, 5}  # + device and stream name: dense from 1
+    k0 = kernels[0]
+    assert (k0["device"], k0["context"], k0["stream"]) == (0, 1, 13)
+    assert (k0["start"], k0["end"], k0["correlation"]) == (1000, 1050, 1)
+    assert k0["grid"] == (4, 2, 1) and k0["block"] == (128, 1, 1)
+    assert k0["registers"] == 32 and k0["shared_bytes"] == 1536
+    no_timing = [k for k in kernels if k["flags"] & rpm.FLAG_NO_TIMING]
+    assert [k["correlation"] for k in no_timing] == [9001]
+
+    copies = {(c["copy_kind"], c["bytes"]): c for c in rd.of_type(rpm.REC_MEMCPY)}
+    assert set(copies) == {(1, 4096), (2, 8192), (8, 100), (10, 1 << 20)}
+    assert copies[(1, 4096)]["flags"] & rpm.FLAG_ASYNC and copies[(1, 4096)]["stream"] == 14
+    assert (copies[(1, 4096)]["src_kind"], copies[(1, 4096)]["dst_kind"]) == (2, 3)
+    p2p = copies[(10, 1 << 20)]
+    assert (p2p["src_device"], p2p["dst_device"], p2p["correlation"]) == (0, 1, 600)
+    (ms,) = rd.of_type(rpm.REC_MEMSET)
+    assert (ms["bytes"], ms["value"], ms["stream"], ms["dst_kind"]) == (256, 7, 7, 3)
+    assert ms["flags"] & rpm.FLAG_ASYNC
+
+    (sn,) = rd.of_type(rpm.REC_STREAM_NAME)  # the THREAD name record is not a stream name
+    assert (sn["device"], sn["context"], sn["stream"], sn["name"]) == (0, 1, 13, "compute")
+    (ctx,) = rd.of_type(rpm.REC_CONTEXT)
+    assert (ctx["device"], ctx["context"], ctx["stream"]) == (0, 1, 7)
+    (dev,) = rd.of_type(rpm.REC_DEVICE)
+    assert dev["name"] == "Fake H200"
+
+    syncs = rd.of_type(rpm.REC_CLOCK_SYNC)
+    assert len(syncs) >= 2  # at start and at exit
+    assert syncs[-1]["end"] > syncs[0]["end"] > h["started_wall_ns"] - 10**9
+    mono_now = __import__("time").monotonic_ns()
+    assert 0 < syncs[0]["start"] <= mono_now  # CLOCK_MONOTONIC, our timestamp callback
+
+
+def test_unset_nvtx_path_is_reported(inject_lib, fake_cupti, session_id):
+    env = fake_env(session_id, fake_cupti)
+    del env["NVTX_INJECTION64_PATH"]
+    proc, info = run_injected(inject_lib, env)
+    assert proc.returncode == 0, proc.stderr
+    h = ring_of(session_id, info["pid"]).header
+    assert h["status"] == rpm.STATUS_OK
+    assert "NVTX_INJECTION64_PATH unset" in h["status_detail"]
+
+
+def test_forked_child_stays_out_of_the_parents_ring(inject_lib, fake_cupti, session_id,
+                                                    tmp_path):
+    body = (
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    time.sleep(0.1)\n"
+        "    sys.exit(0)\n"  # runs atexit handlers in the child: ours must do nothing
+        "os.waitpid(pid, 0)\n"
+        "sys.path.insert(0, os.environ['READER'])\n"
+        "import ringread\n"
+        "h = ringread.read_ring('gpuflow-%s-%d' % (os.environ['GPUFLOW_SESSION'], os.getpid())).header\n"
+        "print('child', pid, 'exited_flag', h['producer_exited'])\n"
+    )
+    env = fake_env(session_id, fake_cupti, tmp_path / "log", GPUFLOW_FLUSH_MS=10,
+                   READER=os.path.dirname(__file__))
+    proc, info = run_injected(inject_lib, env, body=body)
+    assert proc.returncode == 0, proc.stderr
+    _, child, _, flag = proc.stdout.splitlines()[-1].split()
+    assert flag == "0"  # the child's exit did not mark the parent's ring
+    assert not os.path.exists(f"/dev/shm/gpuflow-{session_id}-{child}")
+    h = ring_of(session_id, info["pid"]).header
+    assert h["producer_exited"] == 1 and h["status"] == rpm.STATUS_OK
+
+
+def test_stolen_callbacks_are_detected(inject_lib, fake_cupti, session_id, tmp_path):
+    env = fake_env(session_id, fake_cupti, tmp_path / "log", FAKE_CUPTI_STEAL=1,
+                   GPUFLOW_FLUSH_MS=5)
+    proc, info = run_injected(inject_lib, env, body="time.sleep(1.0)")
+    assert proc.returncode == 0, proc.stderr
+    h = ring_of(session_id, info["pid"]).header
+    assert h["status"] == rpm.STATUS_STOLEN, h["status_detail"]
+    assert "another CUPTI client" in h["status_detail"]
+
+
+def test_an_idle_program_is_not_called_stolen(inject_lib, fake_cupti, session_id, tmp_path):
+    log = tmp_path / "log"
+    env = fake_env(session_id, fake_cupti, log, GPUFLOW_FLUSH_MS=5)
+    proc, info = run_injected(inject_lib, env, body="time.sleep(1.0)")
+    assert proc.returncode == 0, proc.stderr
+    h = ring_of(session_id, info["pid"]).header
+    assert h["status"] == rpm.STATUS_OK, h["status_detail"]
+    # the probe did run (driver-domain launch callbacks switched on and off again)
+    calls = log.read_text().splitlines()
+    assert any(c.startswith("callback 1 1 ") for c in calls)
+    assert any(c.startswith("callback 0 1 ") for c in calls)
