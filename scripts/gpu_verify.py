@@ -1,0 +1,152 @@
+"""Checks for scripts/gpu-check: compare what gpuflow saw with what the workload says it did.
+
+Subcommands (each prints a verdict line ``<name>=yes|no`` and details, exit 0 either way unless
+the inputs are unreadable):
+
+* ``demo DEMO_STDOUT SUMMARY_JSON`` — per-kernel (mangled name) launch counts and per-direction
+  copy counts and bytes printed by examples/demo_workload.cu vs ``gpuflow run --summary-json``;
+  also that the lanes carry the NVTX stream names and ``default``.
+* ``torch PROFILE_JSON SUMMARY_JSON`` — per-kernel-name counts from torch.profiler (Kineto trace)
+  vs gpuflow's, by demangled name.
+* ``tree SUMMARY_JSON N`` — N traced processes, each with kernels.
+* ``watch SNAPSHOT_JSON PID`` — the device's real readings and the process with memory and SM %.
+
+Constraints: standard library only (runs on the GPU machine's Python).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+
+
+def load(path: str):
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def gpuflow_kernels(summary, key: str) -> dict[str, int]:
+    counts: collections.Counter[str] = collections.Counter()
+    for traced in summary["traced"]:
+        for k in traced["kernels"]:
+            counts[k[key]] += k["count"]
+    return dict(counts)
+
+
+def gpuflow_transfers(summary) -> dict[str, tuple[int, int]]:
+    totals: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for traced in summary["traced"]:
+        for t in traced["transfers"]:
+            totals[t["direction"]][0] += t["count"]
+            totals[t["direction"]][1] += t["bytes"]
+    return {d: (c, b) for d, (c, b) in totals.items()}
+
+
+def drops(summary) -> int:
+    return sum(t["dropped_ring"] + t["dropped_cupti"] for t in summary["traced"])
+
+
+def diff_counts(expected: dict[str, int], got: dict[str, int]) -> list[str]:
+    lines = []
+    for name in sorted(set(expected) | set(got)):
+        if expected.get(name, 0) != got.get(name, 0):
+            lines.append(f"  {name[:100]}: expected {expected.get(name, 0)}, gpuflow {got.get(name, 0)}")
+    return lines
+
+
+def cmd_demo(stdout_path: str, summary_path: str) -> bool:
+    expected_kernels: dict[str, int] = {}
+    expected_copies: dict[str, tuple[int, int]] = {}
+    inside = False
+    for line in open(stdout_path):
+        line = line.rstrip("\n")
+        if line.startswith("==== gpuflow-demo-counts"):
+            inside = True
+        elif line.startswith("==== end"):
+            inside = False
+        elif inside and line.startswith("kernel "):
+            _, mangled, count, *_ = line.split(" ")
+            expected_kernels[mangled] = int(count)
+        elif inside and line.startswith("copy "):
+            _, direction, count, nbytes = line.split()
+            if int(count):
+                expected_copies[direction] = (int(count), int(nbytes))
+    summary = load(summary_path)
+    got_kernels = gpuflow_kernels(summary, "mangled")
+    got_copies = gpuflow_transfers(summary)
+    problems = diff_counts(expected_kernels, got_kernels)
+    for d in sorted(set(expected_copies) | set(got_copies)):
+        if expected_copies.get(d) != got_copies.get(d):
+            problems.append(f"  copies {d}: expected {expected_copies.get(d)}, gpuflow {got_copies.get(d)}")
+    labels = sorted({lane["label"] for t in summary["traced"] for lane in t["lanes"]})
+    for wanted in ("compute", "prefetch_h2d", "offload_d2h", "default"):
+        if wanted not in labels:
+            problems.append(f"  no lane labelled {wanted!r} (labels: {labels})")
+    print(f"demo: {sum(expected_kernels.values())} kernels in {len(expected_kernels)} names expected, "
+          f"gpuflow {sum(got_kernels.values())} in {len(got_kernels)}; copies {expected_copies} vs {got_copies}; "
+          f"lanes {labels}; drops {drops(summary)}; exit {summary['exit_status']}")
+    print("\n".join(problems))
+    ok = not problems and summary["exit_status"] == 0 and bool(expected_kernels)
+    print(f"demo_counts_exact={'yes' if ok else 'no'}")
+    return ok
+
+
+def cmd_torch(profile_path: str, summary_path: str) -> bool:
+    expected = load(profile_path)["kernels"]
+    summary = load(summary_path)
+    got = gpuflow_kernels(summary, "name")
+    problems = diff_counts(expected, got)
+    print(f"torch: profiler {sum(expected.values())} kernels in {len(expected)} names, "
+          f"gpuflow {sum(got.values())} in {len(got)}; drops {drops(summary)}; exit {summary['exit_status']}")
+    print("\n".join(problems[:40]))
+    ok = not problems and summary["exit_status"] == 0 and bool(expected)
+    print(f"torch_counts_exact={'yes' if ok else 'no'}")
+    return ok
+
+
+def cmd_tree(summary_path: str, n: str) -> bool:
+    summary = load(summary_path)
+    with_kernels = [t for t in summary["traced"] if t["kernels"]]
+    print(f"tree: {len(summary['traced'])} traced processes, {len(with_kernels)} with kernels: "
+          + ", ".join(f"pid {t['pid']} {t['name']} exit={t['exit_status']} state={t['state']}"
+                      for t in summary["traced"]))
+    ok = len(with_kernels) == int(n)
+    print(f"tree_traced={'yes' if ok else 'no'}")
+    return ok
+
+
+def cmd_watch(snapshot_path: str, pid: str) -> bool:
+    snap = load(snapshot_path)
+    devices = snap["devices"]
+    for d in devices:
+        print(f"device [{d['index']}] {d['name']} util {d['utilization_gpu_pct']}% mem "
+              f"{d['memory_used_bytes']}/{d['memory_total_bytes']} B temp {d['temperature_c']} C power "
+              f"{d['power_draw_w']}/{d['power_limit_w']} W clocks {d['clock_sm_mhz']}/{d['clock_mem_mhz']} MHz "
+              f"pcie tx/rx {d['pcie_tx_bytes_per_s']}/{d['pcie_rx_bytes_per_s']} B/s mig {d['mig_mode']}")
+    print(f"host: {snap['host']}")
+    procs = {p["pid"]: p for p in snap["processes"]}
+    proc = procs.get(int(pid))
+    if proc:
+        for a in proc["attachments"]:
+            print(f"process {pid} {proc['name']} user {proc['user']} cmdline {proc['cmdline']!r} on GPU "
+                  f"{a['device_index']}: mem {a['memory_used_bytes']} B, SM {a['sm_util_pct']}%, "
+                  f"mem util {a['mem_util_pct']}%, kind {a['kind']}")
+    ok = bool(devices) and proc is not None and all(
+        a["memory_used_bytes"] is not None and a["memory_used_bytes"] > 0 for a in proc["attachments"]) and \
+        any(a["sm_util_pct"] is not None for a in proc["attachments"])
+    print(f"watch_process_seen={'yes' if ok else 'no'}")
+    return ok
+
+
+def main(argv: list[str]) -> int:
+    commands = {"demo": cmd_demo, "torch": cmd_torch, "tree": cmd_tree, "watch": cmd_watch}
+    if len(argv) < 2 or argv[1] not in commands:
+        print(__doc__)
+        return 2
+    commands[argv[1]](*argv[2:])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
