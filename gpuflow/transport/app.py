@@ -1,6 +1,6 @@
 """The Falcon WSGI app: ``create_app`` (pure, for tests and the CLI) and ``get_app`` (gunicorn).
 
-Routes (all GET, HEAD where harmless; anything else 405):
+Routes (GET and HEAD; anything else 405):
 
 * ``/`` — the UI page (:mod:`gpuflow.transport.ui`); with a token, ``/?token=T`` logs in;
 * ``/api/snapshot`` — the latest snapshot as JSON (docs/snapshot.md);

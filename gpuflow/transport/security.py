@@ -6,7 +6,7 @@ Order on every request (one Falcon middleware, so no route can forget it):
    ``localhost``, ``*.localhost`` and the ``allow_hosts`` values (``name``, ``*.domain`` or
    ``*``) pass; anything else, or no Host at all, is 403. A loopback bind does not stop DNS
    rebinding: the attacker's page still sends ``Host: attacker.example``.
-2. **Method** — the API is read-only: GET (and HEAD where a route has it); anything else is 405,
+2. **Method** — the API is read-only: GET and HEAD; anything else is 405,
    before routing, so OPTIONS gets no CORS-like answer either.
 3. **Token** (only when one is configured) — ``GET /?token=T`` (compared with
    ``hmac.compare_digest``) sets an HttpOnly SameSite=Strict cookie and answers 303 to ``/`` so

@@ -168,10 +168,18 @@ class StreamResource:
             state.slots.release()
             raise
         bound_send_time(req.env, settings.send_timeout_s)
-        resp.content_type = "text/event-stream; charset=utf-8"
-        resp.cache_control = ["no-cache"]
-        resp.set_header("X-Accel-Buffering", "no")
+        _stream_headers(resp)
         resp.stream = body
+
+    def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The stream's headers, without a body and without taking a slot."""
+        _stream_headers(resp)
+
+
+def _stream_headers(resp: falcon.Response) -> None:
+    resp.content_type = "text/event-stream; charset=utf-8"
+    resp.cache_control = ["no-cache"]
+    resp.set_header("X-Accel-Buffering", "no")
 
 
 def _unavailable(resp: falcon.Response, settings: AppSettings, why: str) -> None:

@@ -115,7 +115,11 @@ def test_only_get_and_head(method, path):
 
 
 def test_head_works_where_harmless():
-    assert client().simulate_head("/api/snapshot").status_code == 200
+    c = client()
+    assert c.simulate_head("/api/snapshot").status_code == 200
+    r = c.simulate_head("/api/stream")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert c.app.state.slots.served == 0
 
 
 # -- Host allow-list -------------------------------------------------------------------------------
