@@ -1,0 +1,197 @@
+"""Fixtures for the browser tests: Debian's Chromium driven by Playwright, and real agents.
+
+The agent is the real command, ``python -m gpuflow watch --port P --plugin
+gpuflow.testing.fake_collector``, in a subprocess with the built-in collectors disabled
+(GPUFLOW_DISABLED_PLUGINS=nvml,cupti) and the fake collector's scenario set through
+``GPUFLOW_FAKE_*``. It serves the page under its real Content-Security-Policy, so a page that
+needs anything the CSP forbids fails here.
+
+Never ``playwright install``: the browser is /usr/bin/chromium (or $GPUFLOW_CHROMIUM). Under
+CI=true a missing browser or playwright is a failure, not a skip (CI installs chromium with
+apt-get); elsewhere the tests skip and say why.
+
+Screenshots go to tests/artifacts/ (git-ignored) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "gpuflow" / "ui" / "index.html"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1400, "height": 900}
+
+#: the fake collector's scenario for the shared agent: 3 GPUs (GPU 2 lost), 4 processes, one
+#: traced process with 4 lanes, a problem, slow enough that a page and /api/snapshot can agree
+FAKE = {"GPUFLOW_FAKE_GPUS": "3", "GPUFLOW_FAKE_PROCS": "4", "GPUFLOW_FAKE_TRACED": "1",
+        "GPUFLOW_FAKE_LANES": "4", "GPUFLOW_FAKE_SPANS": "6", "GPUFLOW_FAKE_SPAN_CAP": "40",
+        "GPUFLOW_FAKE_LOST_GPU": "2", "GPUFLOW_FAKE_RATE_HZ": "4",
+        "GPUFLOW_FAKE_PROBLEM": "fake collector: synthetic data"}
+
+
+def _missing() -> list[str]:
+    why = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        why.append("the playwright package is not installed")
+    if not os.access(CHROMIUM, os.X_OK):
+        why.append(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    return why
+
+
+@pytest.fixture(scope="session")
+def browser():
+    why = _missing()
+    if why:
+        msg = "browser tests need " + "; ".join(why)
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class PageErrors:
+    """Uncaught exceptions and CSP refusals seen by a page; asserted empty at teardown."""
+
+    def __init__(self, page) -> None:
+        self.errors: list[str] = []
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("console", self._console)
+
+    def _console(self, msg) -> None:
+        if msg.type == "error" and ("Content Security Policy" in msg.text or "Refused to" in msg.text):
+            self.errors.append(f"console: {msg.text}")
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    pg = context.new_page()
+    errs = PageErrors(pg)
+    pg.errors = errs.errors
+    yield pg
+    context.close()
+    assert not errs.errors, errs.errors
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Agent:
+    """One ``gpuflow watch`` subprocess with the fake collector; can be killed and restarted."""
+
+    def __init__(self, port: int, fake: dict[str, str]) -> None:
+        self.port = port
+        self.fake = fake
+        self.proc: subprocess.Popen | None = None
+        self.url = f"http://127.0.0.1:{port}/"
+
+    def start(self, timeout: float = 20.0) -> float:
+        """Start and wait until /healthz answers 200; returns the monotonic time it did."""
+        env = dict(os.environ)
+        env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml,cupti", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1",
+                    "PYTHONUNBUFFERED": "1"})
+        env.update(self.fake)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port),
+             "--plugin", "gpuflow.testing.fake_collector"],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode(errors="replace")
+                raise AssertionError(f"agent exited with {self.proc.returncode}:\n{out}")
+            try:
+                if requests.get(self.url + "healthz", timeout=1).status_code == 200:
+                    return time.monotonic()
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise AssertionError(f"agent on port {self.port} not healthy within {timeout} s")
+
+    def kill(self) -> None:
+        """SIGKILL: no graceful end of the streams, the browser sees the connection drop."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(5)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def snapshot(self) -> dict:
+        r = requests.get(self.url + "api/snapshot", timeout=5)
+        r.raise_for_status()
+        return r.json()
+
+    def health(self) -> dict:
+        return requests.get(self.url + "healthz", timeout=5).json()
+
+
+@pytest.fixture(scope="session")
+def agent(browser):
+    a = Agent(free_port(), FAKE)
+    a.start()
+    yield a
+    a.stop()
+
+
+@pytest.fixture
+def fresh_agent(browser):
+    """An agent of its own, for tests that kill it."""
+    a = Agent(free_port(), FAKE)
+    a.start()
+    yield a
+    a.stop()
+
+
+def open_live(page, agent, frames: int = 3):
+    page.goto(agent.url)
+    until(page, f"window.__gpuflow.frames >= {frames} && window.__gpuflow.connection === 'live'",
+                           timeout=15000)
+    return page
+
+
+def until(page, expr: str, timeout: float = 10000) -> None:
+    """Wait until a JS expression is true. Written as a function: Playwright evaluates a bare
+    expression string with eval, which the page's CSP (rightly) refuses."""
+    page.wait_for_function(f"() => ({expr})", timeout=timeout)
+
+
+def hook(page, name: str):
+    return page.evaluate(f"window.__gpuflow.{name}")
+
+
+def shot(page, name: str) -> Path:
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
