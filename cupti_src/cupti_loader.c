@@ -6,7 +6,7 @@
 #include "cupti_loader.h"
 
 #include <dlfcn.h>
-#include <link.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +22,18 @@ static const char *const SONAMES[] = {"libcupti.so.13", "libcupti.so.12"};
 #define GF_CUPTI_MIN_13     130000u
 #define GF_CUPTI_MAX_13     139999u
 
+/* The file the handle really is: dladdr on one of its symbols, made absolute. */
 static void loaded_path(gf_cupti *c, const char *fallback)
 {
-    struct link_map *lm = NULL;
-    if (dlinfo(c->handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
-        snprintf(c->path, sizeof c->path, "%s", lm->l_name);
-    else
-        snprintf(c->path, sizeof c->path, "%s", fallback);
+    Dl_info info;
+    void *sym = dlsym(c->handle, "cuptiGetVersion");
+    char resolved[PATH_MAX];
+    const char *name = fallback;
+    if (sym && dladdr(sym, &info) && info.dli_fname && info.dli_fname[0])
+        name = info.dli_fname;
+    if (realpath(name, resolved))
+        name = resolved;
+    snprintf(c->path, sizeof c->path, "%s", name);
 }
 
 static void *found(gf_cupti *c, void *h, const char *name)

@@ -26,7 +26,7 @@ typedef struct gf_subscriber_params {
 typedef struct gf_cupti {
     void *handle;
     uint32_t version;                /* cuptiGetVersion() */
-    char path[512];                  /* what was loaded (dlinfo/dladdr), for the status detail */
+    char path[4096];                 /* the file loaded (dladdr + realpath), for details */
     /* required */
     CUptiResult (*GetVersion)(uint32_t *);
     CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);

@@ -265,11 +265,18 @@ static uint32_t start_collection(char *detail, size_t len)
     gf_clock_sync();
     int flusher = gf_flusher_start();
 
+    /* NVTX reads NVTX_INJECTION64_PATH at its first call, usually after cuInit. If it names
+     * another CUPTI than the one in use (PyTorch brings its own), NVTX would load a second copy
+     * whose stream names never reach our subscriber: point it at ours. Replacing an existing
+     * variable swaps one pointer in environ (glibc), so a concurrent getenv stays safe. */
     const char *nvtx = getenv("NVTX_INJECTION64_PATH");
-    const char *nvtx_note = !nvtx || !*nvtx ? "; NVTX_INJECTION64_PATH unset: no stream names"
-                            : same_file(nvtx, c->path)
-                                ? ""
-                                : "; NVTX_INJECTION64_PATH is another file than this CUPTI";
+    const char *nvtx_note = "";
+    if (!nvtx || !*nvtx)
+        nvtx_note = "; NVTX_INJECTION64_PATH unset: no stream names";
+    else if (!same_file(nvtx, c->path))
+        nvtx_note = setenv("NVTX_INJECTION64_PATH", c->path, 1) == 0
+                        ? "; NVTX_INJECTION64_PATH named another CUPTI, now this one"
+                        : "; NVTX_INJECTION64_PATH names another CUPTI";
     char full[2 * GPUFLOW_DETAIL_MAX];
     snprintf(full, sizeof full, "%s; %s clock; flush %u ms%s%s%s%s", loaded,
              g_gf.own_clock ? "monotonic" : "CUPTI default", g_gf.flush_ms,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -54,12 +55,16 @@ def ring_counts(name: str) -> dict:
     streams = {r["stream"]: r["name"] for r in rd.of_type(5)}
     contexts = [(r["device"], r["context"], r["stream"]) for r in rd.of_type(6)]
     kernel_streams = sorted({r["stream"] for r in rd.of_type(1)})
+    syncs = rd.of_type(7)
+    # wall time of the last activity end, through the first CLOCK_SYNC pair
+    ends = [r["end"] for r in rd.records if r["type"] in (1, 2, 3) and r["end"]]
+    last_end_wall = syncs[0]["end"] + (max(ends) - syncs[0]["start"]) if syncs and ends else None
     no_timing = sum(1 for r in rd.records if r["type"] in (1, 2, 3) and r["flags"] & 0x10)
     bad_spans = sum(1 for r in rd.records if r["type"] in (1, 2, 3) and r["end"] < r["start"])
     return {"kernels": kernels, "copies": copies, "streams": streams, "contexts": contexts,
             "kernel_streams": kernel_streams, "no_timing": no_timing, "bad_spans": bad_spans,
             "devices": [r.get("name") for r in rd.of_type(8)],
-            "clock_syncs": len(rd.of_type(7)), "header": rd.header}
+            "clock_syncs": len(syncs), "last_end_wall_ns": last_end_wall, "header": rd.header}
 
 
 def main(demo_path: str, ring: str) -> int:
@@ -77,6 +82,10 @@ def main(demo_path: str, ring: str) -> int:
         "timing": got["no_timing"] == 0 and got["bad_spans"] == 0,
         "status_ok": h["status"] == 1,
         "exited": h["producer_exited"] == 1,
+        # mapped through the clock pair, the last span ends after the ring was created and
+        # before the file was read (now)
+        "clock_mapping": got["last_end_wall_ns"] is not None
+        and h["started_wall_ns"] < got["last_end_wall_ns"] < time.time_ns(),
     }
     report = {"checks": checks, "want": want, "got": {k: v for k, v in got.items()
                                                       if k != "header"},

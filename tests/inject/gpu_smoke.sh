@@ -20,6 +20,8 @@ gcc -std=c11 -O2 -fPIC -fvisibility=hidden -pthread -Wall -Wextra \
     cupti_src/flusher.c cupti_src/cupti_loader.c cupti_src/buffer_pool.c cupti_src/ring_producer.c \
     -Wl,--version-script=cupti_src/exports.map -ldl -lrt -pthread -Wl,--as-needed -Wl,-z,defs || exit 1
 nvcc -O2 -lineinfo -o "$B/demo_workload" examples/demo_workload.cu || exit 1
+printf '#include <nvtx3/nvToolsExtCudaRt.h>\nextern "C" void name_stream(void *s, const char *n)\n{ nvtxNameCudaStreamA((cudaStream_t)s, n); }\n' > "$B/namer.cpp"
+g++ -shared -fPIC -I"$CUDA_HOME/include" -o "$B/libnamer.so" "$B/namer.cpp" -ldl || exit 1
 
 inject() { # inject <session> <cmd...>
     local s=$1; shift
@@ -56,9 +58,18 @@ if pid == 0:
 os.waitpid(pid, 0); print('child', pid)
 " ; ls /dev/shm | grep gpuflow-s3- ; python3 tests/inject/ringread.py "$(ring_of s3)" | grep -E '"(status|status_detail|producer_exited|kernels)"' -A3 | head -20
 
+echo "== a process tree: bash -c with two demos -> two rings; no session -> inert"
+inject s5 bash -c "'$B/demo_workload' 5 > /dev/null & '$B/demo_workload' 7 > /dev/null; wait"; echo "rc=$?"
+for r in $(ls /dev/shm | grep '^gpuflow-s5-'); do
+  python3 tests/inject/ringread.py "$r" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['ring'], d['header']['status'], d['header']['producer_exited'], sum(d['kernels'].values()))"
+done
+n0=$(ls /dev/shm | grep -c '^gpuflow-')
+env -u GPUFLOW_SESSION CUDA_INJECTION64_PATH="$B/libgpuflow_inject.so" "$B/demo_workload" 3 | tail -1
+echo "new rings without a session: $(( $(ls /dev/shm | grep -c '^gpuflow-') - n0 ))"
+
 echo "== torch probe (latency, torch.profiler)"
-inject s4 timeout 120 python3 tests/inject/gpu_torch_probe.py 2>&1 | tail -8; echo "rc=$?"
-python3 tests/inject/ringread.py "$(ring_of s4)" > "$OUT/torch_ring.json"; grep -E '"(status|status_detail|dropped_ring|dropped_cupti|producer_exited)"' "$OUT/torch_ring.json"
+GPUFLOW_TEST_NAMER="$B/libnamer.so" inject s4 timeout 120 python3 tests/inject/gpu_torch_probe.py 2>&1 | tail -8; echo "rc=$?"
+python3 tests/inject/ringread.py "$(ring_of s4)" > "$OUT/torch_ring.json"; grep -E '"(status|status_detail|dropped_ring|dropped_cupti|producer_exited)"' "$OUT/torch_ring.json"; grep -A6 '"streams"' "$OUT/torch_ring.json"
 
 echo "== pytest tests/inject"
 python3 -m pytest tests/inject -q -p no:cacheprovider 2>&1 | tail -5

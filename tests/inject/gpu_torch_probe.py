@@ -39,6 +39,20 @@ torch.cuda.synchronize()
 time.sleep(0.2)
 report("warmup", **hdr())
 
+namer = os.environ.get("GPUFLOW_TEST_NAMER")  # a tiny lib calling nvtxNameCudaStreamA
+if namer:
+    import ctypes
+    lib = ctypes.CDLL(namer)
+    side = torch.cuda.Stream()
+    lib.name_stream(ctypes.c_void_p(side.cuda_stream), b"torch_side")
+    with torch.cuda.stream(side):
+        for _ in range(5):
+            y = x @ x
+    torch.cuda.synchronize()
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    report("nvtx", nvtx_path=(libc.getenv(b"NVTX_INJECTION64_PATH") or b"").decode(), **hdr())
+
 lat = []
 for _ in range(40):
     time.sleep(random.uniform(0, 0.06))

@@ -216,6 +216,20 @@ def test_unset_nvtx_path_is_reported(inject_lib, fake_cupti, session_id):
     assert "NVTX_INJECTION64_PATH unset" in h["status_detail"]
 
 
+def test_nvtx_path_is_pointed_at_the_cupti_in_use(inject_lib, fake_cupti, session_id):
+    env = fake_env(session_id, fake_cupti)
+    env["NVTX_INJECTION64_PATH"] = inject_lib  # an existing file, but not this CUPTI
+    body = ("libc = ctypes.CDLL(None); libc.getenv.restype = ctypes.c_char_p\n"
+            "print('nvtx', libc.getenv(b'NVTX_INJECTION64_PATH').decode())\n")
+    proc, info = run_injected(inject_lib, env, body=body)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"nvtx {os.path.realpath(fake_cupti)}"
+    h = ring_of(session_id, info["pid"]).header
+    assert h["status"] == rpm.STATUS_OK
+    assert "now this one" in h["status_detail"]
+    assert os.path.realpath(fake_cupti) in h["status_detail"]
+
+
 def test_forked_child_stays_out_of_the_parents_ring(inject_lib, fake_cupti, session_id,
                                                     tmp_path):
     body = (
