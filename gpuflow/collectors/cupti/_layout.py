@@ -147,9 +147,14 @@ def _is_power_of_two(n: int) -> bool:
 def validate_header(buf: Any) -> HeaderInfo:
     """Check a ring mapping's header; raise RingNotReady / RingFormatError saying what is wrong.
 
-    ``buf`` is anything the buffer protocol reads (mmap, bytearray, memoryview).
+    ``buf`` is anything the buffer protocol reads (mmap, bytearray, memoryview). The views taken
+    here are released before returning or raising, so the caller can close an mmap at once.
     """
-    mv = memoryview(buf).cast("B")
+    with memoryview(buf) as raw, raw.cast("B") as mv:
+        return _validate(mv)
+
+
+def _validate(mv: memoryview) -> HeaderInfo:
     size = mv.nbytes
     if size == 0:
         raise RingNotReady("ring is empty: its producer has not sized it yet")
@@ -189,8 +194,8 @@ def check_counters(head: int, tail: int, capacity: int) -> None:
 
 def check_unchanged(buf: Any, capacity: int) -> None:
     """Raise RingFormatError if the header's fixed fields changed since the ring was opened."""
-    mv = memoryview(buf).cast("B")
-    magic, version, header_size, record_size, cap = struct.unpack_from("<QIIII", mv, 0)
+    with memoryview(buf) as raw, raw.cast("B") as mv:
+        magic, version, header_size, record_size, cap = struct.unpack_from("<QIIII", mv, 0)
     if (magic, version, header_size, record_size, cap) != (MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, capacity):
         raise RingFormatError(
             f"ring header changed under the decoder (magic 0x{magic:016x}, version {version}, "
@@ -199,7 +204,11 @@ def check_unchanged(buf: Any, capacity: int) -> None:
 
 def read_header(buf: Any) -> dict[str, Any]:
     """Every header field as plain Python data (live values for the counters)."""
-    mv = memoryview(buf).cast("B")
+    with memoryview(buf) as raw, raw.cast("B") as mv:
+        return _read_header(mv)
+
+
+def _read_header(mv: memoryview) -> dict[str, Any]:
     (_magic, version, _hs, _rs, capacity, pid, status, session, clock_cupti, clock_wall,
      cupti_version, flush_ms, started, detail) = HEADER_STRUCT.unpack_from(mv, 0)
     return {

@@ -78,13 +78,15 @@ class CuptiCollector:
     :param shm_dir: where the rings are (tests point it elsewhere).
     :param decoder_class: defaults to the selected decoder (compiled when available).
     :param exit_statuses: a mapping the CLI fills (``CollectorContext.exit_statuses``), read each pass.
+    :param stale_grace_s: rings of dead sessions younger than this are not swept.
     """
 
     def __init__(self, session: str, notify: Callable[[], None] = lambda: None, *,
                  lane_span_cap: int = DEFAULT_LANE_SPAN_CAP, shm_dir: Path = rings.SHM_DIR,
                  decoder_class: type | None = None, exit_statuses: dict[int, int] | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
-                 drain_interval_s: float = DRAIN_INTERVAL_S) -> None:
+                 drain_interval_s: float = DRAIN_INTERVAL_S,
+                 stale_grace_s: float = rings.STALE_GRACE_S) -> None:
         self.session = session
         self._notify = notify
         self._cap = lane_span_cap
@@ -95,6 +97,7 @@ class CuptiCollector:
         self._exits_lock = threading.Lock()
         self._clock_ns = clock_ns
         self._interval = drain_interval_s
+        self._stale_grace_s = stale_grace_s
         self._rings: dict[int, _Ring] = {}
         self._ignored: dict[Path, int] = {}  # rings not ready yet: attempts so far
         self._problems: dict[str, Problem] = {}
@@ -106,6 +109,7 @@ class CuptiCollector:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._poll_lock = threading.Lock()
+        self._stopped = False
         self.rings_seen = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -119,7 +123,13 @@ class CuptiCollector:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread, drain everything one last time, publish the final part, release rings."""
+        """Stop the thread, drain everything one last time, publish the final part, release rings.
+
+        Idempotent; after it the collector keeps answering :meth:`part` and :meth:`summary`.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -161,10 +171,12 @@ class CuptiCollector:
         ``final``: the agent is stopping; drain everything and build now.
         """
         with self._poll_lock:
+            if self._stopped and not final:
+                return False
             changed = self._discover()
             now = time.monotonic()
             for ring in list(self._rings.values()):
-                if not ring.finished:
+                if not ring.finished and ring.mapped is not None:
                     changed |= self._drain(ring)
             changed |= self._apply_exit_statuses()
             if changed:
@@ -330,7 +342,8 @@ class CuptiCollector:
             return
         self._last_sweep = now
         try:
-            for path in rings.remove_stale_rings(self._shm_dir, keep_session=self.session):
+            for path in rings.remove_stale_rings(self._shm_dir, keep_session=self.session,
+                                                 grace_s=self._stale_grace_s):
                 log.info("removed the stale ring %s (its producer and consumer are gone)", path)
         except OSError as exc:  # pragma: no cover - a sweep failure only leaves files behind
             log.warning("sweeping stale rings failed: %s", exc)

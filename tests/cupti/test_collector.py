@@ -1,0 +1,291 @@
+"""The CUPTI collector: discovery, draining, exit handling, truncation, cleanup, the end-of-run summary.
+
+Traced processes are real child processes (so liveness is real); their rings are written by the
+compiled test producer under the child's pid. Most tests drive ``poll()`` by hand; a few run the
+drain thread.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuflow.collectors.cupti import rings as R
+from gpuflow.collectors.cupti.collector import CuptiCollector, format_summary
+
+from .conftest import fake_pid
+
+WALL0 = 1_764_000_000_000_000_000
+
+
+class Child:
+    """A process that stands in for a traced program: runs until told to exit with a status."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(int(sys.stdin.readline()))"],
+                                     stdin=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+
+    def exit(self, status: int) -> int:
+        self.proc.communicate(f"{status}\n", timeout=10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def children():
+    made: list[Child] = []
+
+    def make() -> Child:
+        c = Child()
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        if c.proc.poll() is None:
+            c.kill()
+
+
+@pytest.fixture
+def collector_factory(decoder_impl, rings):
+    made: list[CuptiCollector] = []
+
+    def make(**kw) -> CuptiCollector:
+        notes = kw.pop("notes", None)
+        c = CuptiCollector(rings.session, (lambda: notes.append(1)) if notes is not None else (lambda: None),
+                           decoder_class=decoder_impl.cls, clock_ns=lambda: WALL0 + 50_000_000, **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()
+
+
+def fill(p, n=3):
+    p.set_status(1, "")
+    p.context(0, 1, 7)
+    p.clock_sync(1_000_000, WALL0)
+    p.stream_name(0, 1, 13, "compute")
+    for i in range(n):
+        p.kernel(0, 1, 13, 1_000_000 + 1000 * i, 1_000_500 + 1000 * i, "_Z13attention_fwdPKfPfi")
+    p.memcpy(0, 1, 7, 1_000_000, 1_002_000, 1, 4096)
+
+
+def poll_until(collector, predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        collector.poll()
+        if predicate(collector.part()):
+            return collector.part()
+        time.sleep(0.06)  # past the 50 ms build gap
+    raise AssertionError(f"condition not met; last part {collector.part()}")
+
+
+def test_a_running_process_is_discovered_and_drained(collector_factory, rings, children):
+    child = children()
+    p = rings.producer(pid=child.pid)
+    fill(p)
+    notes: list[int] = []
+    c = collector_factory(notes=notes)
+    part = poll_until(c, lambda part: part.traced)
+    (t,) = part.traced
+    assert (t.pid, t.session, t.state, t.cupti_status, t.truncated, t.exit_status) == (
+        child.pid, rings.session, "running", "ok", False, None)
+    assert t.name == "python" or t.name.startswith("python")
+    assert t.kernels[0].count == 3 and [l.label for l in t.lanes] == ["default", "compute"]
+    assert t.records == p.head and p.tail == p.head  # the consumer stored tail in the ring
+    assert notes
+    # nothing new: the same object, no notify
+    before = len(notes)
+    time.sleep(0.06)
+    c.poll()
+    assert c.part() is part and len(notes) == before
+    p.kernel(0, 1, 13, 2_000_000, 2_000_100, "_Z13attention_fwdPKfPfi")
+    part2 = poll_until(c, lambda new: new is not part)
+    assert part2.traced[0].kernels[0].count == 4 and len(notes) > before
+    assert c.saw_cuda
+
+
+def test_a_clean_exit_is_final_unlinked_and_keeps_its_figures(collector_factory, rings, children):
+    child = children()
+    p = rings.producer(pid=child.pid)
+    fill(p)
+    c = collector_factory()
+    poll_until(c, lambda part: part.traced)
+    p.kernel(0, 1, 13, 3_000_000, 3_000_900, "_Z13attention_fwdPKfPfi")  # published just before exit
+    p.mark_exited()
+    assert child.exit(3) == 3
+    c.set_exit_status(child.pid, 3)
+    part = poll_until(c, lambda part: part.traced[0].state == "exited")
+    (t,) = part.traced
+    assert (t.state, t.exit_status, t.truncated, t.kernels[0].count) == ("exited", 3, False, 4)
+    assert not R.ring_path(rings.session, child.pid).exists()  # unlinked after the final part
+    c.poll()
+    assert c.part() is part
+
+
+def test_a_producer_that_died_without_its_exit_flush_is_truncated(collector_factory, rings, children):
+    child = children()
+    p = rings.producer(pid=child.pid)
+    fill(p)
+    c = collector_factory()
+    poll_until(c, lambda part: part.traced)
+    child.kill()
+    part = poll_until(c, lambda part: part.traced[0].state == "exited")
+    t = part.traced[0]
+    assert t.truncated and t.exit_status is None
+    assert not R.ring_path(rings.session, child.pid).exists()
+    c.set_exit_status(child.pid, 137)  # the CLI learns the status after the ring is gone
+    part = poll_until(c, lambda part: part.traced[0].exit_status == 137)
+    assert part.traced[0].truncated and part.traced[0].kernels[0].count == 3
+
+
+def test_exit_statuses_recorded_by_the_cli_on_the_context(collector_factory, rings, children):
+    child = children()
+    shared: dict[int, int] = {}
+    p = rings.producer(pid=child.pid)
+    fill(p)
+    p.mark_exited()
+    c = collector_factory(exit_statuses=shared)
+    child.exit(0)
+    shared[child.pid] = 0
+    part = poll_until(c, lambda part: part.traced and part.traced[0].state == "exited")
+    assert part.traced[0].exit_status == 0
+
+
+def test_a_process_gone_before_discovery_is_drained_once_and_cleaned_up(collector_factory, rings):
+    p = rings.producer(pid=fake_pid())
+    fill(p, n=5)
+    p.mark_exited()
+    c = collector_factory()
+    part = poll_until(c, lambda part: part.traced)
+    t = part.traced[0]
+    assert (t.state, t.truncated, t.kernels[0].count, t.name) == ("exited", False, 5, None)
+    assert not R.ring_path(rings.session, p.pid).exists()
+
+
+def test_stop_drains_everything_and_leaves_running_rings_in_place(collector_factory, rings, children):
+    child = children()
+    p = rings.producer(pid=child.pid)
+    fill(p)
+    c = collector_factory()
+    c.start()
+    poll_until(c, lambda part: part.traced)
+    for i in range(50):
+        p.kernel(0, 1, 13, 5_000_000 + i, 5_000_001 + i, "_Z4lastv")
+    c.stop()
+    t = c.part().traced[0]
+    assert {k.mangled: k.count for k in t.kernels} == {"_Z13attention_fwdPKfPfi": 3, "_Z4lastv": 50}
+    assert t.state == "running"
+    path = R.ring_path(rings.session, child.pid)
+    assert path.exists()
+    R.MappedRing(path).close()  # the collector released its lock
+
+
+def test_the_drain_thread_follows_a_busy_ring_without_losing_records(collector_factory, rings, children):
+    child = children()
+    p = rings.producer(pid=child.pid, capacity=1024)
+    p.set_status(1, "")
+    c = collector_factory(drain_interval_s=0.005)
+    c.start()
+    written = 0
+    for i in range(5000):  # ~5x the ring: only a live consumer keeps up
+        while not p.kernel(0, 1, 13, 10 + i, 20 + i, "_Z1kv"):
+            time.sleep(0.002)
+        written += 1
+    p.mark_exited()
+    child.exit(0)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (c.part().traced and c.part().traced[0].state == "exited"):
+        time.sleep(0.02)
+    t = c.part().traced[0]
+    assert t.kernels[0].count == written == 5000
+    assert t.dropped_ring == p.dropped  # each wait above was a counted drop
+    assert t.lanes[0].executions == 5000 and t.lanes[0].spans_elided == 5000 - 512
+
+
+def test_malformed_rings_become_problems_not_crashes(collector_factory, rings, children):
+    bad = rings.producer(pid=fake_pid())
+    bad.corrupt_header(version=9)
+    corrupt_child = children()
+    corrupt = rings.producer(pid=corrupt_child.pid)
+    corrupt.push_raw(bytes(64))
+    good = rings.producer(pid=fake_pid())
+    fill(good)
+    good.mark_exited()
+    c = collector_factory()
+    part = poll_until(c, lambda part: len(part.traced) == 2)
+    by_pid = {t.pid: t for t in part.traced}
+    assert by_pid[corrupt_child.pid].truncated and not by_pid[good.pid].truncated
+    messages = " | ".join(pr.message for pr in part.problems)
+    assert f"pid {bad.pid}: cannot read its ring" in messages and "unsupported ring version 9" in messages
+    assert f"pid {corrupt_child.pid}: 1 malformed ring records were skipped (1 bad_type)" in messages
+
+
+def test_torn_counters_mid_session_stop_that_ring_only(collector_factory, rings, children):
+    child = children()
+    p = rings.producer(pid=child.pid)
+    fill(p)
+    c = collector_factory()
+    poll_until(c, lambda part: part.traced)
+    p.set_head(1)
+    part = poll_until(c, lambda part: part.traced[0].state == "exited")
+    assert part.traced[0].truncated and part.traced[0].kernels[0].count == 3
+    assert any("became unreadable" in pr.message and pr.severity == "error" for pr in part.problems)
+
+
+def test_a_ring_held_by_another_agent_is_reported(collector_factory, rings, children):
+    child = children()
+    p = rings.producer(pid=child.pid)
+    other_agent = R.MappedRing(R.ring_path(rings.session, child.pid))
+    try:
+        c = collector_factory()
+        part = poll_until(c, lambda part: part.problems)
+        assert "another GPUFlow agent" in part.problems[0].message and not part.traced
+    finally:
+        other_agent.close()
+    part = poll_until(c, lambda part: part.traced)
+    assert part.traced[0].pid == p.pid
+
+
+def test_start_sweeps_stale_rings_of_dead_sessions(collector_factory, rings, tmp_path):
+    stale = rings.producer(session=rings.session + "dead", pid=fake_pid())
+    path = Path(f"/dev/shm{stale.name}")
+    c = collector_factory(stale_grace_s=0.0)
+    c.start()
+    assert not path.exists()
+
+
+def test_summary(collector_factory, rings):
+    c = collector_factory()
+    c.poll()
+    assert c.summary() == "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
+    p = rings.producer(pid=fake_pid())
+    fill(p)
+    p.memcpy(0, 1, 7, 5, 0, 2, 1 << 20)  # untimed
+    p.add_cupti_dropped(2)
+    p.mark_exited()
+    c.set_exit_status(p.pid, 130)
+    poll_until(c, lambda part: part.traced)
+    text = c.summary()
+    assert f"pid {p.pid} (?): exited with status 130; CUPTI ok;" in text
+    assert "DROPPED: 0 records (ring full), 2 (inside CUPTI)" in text
+    assert "3 kernel launches, 1 kernels" in text and "attention_fwd" in text
+    assert "h2d: 1 transfers, 4.0 KiB, 0.002 ms" in text and "d2h: 1 transfers, 1.0 MiB, 0.000 ms" in text
+
+
+def test_format_summary_marks_truncation():
+    from gpuflow.core.snapshot import TracedProcess
+
+    text = format_summary((TracedProcess(pid=1, session="s", truncated=True, state="exited"),), saw_cuda=True)
+    assert text.startswith("pid 1 (?): exited; CUPTI starting; 0 records\n  TRUNCATED")
+    assert text.endswith("  no kernels\n")
