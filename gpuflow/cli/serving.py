@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from dataclasses import dataclass
 
@@ -48,6 +49,40 @@ def agent_config(args: argparse.Namespace, session: str | None = None) -> AgentC
     )
 
 
+def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    """Host headers to accept besides loopback and localhost.
+
+    On a loopback bind: only ``--allow-host`` values (DNS rebinding defence). On a non-loopback
+    bind the page is reached by this machine's name or address, so those are added; with a token
+    and no ``--allow-host`` any Host is accepted, because the token cookie is bound to the real
+    host name and a rebinding page cannot present it.
+    """
+    from gpuflow.cli.options import is_loopback
+
+    hosts = list(args.allow_host)
+    if is_loopback(args.bind):
+        return tuple(hosts)
+    if args.token and not hosts:
+        return ("*",)
+    names = {socket.gethostname(), socket.getfqdn()}
+    if args.bind not in ("0.0.0.0", "::"):
+        names.add(args.bind)
+    else:
+        names |= local_addresses()
+    return tuple(hosts + sorted(n for n in names if n))
+
+
+def local_addresses() -> set[str]:
+    """This machine's addresses by which a wildcard bind may be reached (best effort, no DNS)."""
+    found: set[str] = set()
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None):
+            found.add(str(info[4][0]))
+    except OSError:
+        pass
+    return found
+
+
 def start_serving(args: argparse.Namespace, session: str | None = None) -> Serving:
     from gpuflow.transport.app import AppSettings, create_app
     from gpuflow.transport.server import EmbeddedServer, ServerStartError
@@ -64,12 +99,15 @@ def start_serving(args: argparse.Namespace, session: str | None = None) -> Servi
     except PluginLoadError as exc:
         raise StartupError(str(exc)) from None
     agent = Agent(agent_config(args, session), pm)
-    settings = AppSettings(
-        token=args.token,
-        allow_hosts=tuple(args.allow_host),
-        ui_path=args.ui,
-        metrics_per_process=args.metrics_per_process,
-    )
+    try:
+        settings = AppSettings(
+            token=args.token,
+            allow_hosts=allowed_hosts(args),
+            ui_path=args.ui,
+            metrics_per_process=args.metrics_per_process,
+        )
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
     app = create_app(agent, settings=settings)
     try:
         server = EmbeddedServer(app, args.bind, args.port)
@@ -77,7 +115,8 @@ def start_serving(args: argparse.Namespace, session: str | None = None) -> Servi
         raise StartupError(str(exc)) from None
     agent.start()
     server.serve_in_thread()
-    host = f"[{args.bind}]" if ":" in args.bind else args.bind
+    shown = socket.gethostname() if args.bind in ("0.0.0.0", "::") else args.bind
+    host = f"[{shown}]" if ":" in shown else shown
     url = f"http://{host}:{server.port}/"
     if args.token:
         url += f"?token={args.token}"

@@ -28,6 +28,17 @@ def gpuflow(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
 
 
+def stop_gpuflow(proc: subprocess.Popen, sig: int, timeout: float = 15) -> str:
+    """Signal a process from :func:`start_gpuflow`, wait, and return everything it printed.
+
+    ``communicate(timeout=...)`` would read the raw pipe and lose what the text wrapper already
+    buffered, so read through the wrapper after the process has exited.
+    """
+    proc.send_signal(sig)
+    proc.wait(timeout=timeout)
+    return proc.printed + proc.stdout.read()  # type: ignore[attr-defined]
+
+
 def start_gpuflow(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
     """Start gpuflow in the background; returns the process and the port from the printed URL."""
     proc = subprocess.Popen([sys.executable, "-m", "gpuflow", *args], env=env or gpuflow_env(),
@@ -42,6 +53,7 @@ def start_gpuflow(*args: str, env: dict[str, str] | None = None) -> tuple[subpro
         seen.append(line)
         m = URL_RE.search(line)
         if m:
+            proc.printed = "".join(seen)  # type: ignore[attr-defined]
             return proc, int(m.group(1))
     proc.kill()
     raise AssertionError("gpuflow printed no URL:\n" + "".join(seen))

@@ -60,3 +60,25 @@ def test_version_and_help():
     for sub in ("watch", "run", "doctor"):
         out = gpuflow(sub, "--help")
         assert out.returncode == 0 and "usage:" in out.stdout
+
+
+def test_allow_host_star_without_token_is_refused():
+    result = gpuflow("watch", "--port", "0", "--allow-host", "*", timeout=30)
+    assert result.returncode == 2
+    assert "token" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_non_loopback_bind_hosts(monkeypatch):
+    import argparse
+
+    from gpuflow.cli.serving import allowed_hosts
+
+    ns = argparse.Namespace(bind="127.0.0.1", token=None, allow_host=[])
+    assert allowed_hosts(ns) == ()
+    ns = argparse.Namespace(bind="0.0.0.0", token="t", allow_host=[])
+    assert allowed_hosts(ns) == ("*",)
+    ns = argparse.Namespace(bind="10.1.2.3", token="t", allow_host=["proxy.example"])
+    assert allowed_hosts(ns)[0] == "proxy.example" and "10.1.2.3" in allowed_hosts(ns)
+    assert "*" not in allowed_hosts(ns)
+    ns = argparse.Namespace(bind="10.1.2.3", token=None, allow_host=[])
+    assert "10.1.2.3" in allowed_hosts(ns) and "*" not in allowed_hosts(ns)

@@ -6,7 +6,7 @@ import json
 import signal
 import urllib.request
 
-from tests.cli.conftest import gpuflow, gpuflow_env, start_gpuflow
+from tests.cli.conftest import gpuflow_env, start_gpuflow, stop_gpuflow
 
 
 def test_watch_without_driver_starts_and_says_why():
@@ -18,8 +18,7 @@ def test_watch_without_driver_starts_and_says_why():
         assert snap["devices"] == []
         assert any("driver" in p["message"].lower() for p in snap["host"]["problems"])
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=15)
+        out = stop_gpuflow(proc, signal.SIGINT)
     assert proc.returncode == 0, out
     assert "driver" in out.lower()
     assert "Traceback" not in out
@@ -33,7 +32,6 @@ def test_watch_with_fake_gpus_serves_them():
             snap = json.load(resp)
         assert len(snap["devices"]) == 8
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=15)
+        out = stop_gpuflow(proc, signal.SIGTERM)
     assert proc.returncode == 0, out
     assert "8 GPU(s)" in out
