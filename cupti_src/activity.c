@@ -150,5 +150,5 @@ void CUPTIAPI gf_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffe
         }
     }
     if (gf_pool_put(buffer, valid) != 0)
-        __atomic_add_fetch(&g_gf.records_foreign, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&g_gf.buffers_foreign, 1, __ATOMIC_RELAXED);
 }

@@ -39,7 +39,7 @@ typedef struct gf_state {
     volatile uint64_t probe_calls;  /* launch API calls counted while probing */
     volatile int probing;
     uint64_t records_unknown;       /* CUPTI kinds we skip */
-    uint64_t records_foreign;       /* buffers that were not ours */
+    uint64_t buffers_foreign;       /* completed buffers that were not from our pool */
 } gf_state;
 
 extern gf_state g_gf;
