@@ -190,8 +190,18 @@ class RingProducer:
 
     # -- records -------------------------------------------------------------------------
     def kernel(self, dev: int, ctx: int, stream: int, start: int, end: int, name: str | bytes,
-               grid: tuple[int, int, int] = (1, 1, 1),
-               block: tuple[int, int, int] = (1, 1, 1)) -> bool:
+               *dims: int | tuple[int, int, int], grid: tuple[int, int, int] | None = None,
+               block: tuple[int, int, int] | None = None) -> bool:
+        """Grid and block as in C (``gx, gy, gz, bx, by, bz``), as two tuples, or by keyword;
+        both default to (1, 1, 1)."""
+        if len(dims) == 6:
+            grid, block = tuple(dims[:3]), tuple(dims[3:])
+        elif len(dims) == 2:
+            grid, block = dims
+        elif dims:
+            raise TypeError("kernel(): pass gx, gy, gz, bx, by, bz or (grid, block)")
+        grid = tuple(grid or (1, 1, 1))
+        block = tuple(block or (1, 1, 1))
         return bool(self._lib.tph_kernel(self._handle(), dev, ctx, stream, start, end, _b(name),
                                          *grid, *block))
 

@@ -153,12 +153,16 @@ def test_producer_never_overwrites_when_the_consumer_tail_is_nonsense(producer_l
 def test_records_carry_exactly_the_fields_given(producer_lib, session_id):
     with ring(producer_lib, session_id) as r:
         assert r.kernel(3, 4, 5, 100, 250, "_Z3fooPf", grid=(70000, 3, 2), block=(256, 2, 1))
+        assert r.kernel(3, 4, 5, 100, 250, "_Z3fooPf", 7, 1, 1, 32, 1, 1)
+        assert r.kernel(3, 4, 5, 100, 250, "_Z3fooPf", (8, 1, 1), (64, 1, 1))
         assert r.memcpy(1, 2, 3, 10, 20, rpm.COPY_PTOP, 1 << 33, src_dev=1, dst_dev=6)
         assert r.memset(2, 3, 4, 30, 31, 4096, value=0xAB)
         assert r.context(0, 9, 7)
         assert r.clock_sync(123, 456)
         recs = [x for x in read_ring(r.name).records if x["type"] != rpm.REC_NAME_CHUNK]
-        k, m, s, c, cs = recs
+        k, k2, k3, m, s, c, cs = recs
+        assert (k2["grid"], k2["block"], k3["grid"], k3["block"]) == \
+            ((7, 1, 1), (32, 1, 1), (8, 1, 1), (64, 1, 1))
         assert (k["type"], k["device"], k["context"], k["stream"]) == (1, 3, 4, 5)
         assert (k["start"], k["end"], k["grid"], k["block"]) == (100, 250, (70000, 3, 2),
                                                                  (256, 2, 1))
