@@ -90,18 +90,32 @@ def test_null_values_are_drawn_as_dashes_and_only_they(page, agent):
     assert [d["index"] for d in lost] == [2]
 
 
+def drawn_and_kept(page):
+    """What the last draw showed and what the page keeps, read together after a draw that
+    showed the latest frame (no frame arrived in between)."""
+    for _ in range(100):
+        pending, drawn, kept = page.evaluate(
+            "[window.__gpuflow.pendingDraw, window.__gpuflow.drawn, window.__gpuflow.lanesKept]")
+        if not pending:
+            return drawn, kept
+        time.sleep(0.01)
+    pytest.fail("the page never finished drawing")
+
+
 def test_traced_strip_states_lanes_and_showing_n_of_m(page, agent):
     open_live(page, agent)
     snap = agent.snapshot()
     (t,) = snap["traced"]
     until(page, f"window.__gpuflow.lastSeq > {snap['seq']}", timeout=5000)
-    drawn = hook(page, "drawn")
+    # once the lanes are past their cap, the strip shows a sample and says so
+    until(page, "window.__gpuflow.lanesKept[0].lanes.every(l => l.executions > l.held)", timeout=10000)
+    drawn, kept = drawn_and_kept(page)
     (strip,) = drawn["strips"]
     assert strip["pid"] == t["pid"] and strip["cupti"] == "ok" and strip["state"] == "running"
     lanes = sorted(t["lanes"], key=lambda l: (l["device"], l["context"], l["stream"]))
     assert [l["label"] for l in strip["lanes"]] == [l["label"] for l in lanes]
     assert set(drawn["laneLabels"]) == {"default", "compute", "copy-engine", "prefetch"}
-    kept = {l["label"]: l for l in hook(page, "lanesKept")[0]["lanes"]}
+    kept = {l["label"]: l for l in kept[0]["lanes"]}
     for l in strip["lanes"]:
         k = kept[l["label"]]
         # what the page keeps is exactly what the agent says its sample holds
