@@ -268,9 +268,10 @@ static uint32_t intern(rp_ring *r, int kind, const void *key, const char *s)
     return id;
 }
 
-static uint32_t chunks_for(const rp_name_entry *e) /* e->len > 0: empty names are never interned */
+static uint32_t chunks_for(const rp_name_entry *e)
 {
-    return (e->len + GPUFLOW_NAME_CHUNK_TEXT - 1) / GPUFLOW_NAME_CHUNK_TEXT;
+    uint32_t n = (e->len + GPUFLOW_NAME_CHUNK_TEXT - 1) / GPUFLOW_NAME_CHUNK_TEXT;
+    return n ? n : 1;
 }
 
 static void write_chunks(rp_ring *r, uint64_t at, uint32_t id, const rp_name_entry *e,
@@ -440,7 +441,7 @@ int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, con
     }
     uint32_t id = 0, nchunks = 0;
     rp_name_entry *e = NULL;
-    if (name_kind != RP_NAME_NONE && name && name[0]) { /* NULL or "": name id 0, no chunks */
+    if (name_kind != RP_NAME_NONE && name) {
         id = intern(r, name_kind, key, name);
         if (id) {
             e = &r->names[id - 1];

@@ -68,7 +68,7 @@ int rp_close(rp_ring *r, int unlink_segment);
 const char *rp_name(const rp_ring *r);
 
 /*
- * Push one record. For KERNEL, STREAM_NAME and DEVICE records `name` (NULL or "": name id 0)
+ * Push one record. For KERNEL, STREAM_NAME and DEVICE records `name` (may be NULL: name id 0)
  * is interned as `name_kind` and its id stored in rec->body.act.u.kernel.name_id; `key`, when
  * not NULL, is a pointer to cache the lookup by (CUPTI's name pointers). For KERNEL, MEMCPY and
  * MEMSET records, start=end=0 or end<start sets FLAG_NO_TIMING (times zeroed) and counts
