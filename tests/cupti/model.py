@@ -77,8 +77,10 @@ class Model:
                 lane[1].append((seq, "kernel", start, end, name, grid, block, None, None))
         elif kind in ("memcpy", "memset"):
             if kind == "memcpy":
-                _, dev, ctx, stream, start, end, copy_kind, nbytes = op
+                _, dev, ctx, stream, start, end, copy_kind, nbytes, src_dev, dst_dev = op
                 direction = DIRECTION_OF_KIND.get(copy_kind)
+                if direction == "d2d" and src_dev != dst_dev:  # between two devices: peer-to-peer
+                    direction = "p2p"
             else:
                 _, dev, ctx, stream, start, end, nbytes = op
                 direction = "memset"

@@ -40,8 +40,10 @@ def _kernel(dev: int, ctx: int, stream: int, start: int, dur: int, name: bytes |
     return ("kernel", dev, ctx, stream, start, end, name, (gx, 1, 1), (bx, 1, 1))
 
 
-def _copy(dev: int, ctx: int, stream: int, start: int, dur: int, kind: int, nbytes: int) -> tuple[Any, ...]:
-    return ("memcpy", dev, ctx, stream, start, max(0, start + dur), kind, nbytes)
+def _copy(dev: int, ctx: int, stream: int, start: int, dur: int, kind: int, nbytes: int,
+          peer: int | None) -> tuple[Any, ...]:
+    src, dst = (dev, dev) if peer is None else (dev, peer)
+    return ("memcpy", dev, ctx, stream, start, max(0, start + dur), kind, nbytes, src, dst)
 
 
 def _memset(dev: int, ctx: int, stream: int, start: int, dur: int, nbytes: int) -> tuple[Any, ...]:
@@ -54,7 +56,8 @@ op = st.one_of(
     st.builds(_kernel, devs, ctxs, streams, times, durs, st.sampled_from(KERNEL_NAMES[:2]),
               st.just(1), st.just(32)),
     st.builds(_copy, devs, ctxs, streams, times, durs,
-              st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]), st.integers(0, 1 << 40)),
+              st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]), st.integers(0, 1 << 40),
+              st.none() | devs),
     st.builds(_memset, devs, ctxs, streams, times, durs, st.integers(0, 1 << 30)),
     st.tuples(st.just("stream_name"), devs, ctxs, streams, st.sampled_from(STREAM_NAMES)),
     st.tuples(st.just("context"), devs, ctxs, streams),
@@ -71,8 +74,8 @@ def push(producer: Any, o: tuple[Any, ...]) -> bool:
         _, dev, ctx, stream, start, end, name, grid, block = o
         return producer.kernel(dev, ctx, stream, start, end, name, grid, block)
     if kind == "memcpy":
-        _, dev, ctx, stream, start, end, copy_kind, nbytes = o
-        return producer.memcpy(dev, ctx, stream, start, end, copy_kind, nbytes)
+        _, dev, ctx, stream, start, end, copy_kind, nbytes, src, dst = o
+        return producer.memcpy(dev, ctx, stream, start, end, copy_kind, nbytes, src, dst)
     if kind == "memset":
         _, dev, ctx, stream, start, end, nbytes = o
         return producer.memset(dev, ctx, stream, start, end, nbytes)

@@ -39,14 +39,15 @@ def test_min_max_total_with_zero_length_and_untimed_kernels(decoder_impl, rings)
     d.detach()
 
 
-@pytest.mark.parametrize(("copy_kind", "direction"), [
-    (1, "h2d"), (3, "h2d"), (2, "d2h"), (4, "d2h"), (5, "d2d"), (6, "d2d"), (7, "d2d"), (8, "d2d"),
-    (9, "h2h"), (10, "p2p"),
+@pytest.mark.parametrize(("copy_kind", "src_dev", "dst_dev", "direction"), [
+    (1, 0, 0, "h2d"), (3, 0, 0, "h2d"), (2, 0, 0, "d2h"), (4, 0, 0, "d2h"), (5, 0, 0, "d2d"),
+    (6, 0, 0, "d2d"), (7, 0, 0, "d2d"), (8, 0, 0, "d2d"), (9, 0, 0, "h2h"), (10, 0, 1, "p2p"),
+    (10, 0, 0, "p2p"), (8, 0, 1, "p2p"), (5, 1, 0, "p2p"), (1, 0, 1, "h2d"), (2, 1, 0, "d2h"),
 ])
-def test_copy_kinds_map_to_directions(decoder_impl, rings, copy_kind, direction):
+def test_copy_kinds_map_to_directions(decoder_impl, rings, copy_kind, src_dev, dst_dev, direction):
     p = rings.producer()
-    p.memcpy(0, 1, 7, 100, 150, copy_kind, 4096, 0, 1)
-    p.memcpy(0, 1, 7, 0, 0, copy_kind, 10)  # untimed: counted with its bytes, no time
+    p.memcpy(0, 1, 7, 100, 150, copy_kind, 4096, src_dev, dst_dev)
+    p.memcpy(0, 1, 7, 0, 0, copy_kind, 10, src_dev, dst_dev)  # untimed: counted with its bytes, no time
     p.memset(0, 1, 7, 200, 230, 64)
     d = decoder_impl.cls(rings.mapping(p))
     d.drain()

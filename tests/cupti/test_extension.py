@@ -63,8 +63,9 @@ def test_compiled_constants_match_the_layout(both_impls):
                                             L.OFF_PRODUCER_EXITED, L.OFF_BUFFERS_COMPLETED)
     lim = _decoder_c.LIMITS
     assert (lim["NAME_ID_LIMIT"], lim["MAX_LANES"], lim["MAX_CONTEXTS"], lim["MAX_DEVICES"],
-            lim["N_REASONS"], lim["DIR_MEMSET"]) == (L.NAME_ID_LIMIT, L.MAX_LANES, L.MAX_CONTEXTS,
-                                                     L.MAX_DEVICES, len(L.INVALID_REASONS), L.DIR_MEMSET)
+            lim["N_REASONS"], lim["DIR_D2D"], lim["DIR_P2P"], lim["DIR_MEMSET"]) == (
+        L.NAME_ID_LIMIT, L.MAX_LANES, L.MAX_CONTEXTS, L.MAX_DEVICES, len(L.INVALID_REASONS), L.DIR_D2D,
+        L.DIR_P2P, L.DIR_MEMSET)
     assert lim["COPY_KIND_DIRECTION"] == L.COPY_KIND_DIRECTION
 
 

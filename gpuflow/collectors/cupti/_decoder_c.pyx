@@ -44,6 +44,8 @@ cdef enum:
     INV_NAME_CONFLICT = 5
     INV_BAD_COPY_KIND = 6
     INV_TABLE_FULL = 7
+    DIR_D2D = 2                         # L.DIR_D2D
+    DIR_P2P = 3                         # L.DIR_P2P
     DIR_MEMSET = 5                      # L.DIR_MEMSET
     FIRST_SPAN_ALLOC = 16
     NAME_KEEP_FLAGS = 0x0006            # NAME_TRUNCATED | NAME_STREAM
@@ -69,7 +71,7 @@ cdef extern from *:
     const size_t gpuflow_sizeof_record
 
 LIMITS = {"NAME_ID_LIMIT": NAME_ID_LIMIT, "MAX_LANES": MAX_LANES, "MAX_CONTEXTS": MAX_CONTEXTS,
-          "MAX_DEVICES": MAX_DEVICES, "N_REASONS": N_REASONS, "DIR_MEMSET": DIR_MEMSET,
+          "MAX_DEVICES": MAX_DEVICES, "N_REASONS": N_REASONS, "DIR_D2D": DIR_D2D, "DIR_P2P": DIR_P2P, "DIR_MEMSET": DIR_MEMSET,
           "COPY_KIND_DIRECTION": tuple([gpuflow_copy_dir[i] for i in range(11)])}
 HEADER_CONSTANTS = {"MAGIC": GPUFLOW_RING_MAGIC, "VERSION": GPUFLOW_RING_VERSION,
                     "HEADER_SIZE": GPUFLOW_HEADER_SIZE, "RECORD_SIZE": gpuflow_sizeof_record,
@@ -509,13 +511,21 @@ cdef void set_device(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
     s.devs[di].name_id = nid
 
 
-cdef inline int copy_direction(uint8_t kind, uint8_t src, uint8_t dst) noexcept nogil:
-    cdef int d, src_host, dst_host, src_dev, dst_dev
-    if kind > 10:
+cdef inline int copy_direction(const gpuflow_copy_payload *c) noexcept nogil:
+    """Direction index of a MEMCPY payload, -1 if unclassifiable: see _layout.copy_direction."""
+    cdef int d
+    if c.copy_kind > 10:
         return -1
-    d = gpuflow_copy_dir[kind]
-    if d >= 0:
-        return d
+    d = gpuflow_copy_dir[c.copy_kind]
+    if d < 0:
+        d = by_memory_kinds(c.src_kind, c.dst_kind)
+    if d == DIR_D2D and c.src_device != c.dst_device:
+        return DIR_P2P
+    return d
+
+
+cdef inline int by_memory_kinds(uint8_t src, uint8_t dst) noexcept nogil:
+    cdef int src_host, dst_host, src_dev, dst_dev
     src_host = src == 1 or src == 2
     dst_host = dst == 1 or dst == 2
     src_dev = src == 3 or src == 4 or src == 6
@@ -570,8 +580,7 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
             if r.type == GPUFLOW_REC_MEMSET:
                 d = DIR_MEMSET
             else:
-                d = copy_direction(r.body.act.u.copy.copy_kind, r.body.act.u.copy.src_kind,
-                                   r.body.act.u.copy.dst_kind)
+                d = copy_direction(&r.body.act.u.copy)
                 if d < 0:
                     bad(s, INV_BAD_COPY_KIND, seq)
                     continue
@@ -645,7 +654,7 @@ cdef tuple span_tuple(const SpanSlot *slot):
     if r.type == GPUFLOW_REC_MEMSET:
         return (slot.seq, _MEMSET, r.body.act.start, r.body.act.end, 0, None, None,
                 r.body.act.u.copy.bytes, _DIRECTIONS[DIR_MEMSET])
-    d = copy_direction(r.body.act.u.copy.copy_kind, r.body.act.u.copy.src_kind, r.body.act.u.copy.dst_kind)
+    d = copy_direction(&r.body.act.u.copy)
     return (slot.seq, _MEMCPY, r.body.act.start, r.body.act.end, 0, None, None,
             r.body.act.u.copy.bytes, _DIRECTIONS[d])
 

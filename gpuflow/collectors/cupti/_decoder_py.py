@@ -181,11 +181,11 @@ class RingDecoder:
             self._execution((dev, ctx, stream), timed, span)
         elif rtype == L.REC_MEMCPY or rtype == L.REC_MEMSET:
             (_t, flags, dev, start, end, ctx, stream, _corr, copy_kind, src_kind, dst_kind, nbytes,
-             _src_dev, _dst_dev, _value, _graph) = _COPY.unpack_from(mv, off)
+             src_dev, dst_dev, _value, _graph) = _COPY.unpack_from(mv, off)
             if rtype == L.REC_MEMSET:
                 direction, kind = L.DIR_MEMSET, "memset"
             else:
-                direction, kind = L.copy_direction(copy_kind, src_kind, dst_kind), "memcpy"
+                direction, kind = L.copy_direction(copy_kind, src_kind, dst_kind, src_dev, dst_dev), "memcpy"
                 if direction < 0:
                     return self._bad(L.INV_BAD_COPY_KIND, seq)
             timed = not flags & L.FLAG_NO_TIMING

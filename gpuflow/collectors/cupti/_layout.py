@@ -65,8 +65,9 @@ DIR_H2D, DIR_D2H, DIR_D2D, DIR_P2P, DIR_H2H, DIR_MEMSET = range(6)
 assert DIRECTIONS == ("h2d", "d2h", "d2d", "p2p", "h2h", "memset")
 
 #: gpuflow_copy_kind (= CUpti_ActivityMemcpyKind) → direction index; -1: decide by memory kinds.
-#: HTOD, HTOA → h2d; DTOH, ATOH → d2h; DTOD, ATOA, ATOD, DTOA → d2d (arrays are device memory);
-#: HTOH → h2h; PTOP → p2p. Kinds above 10 are invalid records.
+#: HTOD, HTOA → h2d; DTOH, ATOH → d2h; DTOD, ATOA, ATOD, DTOA → d2d (arrays are device memory),
+#: or p2p when the record's source and destination devices differ; HTOH → h2h; PTOP → p2p.
+#: Kinds above 10 are invalid records.
 COPY_KIND_DIRECTION = (-1, DIR_H2D, DIR_D2H, DIR_H2D, DIR_D2H, DIR_D2D, DIR_D2D, DIR_D2D,
                        DIR_D2D, DIR_H2H, DIR_P2P)
 #: CUpti_ActivityMemoryKind: 1 pageable, 2 pinned are host memory; 3 device, 4 array,
@@ -75,17 +76,24 @@ HOST_MEMORY_KINDS = frozenset((1, 2))
 DEVICE_MEMORY_KINDS = frozenset((3, 4, 6))
 
 
-def copy_direction(copy_kind: int, src_kind: int, dst_kind: int) -> int:
+def copy_direction(copy_kind: int, src_kind: int, dst_kind: int, src_dev: int, dst_dev: int) -> int:
     """Direction index of a MEMCPY record, or -1 if it cannot be classified (an invalid record).
 
     ``COPY_UNKNOWN`` is classified by the source and destination memory kinds when both are
-    plainly host or device memory; otherwise the record is invalid rather than guessed.
+    plainly host or device memory; otherwise the record is invalid rather than guessed. A
+    device-to-device copy between two different devices is peer-to-peer.
     """
     if copy_kind > 10:
         return -1
     d = COPY_KIND_DIRECTION[copy_kind]
-    if d >= 0:
-        return d
+    if d < 0:
+        d = _by_memory_kinds(src_kind, dst_kind)
+    if d == DIR_D2D and src_dev != dst_dev:
+        return DIR_P2P
+    return d
+
+
+def _by_memory_kinds(src_kind: int, dst_kind: int) -> int:
     src_host, dst_host = src_kind in HOST_MEMORY_KINDS, dst_kind in HOST_MEMORY_KINDS
     src_dev, dst_dev = src_kind in DEVICE_MEMORY_KINDS, dst_kind in DEVICE_MEMORY_KINDS
     if src_host and dst_dev:
