@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,6 +160,7 @@ def test_random_streams_match_the_model(decoder_impl, producer_lib, program):
         rings.cleanup()
 
 
+@pytest.mark.c_extension
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=programs, cap=st.sampled_from([0, 1, 3, 512]))
 def test_twins_agree_on_random_streams(both_impls, producer_lib, program, cap):

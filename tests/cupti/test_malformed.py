@@ -237,6 +237,7 @@ records = st.one_of(
 )
 
 
+@pytest.mark.c_extension
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(records, max_size=80), drains=st.lists(st.integers(1, 40), max_size=5),
        cap=st.sampled_from([0, 2, 512]))
