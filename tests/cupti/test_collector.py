@@ -240,9 +240,14 @@ def test_torn_counters_mid_session_stop_that_ring_only(collector_factory, rings,
     c = collector_factory()
     poll_until(c, lambda part: part.traced)
     p.set_head(1)
+    part = poll_until(c, lambda part: part.traced[0].truncated)
+    assert part.traced[0].state == "running" and part.traced[0].kernels[0].count == 3
+    assert any("became unreadable" in pr.message and pr.severity == "error" for pr in part.problems)
+    p.set_head(10**6)  # no longer read: nothing changes, and nothing crashes
+    child.kill()
     part = poll_until(c, lambda part: part.traced[0].state == "exited")
     assert part.traced[0].truncated and part.traced[0].kernels[0].count == 3
-    assert any("became unreadable" in pr.message and pr.severity == "error" for pr in part.problems)
+    assert not R.ring_path(rings.session, child.pid).exists()
 
 
 def test_a_ring_held_by_another_agent_is_reported(collector_factory, rings, children):

@@ -235,24 +235,25 @@ class CuptiCollector:
         return changed
 
     def _drain(self, ring: _Ring) -> bool:
-        """Drain one ring; finish it if its producer is gone. True if anything changed."""
+        """Drain one ring; finish it if its producer is gone. True if anything changed.
+
+        A ring that turned unreadable is no longer drained but still watched: the process may
+        run on, and its exit still ends the ring.
+        """
         gone = not rings.pid_alive(ring.pid)  # decided before draining: nothing follows a gone producer
         dec = ring.decoder
         changed = False
-        try:
-            while True:
-                n = dec.drain(dec.capacity)
-                if n:
-                    changed = True
-                if n < dec.capacity:
-                    break
-        except RingFormatError as exc:
-            ring.error = str(exc)
-            ring.truncated = True
-            self._problem(f"format:{ring.pid}", f"pid {ring.pid}: its ring became unreadable ({exc}); "
-                          "tracing of this process stopped, its figures stop here", "error")
-            gone = True
-            changed = True
+        if ring.error is None:
+            try:
+                # one call takes everything published so far (head - tail <= capacity); records
+                # published meanwhile wait for the next pass, 20 ms later
+                changed = dec.drain() > 0
+            except RingFormatError as exc:
+                ring.error = str(exc)
+                ring.truncated = True
+                self._problem(f"format:{ring.pid}", f"pid {ring.pid}: its ring became unreadable ({exc}); "
+                              "tracing of this process stopped, its figures stop here", "error")
+                changed = True
         header = dec.header()
         key = (header["status"], header["status_detail"], header["dropped_ring"], header["dropped_cupti"],
                header["producer_exited"])
@@ -306,6 +307,8 @@ class CuptiCollector:
         traced = []
         for pid in sorted(self._rings):
             ring = self._rings[pid]
+            if ring.state == "running":  # programs rename themselves (prctl, setproctitle)
+                ring.name = rings.process_name(pid) or ring.name
             status = self._exit_status(pid) if ring.state == "exited" else None
             # A released ring cannot change any more, except for the exit status the CLI reports.
             if ring.mapped is not None or ring.traced is None or ring.traced.exit_status != status:
