@@ -279,6 +279,7 @@ def test_summary(collector_factory, rings):
     p = rings.producer(pid=fake_pid())
     fill(p)
     p.memcpy(0, 1, 7, 5, 0, 2, 1 << 20)  # untimed
+    p.kernel(0, 1, 13, 0, 0, "_Z13attention_fwdPKfPfi")  # untimed: counts, but not in the mean
     p.add_cupti_dropped(2)
     p.mark_exited()
     c.set_exit_status(p.pid, 130)
@@ -286,8 +287,9 @@ def test_summary(collector_factory, rings):
     text = c.summary()
     assert f"pid {p.pid} (?): exited with status 130; CUPTI ok;" in text
     assert "DROPPED: 0 records (ring full), 2 (inside CUPTI)" in text
-    assert "3 kernel launches, 1 kernels" in text and "attention_fwd" in text
-    assert "h2d: 1 transfers, 4.0 KiB, 0.002 ms" in text and "d2h: 1 transfers, 1.0 MiB, 0.000 ms" in text
+    assert "4 kernel launches, 1 kernels" in text and "attention_fwd" in text
+    assert "         4        1.5 µs        0.5 µs  attention_fwd" in text  # 1500 ns over 3 timed launches
+    assert "h2d: 1 transfers, 4.0 KiB, 2.0 µs" in text and "d2h: 1 transfers, 1.0 MiB, —" in text
 
 
 def test_format_summary_marks_truncation():

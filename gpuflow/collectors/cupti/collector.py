@@ -353,8 +353,19 @@ class CuptiCollector:
 
     # -- end of run ----------------------------------------------------------------------------
     def summary(self, top: int = 10) -> str:
-        """The end-of-run text: per process, top kernels by total time, transfers, drops, CUPTI status."""
-        return format_summary(self._part.traced, saw_cuda=self.saw_cuda, top=top)
+        """The end-of-run text: per process, top kernels by total time, transfers, drops, CUPTI status.
+
+        Means are over the launches that had timing (the decoders know how many; KernelStat does not).
+        """
+        timed: dict[tuple[int, str], int] = {}
+        with self._poll_lock:  # the decoders are the drain thread's: read them between passes
+            for ring in self._rings.values():
+                names = ring.decoder.names()
+                for name_id, _count, n_timed, *_rest in ring.decoder.kernels():
+                    timed[(ring.pid, names[name_id][0] if name_id else "")] = n_timed
+                for direction, _count, n_timed, *_rest in ring.decoder.transfers():
+                    timed[(ring.pid, direction)] = n_timed
+        return format_summary(self._part.traced, saw_cuda=self.saw_cuda, top=top, timed=timed)
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -364,8 +375,16 @@ def _unlink_quietly(path: Path) -> None:
         pass
 
 
-def _ms(ns: int | None) -> str:
-    return "—" if ns is None else f"{ns / 1e6:.3f} ms"
+def _dur(ns: int | None) -> str:
+    if ns is None:
+        return "—"
+    if ns >= 1_000_000_000:
+        return f"{ns / 1e9:.3f} s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1_000:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns} ns"
 
 
 def _size(n: int) -> str:
@@ -377,8 +396,14 @@ def _size(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def format_summary(traced: tuple[TracedProcess, ...], *, saw_cuda: bool, top: int = 10) -> str:
-    """Plain-text summary of traced processes (see :meth:`CuptiCollector.summary`)."""
+def format_summary(traced: tuple[TracedProcess, ...], *, saw_cuda: bool, top: int = 10,
+                   timed: dict[tuple[int, str], int] | None = None) -> str:
+    """Plain-text summary of traced processes (see :meth:`CuptiCollector.summary`).
+
+    ``timed``: (pid, mangled name or direction) → executions with timing, for exact means; where it
+    is not known the mean is shown as "—" rather than guessed from ``total_ns / count``, and a
+    direction none of whose copies had timing shows "—" rather than a time of 0.
+    """
     if not saw_cuda or not traced:
         return "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
     lines = []
@@ -399,11 +424,14 @@ def format_summary(traced: tuple[TracedProcess, ...], *, saw_cuda: bool, top: in
                          "by total time:")
             lines.append(f"    {'launches':>10}  {'total':>12}  {'mean':>12}  kernel")
             for k in t.kernels[:top]:
-                timed = k.min_ns is not None
-                mean = _ms(k.total_ns // k.count) if timed and k.count else "—"
-                lines.append(f"    {k.count:>10}  {_ms(k.total_ns) if timed else '—':>12}  {mean:>12}  {k.name}")
+                n_timed = (timed or {}).get((t.pid, k.mangled), 0) if k.min_ns is not None else 0
+                mean = _dur(k.total_ns // n_timed) if n_timed else "—"
+                total = _dur(k.total_ns) if k.min_ns is not None else "—"
+                lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {k.name}")
         else:
             lines.append("  no kernels")
         for tr in t.transfers:
-            lines.append(f"  {tr.direction:>6}: {tr.count} transfers, {_size(tr.bytes)}, {_ms(tr.total_ns)}")
+            n_timed = (timed or {}).get((t.pid, tr.direction), tr.count)
+            lines.append(f"  {tr.direction:>6}: {tr.count} transfers, {_size(tr.bytes)}, "
+                         f"{_dur(tr.total_ns) if n_timed else '—'}")
     return "\n".join(lines) + "\n"
