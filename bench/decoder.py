@@ -10,6 +10,10 @@ kernels without timing. Both decoders drain the same bytes (decode + aggregate +
 default lane_span_cap, one core); the compiled one runs ``--repeat`` times on fresh decoders and
 its best time counts. The results of the two are compared before any number is printed.
 
+Then, for the frame-time side, it times building the snapshot's TracedProcess (build.py) after
+5,000 and 20,000 new records, and with nothing new: the contract's one Span object per span shown
+makes that the larger cost at 20 Hz.
+
 Last line: ``records_per_s=<n> ratio_vs_python=<r>``; goals n >= 25,000,000 and r >= 50
 (../shared/docs/design.md, performance budgets).
 
@@ -27,6 +31,7 @@ import sys
 import time
 
 from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti.build import TracedBuilder
 from gpuflow.collectors.cupti.decoder import RingDecoderC, RingDecoderPy
 
 KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
@@ -142,6 +147,38 @@ def results(decoder: object) -> tuple[object, ...]:
     return (d.kernels(), d.transfers(), d.lanes(), d.names(), d.counters(), d.clock())  # type: ignore[attr-defined]
 
 
+def build_costs(buf: bytearray) -> list[tuple[int, float, int]]:
+    """(new records per build, median build seconds, spans shown) with the compiled decoder."""
+    head = L.U64.unpack_from(buf, L.OFF_HEAD)[0]
+    L.U64.pack_into(buf, L.OFF_TAIL, 0)
+    pos = 2_000
+    L.U64.pack_into(buf, L.OFF_HEAD, pos)  # publish the ring gradually, as a live producer would
+    decoder = RingDecoderC(buf)
+    builder = TracedBuilder(1, "bench", decoder.lane_span_cap)
+
+    def build() -> tuple[float, int]:
+        t0 = time.perf_counter()
+        traced = builder.build(decoder, name="bench", state="running", exit_status=None,
+                               truncated=False, now_ns=time.time_ns())
+        return time.perf_counter() - t0, sum(len(lane.spans) for lane in traced.lanes)
+
+    decoder.drain()
+    build()
+    out = []
+    for per_build in (5_000, 20_000):
+        times, spans = [], 0
+        for _ in range(9):
+            pos = min(head, pos + per_build)
+            L.U64.pack_into(buf, L.OFF_HEAD, pos)
+            decoder.drain()
+            elapsed, spans = build()
+            times.append(elapsed)
+        out.append((per_build, sorted(times)[len(times) // 2], spans))
+    out.append((0, min(build()[0] for _ in range(9)), spans))
+    L.U64.pack_into(buf, L.OFF_HEAD, head)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1 << 20)
@@ -171,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     py_rate = args.records / py_elapsed
     print(f"compiled: {best * 1e3:.1f} ms best of {args.repeat} -> {c_rate / 1e6:.1f} M records/s")
     print(f"python:   {py_elapsed:.2f} s -> {py_rate / 1e6:.3f} M records/s (results identical)")
+    for per_build, seconds, spans in build_costs(buf):
+        print(f"snapshot build after {per_build:>6} new records: {seconds * 1e3:6.2f} ms "
+              f"({spans} spans shown on 16 lanes)")
     print(f"records_per_s={int(c_rate)} ratio_vs_python={c_rate / py_rate:.1f}")
     return 0
 
