@@ -5,11 +5,17 @@ through Playwright. That variant generates, in the page, the load named in the d
 table: 8 GPUs, 64 processes, one TRACED process with 16 lanes each holding 2,000 spans, with
 delta frames at 20 Hz appending new spans (the agent's frame format, through the same JSON parse
 and ingest path as the live stream). It redraws on every animation frame while the view drifts
-between the whole graph and a zoom-1 close look at the lanes, and records per rendered frame:
-ingest time of the frames that arrived since the previous draw + draw time + a 1-pixel
-getImageData, which makes the software rasteriser finish inside the measurement.
+between the whole graph and a zoom-1 close look at the lanes. Chromium runs with its frame-rate
+limit and vsync off, so animation frames come back to back and the time between two of them is
+the whole cost of a frame: JSON parse and ingest of the frames that arrived, draw, raster,
+compositing. It records two things per rendered frame:
 
-Budget (docs/design.md): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``.
+* the interval between consecutive animation frames (uncapped, so not the 16.7 ms of vsync);
+* the in-frame cost: ingest since the previous draw + draw + a 1-pixel getImageData, which makes
+  the software rasteriser finish inside the measurement.
+
+Budget (docs/design.md): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``,
+the larger of the two p95s.
 
 Constraints: never ``playwright install``; the browser is the system one (/usr/bin/chromium, or
 $GPUFLOW_CHROMIUM). It checks the load really is what the budget names before it reports.
@@ -27,7 +33,8 @@ import time
 PAGE = pathlib.Path(__file__).resolve().parent.parent / "gpuflow" / "ui" / "index.html"
 CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+        "--disable-component-update", "--disable-sync", "--no-first-run",
+        "--disable-frame-rate-limit", "--disable-gpu-vsync"]
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -80,12 +87,12 @@ def main() -> int:
         return 1
     print(f"frames received {frames[0]} (delta {frames[1]}, resyncs {frames[2]}), "
           f"{len(ingest)} ingested during the run, p95 ingest {pct(ingest, 95):.2f} ms")
-    print(f"rendered frames {len(draw)} in {a.seconds:.0f} s at {a.width}x{a.height} dpr {a.dpr}: "
-          f"p50 {statistics.median(draw):.2f} ms, p95 {pct(draw, 95):.2f} ms, max {max(draw):.2f} ms")
-    if iv:
-        print(f"animation-frame interval p50 {statistics.median(iv):.2f} ms, p95 {pct(iv, 95):.2f} ms "
-              "(vsync-paced in headless Chromium; information only)")
-    print(f"p95_frame_ms={pct(draw, 95):.2f}")
+    print(f"rendered frames {len(draw)} in {a.seconds:.0f} s at {a.width}x{a.height} dpr {a.dpr}")
+    print(f"in-frame cost (ingest + draw + raster): p50 {statistics.median(draw):.2f} ms, "
+          f"p95 {pct(draw, 95):.2f} ms, max {max(draw):.2f} ms")
+    print(f"frame interval (uncapped): p50 {statistics.median(iv):.2f} ms, p95 {pct(iv, 95):.2f} ms, "
+          f"max {max(iv):.2f} ms")
+    print(f"p95_frame_ms={max(pct(draw, 95), pct(iv, 95)):.2f}")
     return 0
 
 

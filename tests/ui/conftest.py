@@ -57,7 +57,7 @@ def _missing() -> list[str]:
 def browser():
     why = _missing()
     if why:
-        msg = "browser tests need " + "; ".join(why)
+        msg = "browser tests cannot run: " + "; ".join(why)
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
