@@ -4,6 +4,7 @@ EventSource gives up, and closes its stream while the tab is hidden.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -73,3 +74,32 @@ def test_hidden_tab_closes_its_stream_and_reopens_when_visible(page, fresh_agent
     until(page, f"window.__gpuflow.connection === 'live' && window.__gpuflow.frames > {frames}",
                            timeout=5000)
     assert fresh_agent.health()["streams"] == 1
+
+
+def test_a_delta_that_does_not_follow_makes_the_page_start_over(page, agent):
+    snap = agent.snapshot()
+    full = dict(snap, frame="full", base_seq=None, seq=10)
+    stray = dict(snap, frame="delta", base_seq=5, seq=11)
+    body = ("retry: 200\n\n"
+            f"event: snapshot\ndata: {json.dumps(full)}\n\n"
+            "event: snapshot\ndata: {\"not\": \"a snapshot\"}\n\n"
+            f"event: snapshot\ndata: {json.dumps(stray)}\n\n")
+    calls = []
+
+    def stream(route):
+        calls.append(1)
+        if len(calls) == 1:
+            route.fulfill(status=200, content_type="text/event-stream", body=body)
+        else:
+            route.continue_()
+
+    page.route("**/api/stream", stream)
+    page.goto(agent.url)
+    # the canned full frame, then the agent's own on the new connection
+    until(page, "window.__gpuflow.resyncs === 1 && window.__gpuflow.connection === 'live' "
+                "&& window.__gpuflow.fullFrames >= 2", timeout=10000)
+    assert hook(page, "badFrames") == 1
+    assert hook(page, "connects") >= 2
+    assert hook(page, "graph")["nodes"] == sorted(
+        {"host"} | {f"d:{d['index']}" for d in snap["devices"]} | {f"p:{p['pid']}" for p in snap["processes"]}
+        | {f"p:{t['pid']}" for t in snap["traced"]})
