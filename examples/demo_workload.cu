@@ -28,6 +28,7 @@
 #include <cxxabi.h>
 #include <nvtx3/nvToolsExtCudaRt.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -269,6 +270,7 @@ int main(int argc, char **argv)
     std::printf("demo_workload: %d iterations, %d layers, 3 named streams + null stream\n",
                 iterations, layers);
 
+    const auto loop_start = std::chrono::steady_clock::now();
     for (int it = 0; it < iterations; it++) {
         int cur = it & 1, nxt = cur ^ 1;
         int *tok = d_tokens + cur * seq;
@@ -305,7 +307,10 @@ int main(int argc, char **argv)
                    0.0);
     }
     CHECK(cudaDeviceSynchronize());
+    const double elapsed_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - loop_start).count();
     std::printf("demo_workload: done, last activation %g\n", (double)h_out[0]);
+    std::printf("elapsed_ms=%.3f (the iteration loop, for bench/overhead.py)\n", elapsed_ms);
 
     long long total = 0;
     std::printf("==== gpuflow-demo-counts ====\n");
