@@ -31,6 +31,7 @@ def test_kill_the_agent_and_restart_it_the_tab_recovers_without_reload(page, fre
     until(page, f"window.__gpuflow.connection === 'live' && window.__gpuflow.frames > {frames}",
                            timeout=10000)
     took = time.monotonic() - back
+    print(f"recovered {took:.2f} s after the agent was back")
     assert took <= 5.0, f"recovered {took:.1f} s after the agent was back"
     assert page.evaluate("window.__sameDocument") == 42, "the page was reloaded"
     # the new agent's first frame is a full one, and the page drew it
