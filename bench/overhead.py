@@ -73,7 +73,10 @@ def main() -> int:
         order = MODES[r % 3:] + MODES[:r % 3]
         for name, metric, cmd in workloads:
             for mode in order:
-                results[name][mode].append(run_once(mode, cmd, metric, args.floor_lib))
+                value = run_once(mode, cmd, metric, args.floor_lib)
+                results[name][mode].append(value)
+                # progress as it comes, so a run stopped by a time limit still leaves its numbers
+                print(f"round {r + 1}/{args.rounds} {name} {mode} {metric}={value:.6g}", flush=True)
     worst_pct = float("-inf")
     worst_floor = 0.0
     summary = {}

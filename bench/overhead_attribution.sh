@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# bench/overhead_attribution.sh — where does `gpuflow run`'s cost above the CUPTI floor come from?
+#
+# Times one workload (a command printing METRIC=<value>) under variants that add one piece of
+# GPUFlow at a time, interleaved round by round, and prints medians:
+#   bare | floor (bench/floor) | floor+nvtx (NVTX_INJECTION64_PATH set) | inject (libgpuflow_inject.so
+#   alone, no agent: ring fills and drops) | inject-nonvtx | run (gpuflow run) | run-nonvml (NVML off)
+# Usage: bench/overhead_attribution.sh FLOOR_LIB METRIC ROUNDS -- CMD ARGS...
+set -uo pipefail
+FLOOR=$1; METRIC=$2; ROUNDS=$3; shift 4
+PY=${PYTHON:-python3}
+INJECT=$($PY -c "from gpuflow.cli.injection import inject_library_path as p; print(p())")
+CUPTI=$($PY -c "from gpuflow.cli.injection import cupti_library_candidates as c; print(c()[0])")
+VARIANTS="bare floor floor-nvtx inject inject-nonvtx run run-nonvml"
+declare -A RES
+one() {
+  local v=$1; shift
+  local out
+  case $v in
+    bare) out=$("$@") ;;
+    floor) out=$(CUDA_INJECTION64_PATH=$FLOOR "$@") ;;
+    floor-nvtx) out=$(CUDA_INJECTION64_PATH=$FLOOR NVTX_INJECTION64_PATH=$CUPTI "$@") ;;
+    inject) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_SESSION=attr$$ GPUFLOW_CUPTI_PATH=$CUPTI NVTX_INJECTION64_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 "$@") ;;
+    inject-nonvtx) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_SESSION=attr$$ GPUFLOW_CUPTI_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 "$@") ;;
+    run) out=$($PY -m gpuflow run --port 0 --no-summary -- "$@" 2>/dev/null) ;;
+    run-nonvml) out=$(GPUFLOW_DISABLED_PLUGINS=nvml $PY -m gpuflow run --port 0 --no-summary -- "$@" 2>/dev/null) ;;
+  esac
+  rm -f /dev/shm/gpuflow-attr$$-* 2>/dev/null
+  echo "$out" | grep -o "$METRIC=[0-9.eE+-]*" | cut -d= -f2
+}
+for r in $(seq "$ROUNDS"); do
+  for v in $VARIANTS; do RES[$v]+="$(one "$v" "$@") "; done
+done
+for v in $VARIANTS; do
+  echo "$v ${RES[$v]}" | $PY -c "
+import sys, statistics
+name, *vals = sys.stdin.read().split(); vals = [float(x) for x in vals]
+print(f'{name:<14} median={statistics.median(vals):.4f} runs=' + ' '.join(f'{x:.4f}' for x in vals))"
+done
