@@ -1,7 +1,8 @@
 """The end-of-run summary ``gpuflow run`` prints: top kernels, transfers, drops, CUPTI status.
 
 Constraints: built from the final published Snapshot only (the one contract); written to stderr
-so it never mixes with the traced program's own stdout.
+so it never mixes with the traced program's own stdout. Means are over timed launches only
+(``KernelStat.timed``); where nothing was timed the time is "—", never a guessed 0.
 """
 
 from __future__ import annotations
@@ -11,45 +12,69 @@ from typing import TextIO
 from gpuflow.core.snapshot import Snapshot, TracedProcess
 
 TOP_KERNELS = 10
+NO_CUDA = "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
 
 
-def _ms(ns: int | None) -> str:
-    return "—" if ns is None else f"{ns / 1e6:.3f} ms"
+def format_duration(ns: int | None) -> str:
+    if ns is None:
+        return "—"
+    if ns >= 1_000_000_000:
+        return f"{ns / 1e9:.3f} s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1_000:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns} ns"
 
 
-def _bytes(n: int) -> str:
+def format_size(n: int) -> str:
+    value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+        if value < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns
 
 
-def _process_block(t: TracedProcess, out: TextIO) -> None:
-    status = "running" if t.state == "running" else f"exited {t.exit_status if t.exit_status is not None else '?'}"
-    out.write(f"  pid {t.pid} ({t.name or '?'}), {status}, CUPTI {t.cupti_status}"
-              + (f": {t.cupti_detail}" if t.cupti_detail else "") + "\n")
+def format_process(t: TracedProcess, top: int = TOP_KERNELS) -> list[str]:
+    status = "running" if t.state == "running" else (
+        f"exited with status {t.exit_status}" if t.exit_status is not None else "exited")
+    cupti = t.cupti_status + (f" ({t.cupti_detail})" if t.cupti_detail else "")
+    lines = [f"pid {t.pid} ({t.name or '?'}): {status}; CUPTI {cupti}; {t.records} records"]
     if t.truncated:
-        out.write("    TRUNCATED: the process ended without its exit flush; the last records may be missing\n")
+        lines.append("  TRUNCATED: the process ended without its exit flush, or its ring held malformed "
+                     "records; the last records may be missing")
     if t.dropped_ring or t.dropped_cupti:
-        out.write(f"    DROPPED: {t.dropped_ring} records (ring full), {t.dropped_cupti} (inside CUPTI): "
-                  "aggregates below are incomplete\n")
+        lines.append(f"  DROPPED: {t.dropped_ring} records (ring full), {t.dropped_cupti} (inside CUPTI): "
+                     "the totals below are lower bounds")
     if t.kernels:
         launches = sum(k.count for k in t.kernels)
-        out.write(f"    {launches} kernel launches, {len(t.kernels)} distinct kernels; top by total time:\n")
-        out.write(f"      {'count':>10}  {'total':>12}  {'mean':>12}  kernel\n")
-        for k in t.kernels[:TOP_KERNELS]:
-            mean = k.total_ns // k.count if k.count else None
-            out.write(f"      {k.count:>10}  {_ms(k.total_ns):>12}  {_ms(mean):>12}  {k.name}\n")
+        lines.append(f"  {launches} kernel launches, {len(t.kernels)} kernels; top {min(top, len(t.kernels))} "
+                     "by total time:")
+        lines.append(f"    {'launches':>10}  {'total':>12}  {'mean':>12}  kernel")
+        for k in t.kernels[:top]:
+            timed = k.timed or 0
+            total = format_duration(k.total_ns) if timed else "—"
+            mean = format_duration(k.total_ns // timed) if timed else "—"
+            lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {k.name}")
+    else:
+        lines.append("  no kernels")
     for tr in t.transfers:
-        out.write(f"    {tr.direction:>6}: {tr.count} transfers, {_bytes(tr.bytes)}, {_ms(tr.total_ns)}\n")
+        time = format_duration(tr.total_ns) if tr.timed else "—"
+        lines.append(f"  {tr.direction:>6}: {tr.count} transfers, {format_size(tr.bytes)}, {time}")
+    return lines
+
+
+def format_summary(traced: tuple[TracedProcess, ...], top: int = TOP_KERNELS) -> str:
+    if not traced:
+        return NO_CUDA
+    lines: list[str] = []
+    for t in traced:
+        lines.extend(format_process(t, top))
+    return "\n".join(lines) + "\n"
 
 
 def write_summary(snapshot: Snapshot | None, out: TextIO) -> None:
     out.write("gpuflow: end-of-run summary\n")
-    traced = snapshot.traced if snapshot is not None else ()
-    if not traced:
-        out.write("  no CUDA activity was seen: the program (and its children) never initialised CUDA\n")
-        return
-    for t in traced:
-        _process_block(t, out)
+    body = format_summary(snapshot.traced if snapshot is not None else ())
+    out.write("".join(f"  {line}\n" for line in body.splitlines()))

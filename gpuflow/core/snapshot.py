@@ -99,10 +99,11 @@ class KernelStat:
 
     name: str  #: demangled, for display
     mangled: str  #: as the compiler emitted it
-    count: int
-    total_ns: int
-    min_ns: int | None
+    count: int  #: every launch
+    total_ns: int  #: over the timed launches
+    min_ns: int | None  #: None when no launch had timing
     max_ns: int | None
+    timed: int | None = None  #: launches with timing (CUPTI can give none); the mean is total_ns / timed
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,8 @@ class TransferStat:
     direction: str  #: one of TRANSFER_DIRECTIONS
     count: int
     bytes: int
-    total_ns: int
+    total_ns: int  #: over the timed transfers
+    timed: int | None = None  #: transfers with timing
 
 
 @dataclass(frozen=True, slots=True)

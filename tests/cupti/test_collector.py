@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gpuflow.collectors.cupti import rings as R
-from gpuflow.collectors.cupti.collector import CuptiCollector, format_summary
+from gpuflow.cli.summary import NO_CUDA, format_summary
+from gpuflow.collectors.cupti.collector import CuptiCollector
 
 from .conftest import fake_pid
 
@@ -275,7 +276,7 @@ def test_start_sweeps_stale_rings_of_dead_sessions(collector_factory, rings, tmp
 def test_summary(collector_factory, rings):
     c = collector_factory()
     c.poll()
-    assert c.summary() == "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
+    assert format_summary(c.part().traced) == NO_CUDA
     p = rings.producer(pid=fake_pid())
     fill(p)
     p.memcpy(0, 1, 7, 5, 0, 2, 1 << 20)  # untimed
@@ -284,7 +285,7 @@ def test_summary(collector_factory, rings):
     p.mark_exited()
     c.set_exit_status(p.pid, 130)
     poll_until(c, lambda part: part.traced)
-    text = c.summary()
+    text = format_summary(c.part().traced)
     assert f"pid {p.pid} (?): exited with status 130; CUPTI ok;" in text
     assert "DROPPED: 0 records (ring full), 2 (inside CUPTI)" in text
     assert "4 kernel launches, 1 kernels" in text and "attention_fwd" in text
@@ -295,6 +296,6 @@ def test_summary(collector_factory, rings):
 def test_format_summary_marks_truncation():
     from gpuflow.core.snapshot import TracedProcess
 
-    text = format_summary((TracedProcess(pid=1, session="s", truncated=True, state="exited"),), saw_cuda=True)
+    text = format_summary((TracedProcess(pid=1, session="s", truncated=True, state="exited"),))
     assert text.startswith("pid 1 (?): exited; CUPTI starting; 0 records\n  TRUNCATED")
     assert text.endswith("  no kernels\n")

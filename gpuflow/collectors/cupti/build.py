@@ -85,7 +85,7 @@ class TracedBuilder:
 
     def _kernel_stats(self, decoder: Any) -> tuple[KernelStat, ...]:
         out = []
-        for name_id, count, _timed, total, mn, mx in decoder.kernels():
+        for name_id, count, timed, total, mn, mx in decoder.kernels():
             cached = self._kernels.get(name_id)
             if cached is not None and cached[0] == count and cached[1] == total:
                 out.append(cached[2])
@@ -93,7 +93,7 @@ class TracedBuilder:
             mangled = self._name(decoder, name_id) or ""
             display = demangle(mangled) if mangled else UNNAMED_KERNEL
             stat = KernelStat(name=display, mangled=mangled, count=count, total_ns=total,
-                              min_ns=mn, max_ns=mx)
+                              min_ns=mn, max_ns=mx, timed=timed)
             self._kernels[name_id] = (count, total, stat)
             out.append(stat)
         out.sort(key=lambda k: (-k.total_ns, -k.count, k.name))
@@ -108,8 +108,8 @@ class TracedBuilder:
         offset = 0 if clock is None else clock[1] - clock[0]
         nulls = decoder.null_streams()
         kernels = self._kernel_stats(decoder)
-        transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t)
-                          for d, c, _timed, b, t in decoder.transfers() if c)
+        transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t, timed=timed)
+                          for d, c, timed, b, t in decoder.transfers() if c)
         lanes = []
         window_start = window_end = None
         max_seq = self._after_seq

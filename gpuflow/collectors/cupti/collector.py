@@ -13,7 +13,7 @@ One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
 
 ``set_exit_status(pid, status)`` records the shell-style status the CLI saw for its direct child;
 ``CollectorContext.exit_statuses`` (the CLI's ``record_exit``) is read as well. :meth:`stop` drains
-everything one last time and publishes the final part. :meth:`summary` is the end-of-run text.
+everything one last time and publishes the final part. The end-of-run text is gpuflow.cli.summary, built from the final snapshot.
 
 Constraints: never imports the NVML collector; the decoders are touched only by this thread (and
 by :meth:`stop` after the thread has ended); the part is swapped in with one assignment, so
@@ -125,7 +125,7 @@ class CuptiCollector:
     def stop(self) -> None:
         """Stop the thread, drain everything one last time, publish the final part, release rings.
 
-        Idempotent; after it the collector keeps answering :meth:`part` and :meth:`summary`.
+        Idempotent; after it the collector keeps answering :meth:`part`.
         """
         if self._stopped:
             return
@@ -351,22 +351,6 @@ class CuptiCollector:
         except OSError as exc:  # pragma: no cover - a sweep failure only leaves files behind
             log.warning("sweeping stale rings failed: %s", exc)
 
-    # -- end of run ----------------------------------------------------------------------------
-    def summary(self, top: int = 10) -> str:
-        """The end-of-run text: per process, top kernels by total time, transfers, drops, CUPTI status.
-
-        Means are over the launches that had timing (the decoders know how many; KernelStat does not).
-        """
-        timed: dict[tuple[int, str], int] = {}
-        with self._poll_lock:  # the decoders are the drain thread's: read them between passes
-            for ring in self._rings.values():
-                names = ring.decoder.names()
-                for name_id, _count, n_timed, *_rest in ring.decoder.kernels():
-                    timed[(ring.pid, names[name_id][0] if name_id else "")] = n_timed
-                for direction, _count, n_timed, *_rest in ring.decoder.transfers():
-                    timed[(ring.pid, direction)] = n_timed
-        return format_summary(self._part.traced, saw_cuda=self.saw_cuda, top=top, timed=timed)
-
 
 def _unlink_quietly(path: Path) -> None:
     try:
@@ -374,64 +358,3 @@ def _unlink_quietly(path: Path) -> None:
     except OSError:
         pass
 
-
-def _dur(ns: int | None) -> str:
-    if ns is None:
-        return "—"
-    if ns >= 1_000_000_000:
-        return f"{ns / 1e9:.3f} s"
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1_000:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns} ns"
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def format_summary(traced: tuple[TracedProcess, ...], *, saw_cuda: bool, top: int = 10,
-                   timed: dict[tuple[int, str], int] | None = None) -> str:
-    """Plain-text summary of traced processes (see :meth:`CuptiCollector.summary`).
-
-    ``timed``: (pid, mangled name or direction) → executions with timing, for exact means; where it
-    is not known the mean is shown as "—" rather than guessed from ``total_ns / count``, and a
-    direction none of whose copies had timing shows "—" rather than a time of 0.
-    """
-    if not saw_cuda or not traced:
-        return "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
-    lines = []
-    for t in traced:
-        status = "running" if t.state == "running" else (
-            f"exited with status {t.exit_status}" if t.exit_status is not None else "exited")
-        cupti = t.cupti_status + (f" ({t.cupti_detail})" if t.cupti_detail else "")
-        lines.append(f"pid {t.pid} ({t.name or '?'}): {status}; CUPTI {cupti}; {t.records} records")
-        if t.truncated:
-            lines.append("  TRUNCATED: the process ended without its exit flush, or its ring held malformed "
-                         "records; the last records may be missing")
-        if t.dropped_ring or t.dropped_cupti:
-            lines.append(f"  DROPPED: {t.dropped_ring} records (ring full), {t.dropped_cupti} (inside CUPTI): "
-                         "the totals below are lower bounds")
-        if t.kernels:
-            launches = sum(k.count for k in t.kernels)
-            lines.append(f"  {launches} kernel launches, {len(t.kernels)} kernels; top {min(top, len(t.kernels))} "
-                         "by total time:")
-            lines.append(f"    {'launches':>10}  {'total':>12}  {'mean':>12}  kernel")
-            for k in t.kernels[:top]:
-                n_timed = (timed or {}).get((t.pid, k.mangled), 0) if k.min_ns is not None else 0
-                mean = _dur(k.total_ns // n_timed) if n_timed else "—"
-                total = _dur(k.total_ns) if k.min_ns is not None else "—"
-                lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {k.name}")
-        else:
-            lines.append("  no kernels")
-        for tr in t.transfers:
-            n_timed = (timed or {}).get((t.pid, tr.direction), tr.count)
-            lines.append(f"  {tr.direction:>6}: {tr.count} transfers, {_size(tr.bytes)}, "
-                         f"{_dur(tr.total_ns) if n_timed else '—'}")
-    return "\n".join(lines) + "\n"
