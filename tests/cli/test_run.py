@@ -85,3 +85,31 @@ def test_child_stdin_is_passed_through(injection_built):
                             timeout=60)
     assert result.returncode == 0
     assert result.stdout == "hello through gpuflow\n"
+
+
+def test_linger_keeps_serving_the_final_state_until_ctrl_c(injection_built):
+    import json
+    import urllib.request
+
+    from tests.cli.conftest import URL_RE
+
+    proc = subprocess.Popen([sys.executable, "-m", "gpuflow", "run", "--port", "0", "--linger", "--",
+                             "sh", "-c", "exit 5"], env=NO_NVML, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    port = None
+    lines = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        m = URL_RE.search(line)
+        if m and port is None:
+            port = int(m.group(1))
+        if "--linger" in line:
+            break
+    assert port is not None and "exited with status 5" in "".join(lines), "".join(lines)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
+        assert json.load(resp)["schema"] == 1  # still serving after the program ended
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=15) == 5
