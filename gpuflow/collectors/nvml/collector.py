@@ -24,8 +24,10 @@ Faults, none of which stops the agent:
 
 Constraints: NVML is initialized on the poll thread, never at import or in ``start`` (which must
 return at once, inside the serving process); device handles and static facts (uuid, name, PCI
-bus id) are fetched once per init; the tick budget is 1 ms per GPU (docs/nvml.md has the
-measurements); nvmlShutdown happens in :meth:`stop` (and at interpreter exit if stop was missed).
+bus id) are fetched once per init; the tick budget is 1 ms per GPU and its goal is at most 1.2×
+the bare pynvml calls (docs/nvml.md has the measurements), so the tick calls the backend inline
+and rebuilds a frozen Device / Attachment / Process only when its readings changed;
+nvmlShutdown happens in :meth:`stop` (and at interpreter exit if stop was missed).
 """
 
 from __future__ import annotations
@@ -35,13 +37,21 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import fields, replace
 from typing import Any, Callable
 
-from gpuflow.collectors.nvml.backend import NvmlBackend, ProcessInfo
+import pynvml
+
+from gpuflow.collectors.nvml.backend import NvmlBackend
 from gpuflow.collectors.nvml.procinfo import LinuxProcReader, ProcReader, describe_cmdline
-from gpuflow.collectors.nvml.query import DeviceLost, explain_init_error, nvml_query
-from gpuflow.collectors.nvml.sampler import Sampled, Sampler
+from gpuflow.collectors.nvml.query import (
+    SENTINELS,
+    DeviceLost,
+    explain_init_error,
+    failed_query,
+    nvml_query,
+)
+from gpuflow.collectors.nvml.sampler import Sampler
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.snapshot import Attachment, Device, HostInfo, Problem, Process, SnapshotPart
 
@@ -53,15 +63,50 @@ FIRST_SAMPLE_WAIT_S = 0.5  #: how long the first tick waits for the sampler's fi
 MIN_GAP_S = 0.005  #: the poll thread never spins, whatever the interval and the poll time
 
 
-@dataclass(frozen=True)
 class _Gpu:
-    """What is fetched once per init for one device."""
+    """One device: what is fetched once per init, and what the last tick made of it.
 
-    index: int
-    handle: Any
-    uuid: str
-    name: str | None
-    pci_bus_id: str | None
+    The identity is fixed per init. ``readings`` (the raw answers of the last tick) and
+    ``device`` (the Device built from them) let a tick whose answers did not change hand out
+    the very same Device object; ``attached`` keeps last tick's Attachment per pid for the same
+    reason. Only the poll thread reads or writes the mutable half.
+    """
+
+    __slots__ = ("index", "handle", "uuid", "name", "pci_bus_id", "readings", "device",
+                 "attached", "lost_device", "blank_device")
+
+    def __init__(self, index: int, handle: Any, uuid: str, name: str | None,
+                 pci_bus_id: str | None) -> None:
+        self.index = index
+        self.handle = handle
+        self.uuid = uuid
+        self.name = name
+        self.pci_bus_id = pci_bus_id
+        self.readings: tuple[Any, ...] | None = None
+        self.device: Device | None = None
+        self.attached: dict[int, Attachment] = {}
+        #: what a lost GPU, or one whose reading failed with a bug, shows: its identity only
+        self.lost_device = Device(index, uuid, name, pci_bus_id, True)
+        self.blank_device = Device(index, uuid, name, pci_bus_id, False)
+
+
+#: Device's fields in the order the tick passes them (positional construction is the cheapest);
+#: checked against the contract at import so a change in snapshot.py fails loudly, not silently.
+_DEVICE_FIELDS = ("index", "uuid", "name", "pci_bus_id", "lost", "utilization_gpu_pct",
+                  "utilization_memory_pct", "memory_used_bytes", "memory_total_bytes",
+                  "temperature_c", "power_draw_w", "power_limit_w", "clock_sm_mhz", "clock_mem_mhz",
+                  "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "mig_mode")
+_ATTACHMENT_FIELDS = ("device_index", "device_uuid", "kind", "memory_used_bytes", "sm_util_pct",
+                      "mem_util_pct")
+_PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments")
+_PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems")
+for _cls, _names in ((Device, _DEVICE_FIELDS), (Attachment, _ATTACHMENT_FIELDS),
+                     (Process, _PROCESS_FIELDS), (SnapshotPart, _PART_FIELDS)):
+    if tuple(f.name for f in fields(_cls)) != _names:  # pragma: no cover - a contract change
+        raise ImportError(f"gpuflow.core.snapshot.{_cls.__name__} fields changed; update the "
+                          "positional construction in gpuflow/collectors/nvml/collector.py")
+
+_NO_SAMPLE = (None, None, None)  #: Sampled.device_fields before the sampler's first sweep
 
 
 def cuda_version_text(version: int | None) -> str | None:
@@ -104,7 +149,9 @@ class NvmlCollector:
         self._host = HostInfo(hostname=self._hostname)
         self._gpus: tuple[_Gpu, ...] = ()
         self._busy: frozenset[int] | None = None  # GPUs that had processes at the last tick
+        self._busy_list: list[int] | None = None  # the same, as the tick found them
         self._unresolved_streak = 0
+        self._known_procs: dict[int, tuple[Any, tuple[Attachment, ...], Process]] = {}  # last tick's
 
         self._part: SnapshotPart | None = None
         self._lock = threading.Lock()  # guards _part against the stall check in latest()
@@ -217,7 +264,7 @@ class NvmlCollector:
             if not self._initialized and not self._try_init():
                 part = SnapshotPart(source=SOURCE, host=self._host, problems=self._problems_base())
                 return self._publish(part)
-            t0 = self._monotonic()
+            t0 = self._poll_started  # _try_init moves it past a slow init: that is not a slow poll
             part = self._tick()
             elapsed = self._monotonic() - t0
             self.last_poll_s = elapsed
@@ -293,131 +340,204 @@ class NvmlCollector:
                     f"GPU {index} could not be opened through NVML (no permission or not "
                     "supported) and is not shown")))
                 continue
-            gpus.append(_Gpu(
-                index=index,
-                handle=handle,
-                uuid=_static(b.uuid, handle) or f"nvml-index-{index}",
-                name=_static(b.name, handle),
-                pci_bus_id=_static(b.pci_bus_id, handle),
-            ))
+            gpus.append(_Gpu(index, handle, _static(b.uuid, handle) or f"nvml-index-{index}",
+                             _static(b.name, handle), _static(b.pci_bus_id, handle)))
         if count == 0:
             problems.append(Problem(SOURCE, "NVML found no NVIDIA GPUs on this machine",
                                     severity="info"))
         self._gpus = tuple(gpus)
-        self._busy = None
+        self._busy = self._busy_list = None
+        self._known_procs = {}
         self._static_problems = tuple(problems)
 
     # -- one tick -------------------------------------------------------------------------------
+    # The hot path (docs/nvml.md, "Cost"): every backend call is made inline with its own
+    # try/except (free in CPython 3.11+ when nothing is raised), and its error, if any, goes
+    # through failed_query, the same mapping nvml_query applies. Values are cleaned (sentinels →
+    # None, units) and frozen objects built only when the raw answers changed since last tick.
     def _tick(self) -> SnapshotPart:
         problems = list(self._problems_base())
         devices: list[Device] = []
         held: dict[int, list[Attachment]] = {}
-        busy = set()
-        now_us = int(self._clock() * 1e6)
+        busy: list[int] = []
+        oldest_us = None  # per-process samples older than this are not shown
         for gpu in self._gpus:
             try:
-                device, attachments = self._read_gpu(gpu, now_us)
+                device, attachments = self._read_gpu(gpu)
+                if attachments:
+                    if oldest_us is None:
+                        oldest_us = int(self._clock() * 1e6) - int(self.sampler.fresh_s * 1e6)
+                    attachments = self._attachments(gpu, attachments, oldest_us)
             except DeviceLost as exc:
-                device, attachments = self._identity(gpu, lost=True), {}
+                gpu.readings = None
+                gpu.attached = {}
+                device, attachments = gpu.lost_device, ()
                 problems.append(Problem(SOURCE, severity="error", message=(
                     f"GPU {gpu.index} ({gpu.name or 'unknown'}, {gpu.uuid}) is lost: NVML says "
                     f"\"{exc}\". Its readings are blank; the other GPUs keep updating. A GPU reset "
                     "or a reboot is usually needed (see dmesg for Xid errors).")))
             except Exception as exc:  # noqa: BLE001 - a bug or odd backend: lose this GPU only
                 log.exception("reading GPU %d failed", gpu.index)
-                device, attachments = self._identity(gpu, lost=False), {}
+                gpu.readings = None
+                gpu.attached = {}
+                device, attachments = gpu.blank_device, ()
                 problems.append(Problem(SOURCE, severity="error", message=(
                     f"reading GPU {gpu.index} failed ({type(exc).__name__}: {exc}); "
                     "its readings are blank")))
             devices.append(device)
             if attachments:
-                busy.add(gpu.index)
-            for pid, attachment in attachments.items():
-                held.setdefault(pid, []).append(attachment)
-        self._busy = frozenset(busy)
-        processes = self._describe(held, problems)
-        return SnapshotPart(source=SOURCE, host=self._host, devices=tuple(devices),
-                            processes=processes, problems=tuple(problems))
+                busy.append(gpu.index)
+                for pid, attachment in attachments:
+                    mine = held.get(pid)
+                    if mine is None:
+                        held[pid] = [attachment]
+                    else:
+                        mine.append(attachment)
+        if busy != self._busy_list:
+            self._busy_list = busy
+            self._busy = frozenset(busy)
+        processes = self._describe(held, problems) if held else self._no_processes()
+        return SnapshotPart(SOURCE, self._host, tuple(devices), processes, (), tuple(problems))
+
+    def _read_gpu(self, gpu: _Gpu) -> tuple[Device, Any]:
+        """The GPU's Device, and its raw process entries: ``((compute, graphics, sampled))`` or ()."""
+        b, h, Error = self._b, gpu.handle, pynvml.NVMLError
+        try:
+            util = b.utilization(h)
+        except Error as exc:
+            util = failed_query(exc, b.utilization)
+        try:
+            mem = b.memory(h)
+        except Error as exc:
+            mem = failed_query(exc, b.memory)
+        try:
+            temperature = b.temperature(h)
+        except Error as exc:
+            temperature = failed_query(exc, b.temperature)
+        try:
+            power = b.power_usage(h)
+        except Error as exc:
+            power = failed_query(exc, b.power_usage)
+        try:
+            limit = b.power_limit(h)
+        except Error as exc:
+            limit = failed_query(exc, b.power_limit)
+        try:
+            clock_sm = b.clock_sm(h)
+        except Error as exc:
+            clock_sm = failed_query(exc, b.clock_sm)
+        try:
+            clock_mem = b.clock_mem(h)
+        except Error as exc:
+            clock_mem = failed_query(exc, b.clock_mem)
+        try:
+            compute = b.compute_processes(h)
+        except Error as exc:
+            compute = failed_query(exc, b.compute_processes)
+        try:
+            graphics = b.graphics_processes(h)
+        except Error as exc:
+            graphics = failed_query(exc, b.graphics_processes)
+        sampled = self.sampler.get(gpu.index)
+        readings = (util, mem, temperature, power, limit, clock_sm, clock_mem,
+                    _NO_SAMPLE if sampled is None else sampled.device_fields)
+        if readings == gpu.readings:
+            device = gpu.device
+        else:
+            gpu.readings = readings
+            gpu.device = device = self._device(gpu, readings)
+        if compute or graphics:
+            return device, (compute, graphics, sampled)
+        if gpu.attached:
+            gpu.attached = {}
+        return device, ()
 
     @staticmethod
-    def _identity(gpu: _Gpu, lost: bool) -> Device:
-        return Device(index=gpu.index, uuid=gpu.uuid, name=gpu.name, pci_bus_id=gpu.pci_bus_id,
-                      lost=lost)
-
-    def _read_gpu(self, gpu: _Gpu, now_us: int) -> tuple[Device, dict[int, Attachment]]:
-        b, h, q = self._b, gpu.handle, nvml_query
-        util = q(b.utilization, h)
-        mem = q(b.memory, h)
-        temperature = q(b.temperature, h)
-        power = q(b.power_usage, h)
-        limit = q(b.power_limit, h)
-        clock_sm = q(b.clock_sm, h)
-        clock_mem = q(b.clock_mem, h)
-        compute = q(b.compute_processes, h, not_found=[])
-        graphics = q(b.graphics_processes, h, not_found=[])
-        sampled = self.sampler.get(gpu.index)
-        device = Device(
-            index=gpu.index,
-            uuid=gpu.uuid,
-            name=gpu.name,
-            pci_bus_id=gpu.pci_bus_id,
-            utilization_gpu_pct=None if util is None else util.gpu,
-            utilization_memory_pct=None if util is None else util.memory,
-            memory_used_bytes=None if mem is None else mem.used,
-            memory_total_bytes=None if mem is None else mem.total,
-            temperature_c=temperature,
-            power_draw_w=None if power is None else power / 1000,
-            power_limit_w=None if limit is None else limit / 1000,
-            clock_sm_mhz=clock_sm,
-            clock_mem_mhz=clock_mem,
-            pcie_tx_bytes_per_s=None if sampled is None else sampled.pcie_tx_bytes_per_s,
-            pcie_rx_bytes_per_s=None if sampled is None else sampled.pcie_rx_bytes_per_s,
-            mig_mode=None if sampled is None else sampled.mig_mode,
+    def _device(gpu: _Gpu, readings: tuple[Any, ...]) -> Device:
+        """A Device from one tick's raw answers: sentinels → None, mW → W."""
+        util, mem, temperature, power, limit, clock_sm, clock_mem, (tx, rx, mig) = readings
+        if util is None:
+            util_gpu = util_mem = None
+        else:
+            util_gpu, util_mem = util
+            if util_gpu in SENTINELS:
+                util_gpu = None
+            if util_mem in SENTINELS:
+                util_mem = None
+        if mem is None:
+            mem_total = mem_used = None
+        else:
+            mem_total, mem_used = mem
+            if mem_total in SENTINELS:
+                mem_total = None
+            if mem_used in SENTINELS:
+                mem_used = None
+        return Device(
+            gpu.index, gpu.uuid, gpu.name, gpu.pci_bus_id, False, util_gpu, util_mem, mem_used,
+            mem_total,
+            None if temperature in SENTINELS else temperature,
+            None if power is None or power in SENTINELS else power / 1000,
+            None if limit is None or limit in SENTINELS else limit / 1000,
+            None if clock_sm in SENTINELS else clock_sm,
+            None if clock_mem in SENTINELS else clock_mem,
+            tx, rx, mig,
         )
-        if not compute and not graphics:
-            return device, {}
-        return device, self._attachments(gpu, compute or (), graphics or (), sampled, now_us)
 
-    def _attachments(self, gpu: _Gpu, compute: Any, graphics: Any, sampled: Sampled | None,
-                     now_us: int) -> dict[int, Attachment]:
-        kinds: dict[int, list[Any]] = {}  # pid → [compute?, graphics?, memory]
-        entry: ProcessInfo
-        for entry in compute:
-            kinds[entry.pid] = [True, False, entry.used_memory]
-        for entry in graphics:
-            known = kinds.get(entry.pid)
+    def _attachments(self, gpu: _Gpu, raw: Any, oldest_us: int) -> list[tuple[int, Attachment]]:
+        """(pid, Attachment) for each process NVML lists on this GPU, in NVML's order.
+
+        A pid in both lists is one "compute+graphics" attachment (memory from the compute entry,
+        else the graphics one). An attachment equal to last tick's is that same object."""
+        compute, graphics, sampled = raw
+        kinds: dict[int, list[Any]] = {}  # pid → [kind, memory]
+        for pid, memory in compute or ():
+            kinds[pid] = ["compute", memory]
+        for pid, memory in graphics or ():
+            known = kinds.get(pid)
             if known is None:
-                kinds[entry.pid] = [False, True, entry.used_memory]
+                kinds[pid] = ["graphics", memory]
             else:
-                known[1] = True
-                if known[2] is None:
-                    known[2] = entry.used_memory
+                known[0] = "compute+graphics"
+                if known[1] is None or known[1] in SENTINELS:
+                    known[1] = memory
         util = sampled.proc_util if sampled is not None and sampled.proc_util_supported else None
-        oldest = now_us - int(self.sampler.fresh_s * 1e6)
-        out = {}
-        for pid, (is_compute, is_graphics, memory) in kinds.items():
+        before, now = gpu.attached, {}
+        out = []
+        for pid, (kind, memory) in kinds.items():
+            if memory in SENTINELS:
+                memory = None
             sample = None if util is None else util.get(pid)
-            if sample is not None and sample.timestamp_us < oldest:
-                sample = None
-            out[pid] = Attachment(
-                device_index=gpu.index,
-                device_uuid=gpu.uuid,
-                kind="compute+graphics" if is_compute and is_graphics else (
-                    "compute" if is_compute else "graphics"),
-                memory_used_bytes=memory,
-                sm_util_pct=None if sample is None else sample.sm,
-                mem_util_pct=None if sample is None else sample.mem,
-            )
+            if sample is None or sample.timestamp_us < oldest_us:
+                sm = mem_util = None
+            else:
+                sm, mem_util = sample.sm, sample.mem
+            a = before.get(pid)
+            if (a is None or a.kind != kind or a.memory_used_bytes != memory
+                    or a.sm_util_pct != sm or a.mem_util_pct != mem_util):
+                a = Attachment(gpu.index, gpu.uuid, kind, memory, sm, mem_util)
+            now[pid] = a
+            out.append((pid, a))
+        gpu.attached = now
         return out
 
+    def _no_processes(self) -> tuple[Process, ...]:
+        self._unresolved_streak = 0
+        if self._known_procs:
+            self._known_procs = {}
+        return ()
+
     def _describe(self, held: dict[int, list[Attachment]], problems: list[Problem]) -> tuple[Process, ...]:
-        """Name the pids from /proc; drop those that vanished (unless none of them can be seen)."""
-        if not held:
-            self._unresolved_streak = 0
-            return ()
-        facts = {pid: self._procs.read(pid) for pid in held}
-        if any(f is not None for f in facts.values()):
-            self._unresolved_streak = 0
+        """Name the pids from /proc; drop those that vanished (unless none of them can be seen).
+
+        ``held[pid]`` lists the attachments in device order (the GPUs are read in index order).
+        A process equal to last tick's (same /proc facts, same attachment objects) is that
+        same object."""
+        read = self._procs.read
+        facts = [(pid, read(pid)) for pid in sorted(held)]
+        for _, f in facts:
+            if f is not None:
+                self._unresolved_streak = 0
+                break
         else:
             self._unresolved_streak += 1
         # NVML reports pids of the host's PID namespace. If none of them exist here twice in a
@@ -428,17 +548,23 @@ class NvmlCollector:
                 "NVML reports process ids that do not exist in this PID namespace (GPUFlow runs in "
                 "a container without the host's PID namespace?): process names, users and command "
                 "lines are unknown")))
+        before, now = self._known_procs, {}
         out = []
-        for pid in sorted(held):
-            f = facts[pid]
-            attachments = tuple(sorted(held[pid], key=lambda a: a.device_index))
-            if f is None:
-                if foreign:
-                    out.append(Process(pid=pid, attachments=attachments))
+        for pid, f in facts:
+            if f is None and not foreign:
                 continue  # vanished between NVML's answer and our look at /proc
-            out.append(Process(pid=pid, name=f.name, user=f.user,
-                               cmdline=describe_cmdline(f.argv, self._show_cmdline),
-                               attachments=attachments))
+            attachments = tuple(held[pid])
+            known = before.get(pid)
+            if known is not None and known[0] == f and known[1] == attachments:
+                process = known[2]
+            elif f is None:
+                process = Process(pid, None, None, None, attachments)
+            else:
+                process = Process(pid, f.name, f.user, describe_cmdline(f.argv, self._show_cmdline),
+                                  attachments)
+            now[pid] = (f, attachments, process)
+            out.append(process)
+        self._known_procs = now
         return tuple(out)
 
 

@@ -12,12 +12,17 @@ Modelled on nvitop's ``nvmlQuery``. :func:`nvml_query` calls a backend method an
 * ``NVMLError_GpuIsLost`` and ``NVMLError_Unknown`` → :class:`DeviceLost`, so the collector marks
   that one device lost and carries on with the others.
 
+The mapping of errors lives in :func:`failed_query` and that of sentinels in :data:`SENTINELS` /
+:func:`scrub`; :func:`nvml_query` is the two together. The collector's tick, which makes about
+ten calls per GPU, calls the backend inline (a ``try`` around each call) and uses those two
+pieces directly, so a successful call costs no extra Python frame.
+
 It also turns the errors of ``nvmlInit`` into one plain sentence for the user
 (:func:`explain_init_error`).
 
-Constraints: on the tick's hot path (about ten calls per GPU per tick): no allocation on the
-success path beyond what the backend returns; the log-once memory is bounded and locked because
-the poll and sampler threads both call through here.
+Constraints: on the tick's hot path: no allocation on the success path beyond what the backend
+returns; the log-once memory is bounded and locked because the poll and sampler threads both
+call through here.
 """
 
 from __future__ import annotations
@@ -63,33 +68,52 @@ def nvml_query(func: Callable[..., T], *args: Any, not_found: Any = None) -> T |
     """
     try:
         value = func(*args)
-    except (pynvml.NVMLError_NotSupported, pynvml.NVMLError_NoPermission):
+    except pynvml.NVMLError as exc:
+        return failed_query(exc, func, not_found)
+    if type(value) is int:  # the common case, without a second call
+        return None if (value == UINT_MAX or value == ULLONG_MAX) else value
+    return scrub(value)
+
+
+def failed_query(exc: BaseException, func: Callable[..., Any], not_found: Any = None) -> Any:
+    """What an NVML error raised by ``func`` means for its field: the error half of :func:`nvml_query`.
+
+    The collector's tick calls the backend inline (``try: v = b.temperature(h) except NVMLError
+    as exc: v = failed_query(exc, b.temperature)``) and cleans the values with :data:`SENTINELS`;
+    this function keeps the mapping in one place for both.
+
+    :returns: None (NotSupported, NoPermission, FunctionNotFound, any other error: logged once
+        per function and kind) or ``not_found`` (NotFound, and pynvml's "error 0").
+    :raises DeviceLost: for GPU_IS_LOST and Unknown.
+    """
+    if isinstance(exc, (pynvml.NVMLError_NotSupported, pynvml.NVMLError_NoPermission)):
         return None
-    except pynvml.NVMLError_NotFound:
+    if isinstance(exc, pynvml.NVMLError_NotFound):
         return not_found
-    except (pynvml.NVMLError_GpuIsLost, pynvml.NVMLError_Unknown) as exc:
+    if isinstance(exc, (pynvml.NVMLError_GpuIsLost, pynvml.NVMLError_Unknown)):
         raise DeviceLost(exc) from exc
-    except pynvml.NVMLError_FunctionNotFound:
+    if isinstance(exc, pynvml.NVMLError_FunctionNotFound):
         _log_once(func, "missing", "NVML function behind %s is missing from this driver's "
                   "libnvidia-ml (driver older than nvidia-ml-py); the field stays empty")
         return None
-    except pynvml.NVMLError as exc:
-        if getattr(exc, "value", None) == pynvml.NVML_SUCCESS:
-            return not_found  # a size query that found nothing, seen as "error 0" by pynvml
-        _log_once(func, type(exc).__name__, f"NVML call %s failed: {exc}; the field stays empty")
-        return None
-    if type(value) is int:  # the common case, without a second call
-        return None if (value == UINT_MAX or value == ULLONG_MAX) else value
-    return _scrub(value)
+    if getattr(exc, "value", None) == pynvml.NVML_SUCCESS:
+        return not_found  # a size query that found nothing, seen as "error 0" by pynvml
+    _log_once(func, type(exc).__name__, f"NVML call %s failed: {exc}; the field stays empty")
+    return None
 
 
-def _scrub(value: Any) -> Any:
+#: NVML's "value not available" integers: ``None if v in SENTINELS else v`` cleans one reading
+#: (``True``/``False``/``None`` are not in it; every reading it is applied to is hashable).
+SENTINELS = frozenset(_SENTINELS)
+
+
+def scrub(value: Any) -> Any:
     """Replace NVML sentinels by None: plain ints, NamedTuple fields, lists of NamedTuples."""
     t = type(value)
     if t is int:
         return None if (value == UINT_MAX or value == ULLONG_MAX) else value
     if t is list:
-        return [_scrub(v) for v in value] if value else value
+        return [scrub(v) for v in value] if value else value
     if t is str or value is None:
         return value
     # NamedTuple: test membership in C first; rebuild only when a sentinel is really there

@@ -50,6 +50,12 @@ class Sampled:
     mig_mode: str | None = None  #: "enabled" | "disabled" | None
     proc_util_supported: bool = False  #: NVML answered the per-process utilization call
     proc_util: dict[int, ProcUtil] = field(default_factory=dict)  #: pid → latest sample
+    #: (pcie_tx_bytes_per_s, pcie_rx_bytes_per_s, mig_mode): what the tick puts in the Device
+    device_fields: tuple[Any, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "device_fields",
+                           (self.pcie_tx_bytes_per_s, self.pcie_rx_bytes_per_s, self.mig_mode))
 
 
 def mig_text(mode: int | None) -> str | None:
