@@ -29,10 +29,7 @@ class Clocked:
     def tick(self):
         c = self.collector
         if self.forgetful:  # drop everything a tick could reuse: every object is built anew
-            for gpu in c._gpus:
-                gpu.readings = gpu.device = None
-                gpu.attached = {}
-            c._known_procs = {}
+            c.forget_built()
         if c.polls == 0:
             c.poll_once()
         c.sample_once()

@@ -43,6 +43,7 @@ from typing import Any, Callable
 import pynvml
 
 from gpuflow.collectors.nvml.backend import NvmlBackend
+from gpuflow.collectors.nvml.build import positional_constructor
 from gpuflow.collectors.nvml.procinfo import LinuxProcReader, ProcReader, describe_cmdline
 from gpuflow.collectors.nvml.query import (
     SENTINELS,
@@ -66,14 +67,15 @@ MIN_GAP_S = 0.005  #: the poll thread never spins, whatever the interval and the
 class _Gpu:
     """One device: what is fetched once per init, and what the last tick made of it.
 
-    The identity is fixed per init. ``readings`` (the raw answers of the last tick) and
-    ``device`` (the Device built from them) let a tick whose answers did not change hand out
-    the very same Device object; ``attached`` keeps last tick's Attachment per pid for the same
+    The identity is fixed per init. ``readings`` (the raw answers of the last tick), ``values``
+    (the Device fields made of them) and ``device`` (the Device of those values) let a tick
+    whose answers did not change hand out the very same Device object, and make a new Device
+    object mean new contents; ``attached`` keeps last tick's Attachment per pid for the same
     reason. Only the poll thread reads or writes the mutable half.
     """
 
-    __slots__ = ("index", "handle", "uuid", "name", "pci_bus_id", "readings", "device",
-                 "attached", "lost_device", "blank_device")
+    __slots__ = ("index", "handle", "uuid", "name", "pci_bus_id", "readings", "values", "device",
+                 "attached", "shown", "lost_device", "blank_device")
 
     def __init__(self, index: int, handle: Any, uuid: str, name: str | None,
                  pci_bus_id: str | None) -> None:
@@ -83,14 +85,16 @@ class _Gpu:
         self.name = name
         self.pci_bus_id = pci_bus_id
         self.readings: tuple[Any, ...] | None = None
+        self.values: tuple[Any, ...] | None = None
         self.device: Device | None = None
         self.attached: dict[int, Attachment] = {}
+        self.shown: Device | None = None  #: the Device in the last part the tick built
         #: what a lost GPU, or one whose reading failed with a bug, shows: its identity only
         self.lost_device = Device(index, uuid, name, pci_bus_id, True)
         self.blank_device = Device(index, uuid, name, pci_bus_id, False)
 
 
-#: Device's fields in the order the tick passes them (positional construction is the cheapest);
+#: The fields in the order the tick passes them (positional construction, see build.py);
 #: checked against the contract at import so a change in snapshot.py fails loudly, not silently.
 _DEVICE_FIELDS = ("index", "uuid", "name", "pci_bus_id", "lost", "utilization_gpu_pct",
                   "utilization_memory_pct", "memory_used_bytes", "memory_total_bytes",
@@ -105,6 +109,11 @@ for _cls, _names in ((Device, _DEVICE_FIELDS), (Attachment, _ATTACHMENT_FIELDS),
     if tuple(f.name for f in fields(_cls)) != _names:  # pragma: no cover - a contract change
         raise ImportError(f"gpuflow.core.snapshot.{_cls.__name__} fields changed; update the "
                           "positional construction in gpuflow/collectors/nvml/collector.py")
+
+_make_device = positional_constructor(Device)
+_make_attachment = positional_constructor(Attachment)
+_make_process = positional_constructor(Process)
+_make_part = positional_constructor(SnapshotPart)
 
 _NO_SAMPLE = (None, None, None)  #: Sampled.device_fields before the sampler's first sweep
 
@@ -152,6 +161,8 @@ class NvmlCollector:
         self._busy_list: list[int] | None = None  # the same, as the tick found them
         self._unresolved_streak = 0
         self._known_procs: dict[int, tuple[Any, tuple[Attachment, ...], Process]] = {}  # last tick's
+        self._shown_procs: tuple[Process, ...] = ()  # the processes of the last part the tick built
+        self._built: SnapshotPart | None = None  # the last part the tick built
 
         self._part: SnapshotPart | None = None
         self._lock = threading.Lock()  # guards _part against the stall check in latest()
@@ -257,6 +268,16 @@ class NvmlCollector:
         if self._initialized:
             self.sampler.sweep(((g.index, g.handle) for g in self._gpus), self._busy)
 
+    def forget_built(self) -> None:
+        """Drop every object the last tick built, so that the next one builds all anew, as when
+        every reading changed (the benchmark's worst case; tests compare it with reuse)."""
+        for gpu in self._gpus:
+            gpu.readings = gpu.values = gpu.device = gpu.shown = None
+            gpu.attached = {}
+        self._known_procs = {}
+        self._shown_procs = ()
+        self._built = None
+
     def poll_once(self) -> SnapshotPart:
         """One tick: read every GPU, build the part, publish it if it changed. Returns the new part."""
         self._poll_started = self._monotonic()
@@ -265,21 +286,22 @@ class NvmlCollector:
                 part = SnapshotPart(source=SOURCE, host=self._host, problems=self._problems_base())
                 return self._publish(part)
             t0 = self._poll_started  # _try_init moves it past a slow init: that is not a slow poll
-            part = self._tick()
+            part, new = self._tick()
             elapsed = self._monotonic() - t0
             self.last_poll_s = elapsed
             if elapsed > self.interval_s:
                 part = replace(part, problems=part.problems + (Problem(SOURCE, severity="warning", message=(
                     f"NVML is slow: the last poll took {elapsed:.2f} s, longer than the "
                     f"{self.interval_s:g} s interval, so readings arrive late")),))
-            return self._publish(part)
+            return self._publish(part, new)
         finally:
             self.polls += 1
             self._poll_started = None
 
-    def _publish(self, part: SnapshotPart) -> SnapshotPart:
+    def _publish(self, part: SnapshotPart, new: bool = False) -> SnapshotPart:
+        """Make ``part`` the latest unless it equals it; ``new``: the caller knows it differs."""
         with self._lock:
-            if self._part is not None and part == self._part:
+            if self._part is not None and not new and (part is self._part or part == self._part):
                 return self._part
             self._part = part
         self._notify()
@@ -348,6 +370,8 @@ class NvmlCollector:
         self._gpus = tuple(gpus)
         self._busy = self._busy_list = None
         self._known_procs = {}
+        self._shown_procs = ()
+        self._built = None
         self._static_problems = tuple(problems)
 
     # -- one tick -------------------------------------------------------------------------------
@@ -355,12 +379,17 @@ class NvmlCollector:
     # try/except (free in CPython 3.11+ when nothing is raised), and its error, if any, goes
     # through failed_query, the same mapping nvml_query applies. Values are cleaned (sentinels →
     # None, units) and frozen objects built only when the raw answers changed since last tick.
-    def _tick(self) -> SnapshotPart:
+    def _tick(self) -> tuple[SnapshotPart, bool]:
+        """Read every GPU. Returns the part (the last one built if nothing in it changed) and
+        whether it is known to differ from every earlier part (a device's readings moved)."""
         problems = list(self._problems_base())
         devices: list[Device] = []
         held: dict[int, list[Attachment]] = {}
         busy: list[int] = []
         oldest_us = None  # per-process samples older than this are not shown
+        last = self._built
+        fresh = last is None  # may anything differ from the last part built?
+        new = False  # does something certainly differ?
         for gpu in self._gpus:
             try:
                 device, attachments = self._read_gpu(gpu)
@@ -385,6 +414,15 @@ class NvmlCollector:
                     f"reading GPU {gpu.index} failed ({type(exc).__name__}: {exc}); "
                     "its readings are blank")))
             devices.append(device)
+            shown = gpu.shown
+            if device is not shown:
+                gpu.shown = device
+                fresh = True
+                # last tick showed this GPU's Device of other values (a new Device object means
+                # new values, see _read_gpu), so this part differs from every part before it
+                if (device is gpu.device and shown is not None and shown is not gpu.lost_device
+                        and shown is not gpu.blank_device):
+                    new = True
             if attachments:
                 busy.append(gpu.index)
                 for pid, attachment in attachments:
@@ -397,7 +435,13 @@ class NvmlCollector:
             self._busy_list = busy
             self._busy = frozenset(busy)
         processes = self._describe(held, problems) if held else self._no_processes()
-        return SnapshotPart(SOURCE, self._host, tuple(devices), processes, (), tuple(problems))
+        problems_t = tuple(problems)
+        if (not fresh and processes is last.processes and problems_t == last.problems
+                and self._host is last.host):
+            return last, False
+        self._built = part = _make_part(SOURCE, self._host, tuple(devices), processes, (),
+                                        problems_t)
+        return part, new
 
     def _read_gpu(self, gpu: _Gpu) -> tuple[Device, Any]:
         """The GPU's Device, and its raw process entries: ``((compute, graphics, sampled))`` or ()."""
@@ -445,7 +489,13 @@ class NvmlCollector:
             device = gpu.device
         else:
             gpu.readings = readings
-            gpu.device = device = self._device(gpu, readings)
+            values = self._values(readings)
+            if values == gpu.values:  # e.g. a sentinel where NVML said NotSupported before
+                device = gpu.device
+            else:
+                gpu.values = values
+                gpu.device = device = _make_device(gpu.index, gpu.uuid, gpu.name, gpu.pci_bus_id,
+                                                   False, *values)
         if compute or graphics:
             return device, (compute, graphics, sampled)
         if gpu.attached:
@@ -453,8 +503,9 @@ class NvmlCollector:
         return device, ()
 
     @staticmethod
-    def _device(gpu: _Gpu, readings: tuple[Any, ...]) -> Device:
-        """A Device from one tick's raw answers: sentinels → None, mW → W."""
+    def _values(readings: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Device's reading fields (utilization_gpu_pct ... mig_mode) from one tick's raw answers:
+        sentinels → None, mW → W."""
         util, mem, temperature, power, limit, clock_sm, clock_mem, (tx, rx, mig) = readings
         if util is None:
             util_gpu = util_mem = None
@@ -472,16 +523,13 @@ class NvmlCollector:
                 mem_total = None
             if mem_used in SENTINELS:
                 mem_used = None
-        return Device(
-            gpu.index, gpu.uuid, gpu.name, gpu.pci_bus_id, False, util_gpu, util_mem, mem_used,
-            mem_total,
-            None if temperature in SENTINELS else temperature,
-            None if power is None or power in SENTINELS else power / 1000,
-            None if limit is None or limit in SENTINELS else limit / 1000,
-            None if clock_sm in SENTINELS else clock_sm,
-            None if clock_mem in SENTINELS else clock_mem,
-            tx, rx, mig,
-        )
+        return (util_gpu, util_mem, mem_used, mem_total,
+                None if temperature in SENTINELS else temperature,
+                None if power is None or power in SENTINELS else power / 1000,
+                None if limit is None or limit in SENTINELS else limit / 1000,
+                None if clock_sm in SENTINELS else clock_sm,
+                None if clock_mem in SENTINELS else clock_mem,
+                tx, rx, mig)
 
     def _attachments(self, gpu: _Gpu, raw: Any, oldest_us: int) -> list[tuple[int, Attachment]]:
         """(pid, Attachment) for each process NVML lists on this GPU, in NVML's order.
@@ -514,7 +562,7 @@ class NvmlCollector:
             a = before.get(pid)
             if (a is None or a.kind != kind or a.memory_used_bytes != memory
                     or a.sm_util_pct != sm or a.mem_util_pct != mem_util):
-                a = Attachment(gpu.index, gpu.uuid, kind, memory, sm, mem_util)
+                a = _make_attachment(gpu.index, gpu.uuid, kind, memory, sm, mem_util)
             now[pid] = a
             out.append((pid, a))
         gpu.attached = now
@@ -524,6 +572,7 @@ class NvmlCollector:
         self._unresolved_streak = 0
         if self._known_procs:
             self._known_procs = {}
+        self._shown_procs = ()
         return ()
 
     def _describe(self, held: dict[int, list[Attachment]], problems: list[Problem]) -> tuple[Process, ...]:
@@ -531,7 +580,7 @@ class NvmlCollector:
 
         ``held[pid]`` lists the attachments in device order (the GPUs are read in index order).
         A process equal to last tick's (same /proc facts, same attachment objects) is that
-        same object."""
+        same object, and if every process is, the tuple is last tick's too."""
         read = self._procs.read
         facts = [(pid, read(pid)) for pid in sorted(held)]
         for _, f in facts:
@@ -550,6 +599,7 @@ class NvmlCollector:
                 "lines are unknown")))
         before, now = self._known_procs, {}
         out = []
+        changed = False
         for pid, f in facts:
             if f is None and not foreign:
                 continue  # vanished between NVML's answer and our look at /proc
@@ -557,15 +607,20 @@ class NvmlCollector:
             known = before.get(pid)
             if known is not None and known[0] == f and known[1] == attachments:
                 process = known[2]
-            elif f is None:
-                process = Process(pid, None, None, None, attachments)
             else:
-                process = Process(pid, f.name, f.user, describe_cmdline(f.argv, self._show_cmdline),
-                                  attachments)
+                changed = True
+                if f is None:
+                    process = _make_process(pid, None, None, None, attachments)
+                else:
+                    process = _make_process(pid, f.name, f.user,
+                                            describe_cmdline(f.argv, self._show_cmdline),
+                                            attachments)
             now[pid] = (f, attachments, process)
             out.append(process)
         self._known_procs = now
-        return tuple(out)
+        if changed or len(out) != len(self._shown_procs):
+            self._shown_procs = tuple(out)
+        return self._shown_procs
 
 
 def _static(func: Callable[..., Any], *args: Any) -> Any:

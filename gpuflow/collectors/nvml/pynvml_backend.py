@@ -30,6 +30,10 @@ _ARGUMENT_VERSION_MISMATCH = getattr(pynvml, "NVMLError_ArgumentVersionMismatch"
                                      pynvml.NVMLError_FunctionNotFound)
 
 
+#: Builds a NamedTuple without its Python-level ``__new__`` (a frame less on the tick's path).
+_new = tuple.__new__
+
+
 def _text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
@@ -90,11 +94,11 @@ class PynvmlBackend:
     # -- every tick ---------------------------------------------------------------------------
     def utilization(self, handle: Any) -> Utilization:
         u = pynvml.nvmlDeviceGetUtilizationRates(handle)
-        return Utilization(u.gpu, u.memory)
+        return _new(Utilization, (u.gpu, u.memory))
 
     def memory(self, handle: Any) -> MemoryInfo:
         m = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        return MemoryInfo(m.total, m.used)
+        return _new(MemoryInfo, (m.total, m.used))
 
     def temperature(self, handle: Any) -> int:
         return pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
@@ -130,7 +134,7 @@ class PynvmlBackend:
                     raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND) from None
                 del fns[0]
                 continue
-            return [ProcessInfo(p.pid, p.usedGpuMemory) for p in procs]
+            return [_new(ProcessInfo, (p.pid, p.usedGpuMemory)) for p in procs] if procs else []
 
     # -- background sampler -------------------------------------------------------------------
     def pcie_tx(self, handle: Any) -> int:
