@@ -1,12 +1,34 @@
 """Encode each snapshot once, for every client: the SSE full and delta frames and the JSON body.
 
 The SSE frame format is docs/snapshot.md's: ``id: <boot_epoch>-<seq>``, ``event: snapshot``, one
-``data:`` line holding ``{"frame": "full"|"delta", "base_seq": …, …snapshot fields…}``. A delta is
-made against the previous snapshot *this encoder* encoded (``base_seq``): everything travels whole
-except each lane's ``spans``, which keep only spans whose ``seq`` is greater than the largest seq
-that lane had in the base frame (all of them for a lane or traced process the base did not have).
-A client is sent the delta only if the last frame it received has ``seq == base_seq``; the stream
-decides that, this module only encodes.
+``data:`` line holding ``{"frame": "full"|"delta", "base_seq": …, …snapshot fields…}`` in the
+stream's compact form (schema 2, :mod:`gpuflow.transport.wire`): per traced process a ``names``
+table, kernels and spans referring to it by id, spans as arrays. ``GET /api/snapshot`` is the
+plain form, exactly ``Snapshot.to_json_dict()``.
+
+A delta is made against the previous snapshot *this encoder* encoded (``base_seq``). Everything
+travels whole except three things:
+
+* ``host``, ``sources``, ``devices`` and ``processes`` are left out when they equal the base
+  frame's (between NVML polls the agent reuses the same part, while traced processes change
+  at up to 20 frames/s);
+
+* each traced process's ``names`` holds only the entries added since the base frame (a table
+  only grows while its process is in the stream, so ids never change meaning);
+* each lane's ``spans`` holds only spans whose ``seq`` is greater than the largest seq that lane
+  had in the base frame, and only the newest of them when a delta would carry too many: all
+  lanes together carry at most ``span_rate × (time since the base snapshot)`` spans (time
+  clamped to 50 ms–1 s; 16,000 spans per second by default), split max-min fairly (a lane that
+  has fewer new spans than an equal share sends them all). The lane's ``spans_skipped`` counts
+  its executions since the base frame that the delta does not carry: when it is above 0, what
+  the client kept of the lane is no longer contiguous with the new spans, and the client drops
+  it. ``executions`` and ``spans_elided`` stay exact; the client says "showing N of M" with N
+  what it holds.
+
+A full frame carries every name and every lane's whole sample; it is built only when a client
+first asks for it (in the steady state every client takes deltas), from ids given out when the
+snapshot was encoded. A client is sent the delta only if the last frame it received has
+``seq == base_seq``; the stream decides that, this module only encodes.
 
 Constraints: called from every stream thread; the encoding happens under a lock by whichever
 thread first sees a new snapshot, the others take the cached bytes (no per-client JSON work).
@@ -20,24 +42,49 @@ import json
 import math
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable, Sequence
 
 from gpuflow.core.hub import SnapshotHub
-from gpuflow.core.snapshot import Snapshot
+from gpuflow.core.snapshot import Lane, Snapshot, Span
+from gpuflow.transport.wire import (
+    OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head, traced_head,
+)
 
-LaneKey = tuple[str, int, int, int, int]
+#: new spans per second that delta frames may carry, over all lanes together (docs/transport.md)
+DELTA_SPAN_RATE = 16_000
+#: the time a delta's span allowance is computed over is clamped to this range (seconds)
+MIN_DELTA_S, MAX_DELTA_S = 0.050, 1.0
 
 
-@dataclass(frozen=True, slots=True)
 class Frame:
-    """One snapshot, encoded. ``delta`` is None when there was no base to diff against."""
+    """One snapshot, encoded. ``delta`` is None when there was no base to diff against.
 
-    snapshot: Snapshot
-    seq: int
-    full: bytes  #: a complete SSE event
-    delta: bytes | None  #: a complete SSE event, valid only for clients that received base_seq
-    base_seq: int | None
+    ``full`` may be given as a function: it is then built the first time a client needs it (a
+    new connection, a client that fell behind) rather than for every snapshot, since in the
+    steady state every client takes the delta.
+    """
+
+    __slots__ = ("snapshot", "seq", "delta", "base_seq", "_full", "_build", "_lock")
+
+    def __init__(self, snapshot: Snapshot, seq: int, full: bytes | Callable[[], bytes],
+                 delta: bytes | None, base_seq: int | None) -> None:
+        self.snapshot = snapshot
+        self.seq = seq
+        self.delta = delta  #: a complete SSE event, valid only for clients that received base_seq
+        self.base_seq = base_seq
+        self._full, self._build = (full, None) if isinstance(full, bytes) else (None, full)
+        self._lock = threading.Lock()
+
+    @property
+    def full(self) -> bytes:
+        """A complete SSE event holding the whole snapshot (built once, on first use)."""
+        if self._full is None:
+            with self._lock:
+                if self._full is None:
+                    self._full = self._build()
+                    self._build = None
+        return self._full
 
 
 def dumps(obj: Any) -> bytes:
@@ -59,44 +106,49 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def lane_key(traced: dict[str, Any], lane: dict[str, Any]) -> LaneKey:
-    return (traced["session"], traced["pid"], lane["device"], lane["context"], lane["stream"])
+def new_spans(lane: Lane, last: int | None) -> Sequence[Span]:
+    """The spans of ``lane`` newer than ``last`` (the lane's largest seq in the base frame)."""
+    return lane.spans if last is None else [s for s in lane.spans if s.seq > last]
 
 
-def lane_maxima(doc: dict[str, Any]) -> dict[LaneKey, int]:
-    """The largest span seq of every lane in a snapshot's JSON form (lanes with spans only)."""
-    out: dict[LaneKey, int] = {}
-    for t in doc["traced"]:
-        for lane in t["lanes"]:
-            if lane["spans"]:
-                out[lane_key(t, lane)] = max(s["seq"] for s in lane["spans"])
-    return out
+def fair_shares(demands: Sequence[int], total: int | None) -> list[int]:
+    """Split ``total`` among lanes wanting ``demands``: max-min fair (water-filling).
 
-
-def delta_traced(doc: dict[str, Any], base: dict[LaneKey, int]) -> list[dict[str, Any]]:
-    """``doc["traced"]`` with each lane's spans cut to those newer than ``base`` (no copy of the rest)."""
-    out = []
-    for t in doc["traced"]:
-        lanes = []
-        for lane in t["lanes"]:
-            last = base.get(lane_key(t, lane))
-            if last is not None:
-                lane = {**lane, "spans": [s for s in lane["spans"] if s["seq"] > last]}
-            lanes.append(lane)
-        out.append({**t, "lanes": lanes})
+    A lane wanting less than an equal share of what is left gets all it wants; the others split
+    the rest equally. ``total`` None: everyone gets all. Deterministic.
+    """
+    if total is None or sum(demands) <= total:
+        return list(demands)
+    out = [0] * len(demands)
+    left, remaining = total, len(demands)
+    for i in sorted(range(len(demands)), key=lambda i: (demands[i], i)):
+        out[i] = min(demands[i], left // remaining)
+        left -= out[i]
+        remaining -= 1
     return out
 
 
 class FrameEncoder:
-    """The latest snapshot of a hub, encoded once; ``boot_epoch`` tells agent restarts apart."""
+    """The latest snapshot of a hub, encoded once; ``boot_epoch`` tells agent restarts apart.
 
-    def __init__(self, hub: SnapshotHub, boot_epoch: int | None = None) -> None:
+    ``span_rate``: new spans per second a delta may carry over all lanes (None: all of them).
+    """
+
+    def __init__(self, hub: SnapshotHub, boot_epoch: int | None = None,
+                 span_rate: float | None = DELTA_SPAN_RATE) -> None:
         self.hub = hub
         self.boot_epoch = boot_epoch if boot_epoch is not None else time.time_ns() // 1_000_000
+        self.span_rate = span_rate
         self._lock = threading.Lock()
         self._frame: Frame | None = None
-        self._maxima: dict[LaneKey, int] = {}
         self._json: tuple[Snapshot, bytes] | None = None
+        #: per traced process (session, pid): its names table, while it is in the stream
+        self._tables: dict[tuple[str, int], NameTable] = {}
+        #: of the last encoded frame: per lane (session, pid, device, context, stream) its
+        #: (largest span seq, executions); per traced process its number of names
+        self._base_lanes: dict[tuple, tuple[int | None, int]] = {}
+        self._base_names: dict[tuple[str, int], int] = {}
+        self._base_parts: dict[str, Any] = {}
 
     def event_id(self, seq: int) -> str:
         return f"{self.boot_epoch}-{seq}"
@@ -130,15 +182,74 @@ class FrameEncoder:
                 self._json = cached
             return cached
 
+    def allowance(self, snap: Snapshot, base: Snapshot) -> int | None:
+        """The most new spans, over all lanes, a delta from ``base`` to ``snap`` carries."""
+        if self.span_rate is None:
+            return None
+        dt = min(max(snap.timestamp - base.timestamp, MIN_DELTA_S), MAX_DELTA_S)
+        return max(1, round(self.span_rate * dt))
+
     def _encode(self, snap: Snapshot, prev: Frame | None) -> Frame:
-        doc = snap.to_json_dict()
-        head = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
-        full = head + dumps({"frame": "full", "base_seq": None, **doc}) + b"\n\n"
+        doc = replace(snap, traced=()).to_json_dict()
+        doc["schema"] = WIRE_SCHEMA
+        # the delta's spans first: which are new, then how many of them each lane may carry
+        news: list[Sequence[Span]] = []
+        if prev is not None:
+            for t in snap.traced:
+                for lane in t.lanes:
+                    base = self._base_lanes.get((t.session, t.pid, lane.device, lane.context,
+                                                 lane.stream))
+                    news.append(new_spans(lane, None if base is None else base[0]))
+            shares = fair_shares([len(n) for n in news], self.allowance(snap, prev.snapshot))
+        tables: dict[tuple[str, int], NameTable] = {}
+        lanes_now: dict[tuple, tuple[int | None, int]] = {}
+        parts, delta_traced = [], []
+        i = 0
+        for t in snap.traced:
+            key = (t.session, t.pid)
+            table = tables[key] = self._tables.get(key) or NameTable()
+            head = traced_head(t)
+            kernels = encode_kernels(t.kernels, table)
+            delta_lanes = []
+            for lane in t.lanes:
+                # every name of the sample gets its id now, so the full frame, whenever it is
+                # built, refers only to names this frame's count covers
+                table.add_span_names(lane.spans)
+                lkey = key + (lane.device, lane.context, lane.stream)
+                if prev is not None:
+                    new, share = news[i], shares[i]
+                    i += 1
+                    if len(new) > share:
+                        new = new[len(new) - share:]
+                    base = self._base_lanes.get(lkey)
+                    skipped = max(0, lane.executions - (0 if base is None else base[1]) - len(new))
+                    delta_lanes.append({**lane_head(lane), "spans": encode_spans(new, table),
+                                        "spans_skipped": skipped})
+                lanes_now[lkey] = (max((s.seq for s in lane.spans), default=None),
+                                   lane.executions)
+            parts.append((head, table, len(table), kernels, t.lanes))
+            if prev is not None:
+                delta_traced.append({**head, "names": table.entries[self._base_names.get(key, 0):],
+                                     "kernels": kernels, "lanes": delta_lanes})
+        head_bytes = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
+
+        def full() -> bytes:
+            traced = [{**head, "names": table.entries[:count], "kernels": kernels,
+                       "lanes": [{**lane_head(lane), "spans": encode_spans(lane.spans, table)}
+                                 for lane in lanes]}
+                      for head, table, count, kernels, lanes in parts]
+            return head_bytes + dumps({"frame": "full", "base_seq": None, **doc,
+                                       "traced": traced}) + b"\n\n"
+
         delta = None
         if prev is not None:
-            body = {"frame": "delta", "base_seq": prev.seq, **doc,
-                    "traced": delta_traced(doc, self._maxima)}
-            delta = head + dumps(body) + b"\n\n"
-        self._maxima = lane_maxima(doc)
+            same = {k for k in OMITTABLE if self._base_parts.get(k) == doc[k]}
+            delta = head_bytes + dumps({"frame": "delta", "base_seq": prev.seq,
+                                        **{k: v for k, v in doc.items() if k not in same},
+                                        "traced": delta_traced}) + b"\n\n"
+        self._base_parts = {k: doc[k] for k in OMITTABLE}
+        self._tables = tables
+        self._base_lanes = lanes_now
+        self._base_names = {key: len(table) for key, table in tables.items()}
         return Frame(snapshot=snap, seq=snap.seq, full=full, delta=delta,
                      base_seq=prev.seq if prev is not None else None)

@@ -64,7 +64,8 @@ def make_snapshot(seq: int = 1, lanes: tuple[Lane, ...] = (), **kw) -> Snapshot:
         TracedProcess(pid=4242, session="s1", name="train", cupti_status="ok", records=99,
                       lanes=lanes),
     ) if lanes else ())
-    return Snapshot(seq=seq, timestamp=1764473412.5, host=HostInfo(hostname="h", driver_version="580.1"),
+    return Snapshot(seq=seq, timestamp=kw.pop("timestamp", 1764473412.5),
+                    host=HostInfo(hostname="h", driver_version="580.1"),
                     problems=kw.pop("problems", (Problem("nvml", "something", "warning"),)),
                     devices=devices, processes=processes, traced=traced,
                     sources=("nvml",), **kw)

@@ -1,13 +1,22 @@
-"""Frames: encoded once per snapshot, full vs delta exactly as docs/snapshot.md says."""
+"""Frames: encoded once per snapshot, full vs delta exactly as docs/snapshot.md says, in the
+stream's compact form (schema 2), which reads back to exactly the plain form of to_json_dict."""
 
 from __future__ import annotations
 
 import json
 import math
 
-from gpuflow.core.snapshot import Device
-from gpuflow.transport.frames import FrameEncoder, dumps
+from hypothesis import given, settings, strategies as st
+
+from gpuflow.core.snapshot import (
+    TRANSFER_DIRECTIONS, Device, KernelStat, Lane, Span, TracedProcess,
+)
+from gpuflow.transport.frames import FrameEncoder, dumps, fair_shares
+from gpuflow.transport.wire import NameTable, StreamReader, decode_spans, encode_spans
 from tests.transport.conftest import hub_with, lane, make_snapshot
+
+LONG = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)"
+LONG_MANGLED = "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4EEEEEvT1_"
 
 
 def body(event: bytes) -> dict:
@@ -17,53 +26,99 @@ def body(event: bytes) -> dict:
     return json.loads(data[0])
 
 
+def plain(snap) -> dict:
+    return json.loads(json.dumps(snap.to_json_dict()))
+
+
+def without(d: dict, *keys: str) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
 def lane_spans(doc: dict) -> dict[int, list[int]]:
     return {l["stream"]: [s["seq"] for s in l["spans"]] for t in doc["traced"] for l in t["lanes"]}
 
 
-def test_first_frame_is_full_with_boot_epoch_id_and_no_delta():
+def kspan(seq: int, name: str = LONG, start_us: int = 1_000_000, grid=(256, 1, 1)) -> Span:
+    return Span(seq=seq, kind="kernel", start_us=start_us + seq * 3, dur_ns=2000 + seq, name=name,
+                grid=grid, block=(128, 1, 1))
+
+
+def traced_snapshot(seq: int, lanes: tuple[Lane, ...], kernels=(), timestamp=1764473412.5, **kw):
+    t = TracedProcess(pid=4242, session="s1", name="train", cupti_status="ok", records=seq,
+                      kernels=kernels, lanes=lanes)
+    return make_snapshot(seq=seq, traced=(t,), timestamp=timestamp, **kw)
+
+
+def busy_lane(stream: int, seqs, executions: int) -> Lane:
+    spans = tuple(kspan(s) for s in seqs)
+    return Lane(device=0, context=1, stream=stream, label=str(stream), executions=executions,
+                spans_elided=executions - len(spans), spans=spans)
+
+
+# -- full and delta ---------------------------------------------------------------------------------
+def test_first_frame_is_full_with_boot_epoch_id_and_reads_back_to_the_plain_snapshot():
     hub = hub_with(make_snapshot(seq=7, lanes=(lane(13, [1, 2, 3]),)))
     enc = FrameEncoder(hub, boot_epoch=1234)
     f = enc.current()
     assert f.seq == 7 and f.delta is None and f.base_seq is None
     assert f.full.startswith(b"id: 1234-7\nevent: snapshot\ndata: ")
     doc = body(f.full)
-    assert doc["frame"] == "full" and doc["base_seq"] is None
+    assert doc["frame"] == "full" and doc["base_seq"] is None and doc["schema"] == 2
     assert list(doc)[:2] == ["frame", "base_seq"]
-    assert {k: v for k, v in doc.items() if k not in ("frame", "base_seq")} == \
-        json.loads(json.dumps(hub.latest().to_json_dict()))
+    read = StreamReader().read(doc)
+    assert without(read, "frame", "base_seq", "schema") == without(plain(hub.latest()), "schema")
+
+
+def test_spans_are_arrays_relative_to_the_span_before_with_names_by_id():
+    spans = (Span(seq=10, kind="kernel", start_us=1000, dur_ns=5, name="k", grid=(256, 1, 1),
+                  block=(128, 2, 1)),
+             Span(seq=12, kind="memcpy", start_us=1003, dur_ns=7, bytes=4096, direction="d2h"),
+             Span(seq=13, kind="memset", start_us=1002, dur_ns=9, bytes=64, direction="memset"),
+             Span(seq=20, kind="kernel", start_us=1010, dur_ns=1),
+             Span(seq=21, kind="graph", start_us=1011, dur_ns=2, name="k", bytes=8))
+    table = NameTable()
+    rows = encode_spans(spans, table)
+    assert rows == [[10, 1000, 5, 0, 0, 256, [128, 2, 1]],
+                    [2, 3, 7, 1, 4096, 1],
+                    [1, -1, 9, 2, 64, 5],
+                    [7, 8, 1, 0],
+                    [1, 1, 2, "graph", 0, None, None, 8]]
+    assert table.entries == [["k", None]]
 
 
 def test_delta_carries_only_spans_newer_than_the_base_lane_and_everything_else_whole():
     hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1, 2, 3]), lane(14, [4]))))
     enc = FrameEncoder(hub, boot_epoch=1)
-    enc.current()
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
     # lane 13 keeps 2..3 and adds 5, 6; lane 14 unchanged; lane 15 is new
     second = make_snapshot(seq=2, lanes=(lane(13, [2, 3, 5, 6]), lane(14, [4]), lane(15, [7, 8])))
     hub.publish(second)
     f = enc.current()
     assert f.base_seq == 1
-    full, delta = body(f.full), body(f.delta)
+    full, delta = StreamReader().read(body(f.full)), reader.read(body(f.delta))
     assert delta["frame"] == "delta" and delta["base_seq"] == 1
     assert lane_spans(full) == {13: [2, 3, 5, 6], 14: [4], 15: [7, 8]}
     assert lane_spans(delta) == {13: [5, 6], 14: [], 15: [7, 8]}
+    assert without(full, "frame", "base_seq", "schema", "traced") == \
+        without(plain(second), "schema", "traced")
     for key in ("devices", "processes", "host", "seq", "timestamp", "sources"):
         assert delta[key] == full[key]
     t_full, t_delta = full["traced"][0], delta["traced"][0]
-    assert {k: v for k, v in t_delta.items() if k != "lanes"} == \
-        {k: v for k, v in t_full.items() if k != "lanes"}
-    assert [{k: v for k, v in l.items() if k != "spans"} for l in t_delta["lanes"]] == \
-        [{k: v for k, v in l.items() if k != "spans"} for l in t_full["lanes"]]
+    assert without(t_delta, "lanes") == without(t_full, "lanes")
+    assert [without(l, "spans", "spans_skipped") for l in t_delta["lanes"]] == \
+        [without(l, "spans") for l in t_full["lanes"]]
 
 
 def test_delta_base_is_the_previous_encoded_frame_even_if_snapshots_were_skipped():
     hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
     enc = FrameEncoder(hub, boot_epoch=1)
-    enc.current()
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
     hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))  # never encoded
     hub.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),)))
     f = enc.current()
-    assert f.base_seq == 1 and lane_spans(body(f.delta)) == {13: [2, 3]}
+    assert f.base_seq == 1 and lane_spans(reader.read(body(f.delta))) == {13: [2, 3]}
 
 
 def test_each_snapshot_is_encoded_once_for_all_callers():
@@ -91,3 +146,169 @@ def test_json_is_compact_one_line_and_nan_becomes_null():
     assert doc["devices"][0]["temperature_c"] is None and doc["devices"][0]["power_draw_w"] is None
     assert doc["devices"][0]["name"] == "line\nbreak"
     assert dumps({"a": [1, 2]}) == b'{"a":[1,2]}'
+
+
+def test_api_snapshot_body_stays_the_plain_form():
+    snap = make_snapshot(seq=3, lanes=(lane(13, [1, 2]),))
+    assert json.loads(FrameEncoder(hub_with(snap)).snapshot_json()[1]) == plain(snap)
+
+
+# -- names ------------------------------------------------------------------------------------------
+def test_a_kernel_name_travels_once_per_stream_and_kernels_refer_to_it_by_id():
+    k1 = KernelStat(LONG, LONG_MANGLED, 3, 6000, 1900, 2100, timed=3)
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1, 2, 3], 3),), kernels=(k1,)))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    f1 = enc.current()
+    assert f1.full.count(LONG.encode()) == 1 and f1.full.count(LONG_MANGLED.encode()) == 1
+    t = body(f1.full)["traced"][0]
+    assert t["names"] == [[LONG, LONG_MANGLED]]
+    assert t["kernels"] == [{"id": 0, "count": 3, "total_ns": 6000, "min_ns": 1900, "max_ns": 2100,
+                             "timed": 3}]
+    assert {row[4] for row in t["lanes"][0]["spans"]} == {0}
+    reader.read(body(f1.full))
+    # a new kernel: the delta names only it; the old name is not repeated
+    k1b = KernelStat(LONG, LONG_MANGLED, 4, 8000, 1900, 2100, timed=4)
+    k2 = KernelStat("gemm(float*)", "_Z4gemmPf", 1, 500, 500, 500, timed=1)
+    spans = (busy_lane(13, [2, 3, 4], 4).spans[:-1] +
+             (kspan(4), kspan(5, name="gemm(float*)")))
+    lane2 = Lane(device=0, context=1, stream=13, label="13", executions=5, spans_elided=0, spans=spans)
+    hub.publish(traced_snapshot(2, (lane2,), kernels=(k1b, k2)))
+    f2 = enc.current()
+    assert LONG.encode() not in f2.delta and LONG_MANGLED.encode() not in f2.delta
+    t2 = body(f2.delta)["traced"][0]
+    assert t2["names"] == [["gemm(float*)", "_Z4gemmPf"]]
+    assert [k["id"] for k in t2["kernels"]] == [0, 1]
+    got = reader.read(body(f2.delta))["traced"][0]
+    assert [(k["name"], k["mangled"], k["count"]) for k in got["kernels"]] == \
+        [(LONG, LONG_MANGLED, 4), ("gemm(float*)", "_Z4gemmPf", 1)]
+    assert [(s["seq"], s["name"]) for s in got["lanes"][0]["spans"]] == [(4, LONG), (5, "gemm(float*)")]
+    # the full frame of the same snapshot carries the whole table
+    assert body(f2.full)["traced"][0]["names"] == [[LONG, LONG_MANGLED], ["gemm(float*)", "_Z4gemmPf"]]
+
+
+def test_a_traced_process_that_leaves_and_comes_back_gets_its_names_again():
+    k = (KernelStat(LONG, LONG_MANGLED, 1, 10, 10, 10),)
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=k))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    hub.publish(make_snapshot(seq=2))   # gone
+    assert reader.read(body(enc.current().delta))["traced"] == []
+    hub.publish(traced_snapshot(3, (busy_lane(13, [1, 2], 2),), kernels=k))
+    d = body(enc.current().delta)
+    assert d["traced"][0]["names"] == [[LONG, LONG_MANGLED]]
+    assert reader.read(d)["traced"][0]["kernels"][0]["name"] == LONG
+
+
+def test_a_full_frame_built_late_matches_its_own_snapshot_and_the_deltas_after_it():
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),)))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    f1 = enc.current()
+    hub.publish(traced_snapshot(2, (Lane(0, 1, 13, "13", 2, 0, (kspan(1), kspan(2, name="new()"))),)))
+    f2 = enc.current()   # encodes 2 and gives "new()" an id before anyone built f1's full frame
+    reader = StreamReader()
+    first = reader.read(body(f1.full))
+    assert body(f1.full)["traced"][0]["names"] == [[LONG, None]]
+    assert lane_spans(first) == {13: [1]}
+    second = reader.read(body(f2.delta))
+    assert [s["name"] for s in second["traced"][0]["lanes"][0]["spans"]] == ["new()"]
+
+
+# -- the span budget ----------------------------------------------------------------------------------
+def test_fair_shares_give_small_lanes_all_and_split_the_rest():
+    assert fair_shares([100, 10, 60], 50) == [20, 10, 20]
+    assert fair_shares([5, 5], 50) == [5, 5]
+    assert fair_shares([30, 30, 30], 50) == [16, 17, 17]
+    assert fair_shares([7, 900], None) == [7, 900]
+    assert sum(fair_shares([3, 1000, 1000, 0], 101)) == 101
+
+
+def test_the_budget_follows_the_time_between_snapshots():
+    enc = FrameEncoder(hub_with(), span_rate=1000)
+    at = lambda t: make_snapshot(seq=1, timestamp=t)  # noqa: E731
+    assert enc.allowance(at(10.05), at(10.0)) == 50
+    assert enc.allowance(at(10.001), at(10.0)) == 50      # at least 50 ms' worth
+    assert enc.allowance(at(10.2), at(10.0)) == 200
+    assert enc.allowance(at(15.0), at(10.0)) == 1000      # at most one second's
+    assert FrameEncoder(hub_with(), span_rate=None).allowance(at(10.05), at(10.0)) is None
+
+
+def test_a_busy_delta_carries_the_newest_spans_within_budget_and_counts_what_it_skipped():
+    # 1,000 spans/s and 50 ms between snapshots: 50 spans in all this delta
+    base = (busy_lane(13, range(0, 10), 10), busy_lane(14, range(100, 110), 10),
+            busy_lane(15, range(200, 210), 10))
+    hub = hub_with(traced_snapshot(1, base, timestamp=100.0))
+    enc = FrameEncoder(hub, boot_epoch=1, span_rate=1000)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    # lane 13: 100 new executions (sample cap 64); lane 14: 10 new; lane 15: 60 new
+    now = (busy_lane(13, range(46, 110), 110), busy_lane(14, range(100, 120), 20),
+           busy_lane(15, range(206, 270), 70))
+    hub.publish(traced_snapshot(2, now, timestamp=100.05))
+    got = {l["stream"]: l for l in reader.read(body(enc.current().delta))["traced"][0]["lanes"]}
+    assert [s["seq"] for s in got[14]["spans"]] == list(range(110, 120))
+    assert [s["seq"] for s in got[13]["spans"]] == list(range(90, 110))   # the newest 20
+    assert [s["seq"] for s in got[15]["spans"]] == list(range(250, 270))
+    assert {k: l["spans_skipped"] for k, l in got.items()} == {13: 80, 14: 0, 15: 40}
+    # the counters stay the agent's, exact
+    assert {k: (l["executions"], l["spans_elided"]) for k, l in got.items()} == \
+        {13: (110, 46), 14: (20, 0), 15: (70, 6)}
+
+
+def test_without_a_budget_every_new_span_travels():
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, range(10), 10),), timestamp=1.0))
+    enc = FrameEncoder(hub, boot_epoch=1, span_rate=None)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    hub.publish(traced_snapshot(2, (busy_lane(13, range(10, 500), 500),), timestamp=1.05))
+    (l,) = reader.read(body(enc.current().delta))["traced"][0]["lanes"]
+    assert len(l["spans"]) == 490 and l["spans_skipped"] == 0
+
+
+# -- parts that did not change ----------------------------------------------------------------------
+def test_unchanged_host_devices_and_processes_are_left_out_of_a_delta():
+    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))
+    d = body(enc.current().delta)
+    assert not {"host", "sources", "devices", "processes"} & set(d)
+    assert reader.read(d)["devices"] == plain(hub.latest())["devices"]
+    hot = Device(index=0, uuid="GPU-a", name="Test GPU", temperature_c=90.0)
+    hub.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),), devices=(hot,)))
+    d = body(enc.current().delta)
+    assert d["devices"][0]["temperature_c"] == 90.0 and "processes" not in d
+    assert reader.read(d)["processes"] == plain(hub.latest())["processes"]
+
+
+# -- the encoding is lossless -----------------------------------------------------------------------
+names = st.one_of(st.none(), st.sampled_from(["k", "gemm<float>(float*)", "", "ß∂ƒ"]), st.text(max_size=8))
+dims = st.one_of(st.none(), st.tuples(*[st.integers(0, 1 << 31)] * 3),
+                 st.tuples(st.integers(0, 99), st.just(1), st.just(1)))
+span_fields = st.tuples(
+    st.integers(0, 50), st.integers(-1_000_000, 1_000_000), st.integers(0, 10**12),
+    st.sampled_from(["kernel", "memcpy", "memset", "graph"]), names, dims, dims,
+    st.one_of(st.none(), st.integers(0, 1 << 50)),
+    st.one_of(st.none(), st.sampled_from(TRANSFER_DIRECTIONS + ("sideways",))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(span_fields, max_size=30), st.booleans())
+def test_span_arrays_read_back_to_exactly_the_plain_spans(rows, typical):
+    spans, seq, start = [], 1000, 1_764_473_412_000_000
+    for dseq, dstart, dur, kind, name, grid, block, nbytes, direction in rows:
+        seq, start = seq + dseq, start + dstart
+        if typical:   # the shapes collectors produce: geometry for kernels, bytes for the rest
+            if kind == "kernel":
+                nbytes = direction = None
+            else:
+                name = grid = block = None
+        spans.append(Span(seq=seq, kind=kind, start_us=start, dur_ns=dur, name=name, grid=grid,
+                          block=block, bytes=nbytes, direction=direction))
+    table = NameTable()
+    wire = json.loads(json.dumps(encode_spans(spans, table)))
+    expected = json.loads(json.dumps(plain(make_snapshot(lanes=(
+        Lane(0, 1, 7, "7", len(spans), 0, tuple(spans)),)))["traced"][0]["lanes"][0]["spans"]))
+    assert decode_spans(wire, json.loads(json.dumps(table.entries))) == expected

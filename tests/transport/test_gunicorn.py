@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from gpuflow.transport.wire import StreamReader
 from tests.transport.conftest import Gunicorn, SseClient, http_get
 
 pytestmark = pytest.mark.slow
@@ -66,17 +67,19 @@ def test_first_event_within_a_second_of_connecting(server):
 
 def test_deltas_on_the_wire_chain_and_carry_every_new_span_exactly_once(server):
     c = SseClient(server.port)
-    full = c.next_frame().json
+    reader = StreamReader()  # decodes the compact form; raises on a delta that does not chain
+    full = reader.read(c.next_frame().json)
     have = {s["seq"] for t in full["traced"] for l in t["lanes"] for s in l["spans"]}
     last_seq, new = full["seq"], []
     for _ in range(8):
         ev = c.next_frame()
-        d = ev.json
-        assert d["frame"] == "delta" and d["base_seq"] == last_seq, (d["frame"], d["base_seq"])
-        assert d["devices"] and d["processes"]  # aggregates travel whole
+        assert ev.json["frame"] == "delta" and ev.json["base_seq"] == last_seq
+        d = reader.read(ev.json)
+        assert d["devices"] and d["processes"] and d["traced"][0]["kernels"]
         for t in d["traced"]:
             for lane in t["lanes"]:
                 assert lane["spans_elided"] == lane["executions"] - min(lane["executions"], 64)
+                assert lane["spans_skipped"] == 0  # a light load: every new span travels
                 new.extend(s["seq"] for s in lane["spans"])
         last_seq = d["seq"]
     c.close()

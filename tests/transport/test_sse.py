@@ -14,6 +14,7 @@ from falcon import testing
 
 from gpuflow.core.hub import SnapshotHub
 from gpuflow.transport.app import AppSettings, create_app
+from gpuflow.transport.wire import StreamReader
 from tests.transport.conftest import hub_with, lane, make_snapshot
 
 
@@ -78,7 +79,7 @@ def test_new_snapshots_arrive_as_deltas_against_what_this_client_received():
     ev = parse(s.next())
     assert "retry" not in ev
     assert ev["json"]["frame"] == "delta" and ev["json"]["base_seq"] == 1
-    assert [sp["seq"] for sp in ev["json"]["traced"][0]["lanes"][0]["spans"]] == [3]
+    assert [sp[0] for sp in ev["json"]["traced"][0]["lanes"][0]["spans"]] == [3]  # first: absolute
     s.close()
 
 
@@ -94,7 +95,8 @@ def test_a_client_that_missed_the_base_gets_a_full_frame():
     assert f3["frame"] == "delta" and f3["base_seq"] == 2
     late = parse(slow.next())["json"]  # slow received 1, never 2: must get full 3
     assert late["frame"] == "full" and late["seq"] == 3
-    assert [sp["seq"] for sp in late["traced"][0]["lanes"][0]["spans"]] == [1, 2, 3]
+    plain = StreamReader().read(late)
+    assert [sp["seq"] for sp in plain["traced"][0]["lanes"][0]["spans"]] == [1, 2, 3]
     slow.close(), fast.close()
 
 

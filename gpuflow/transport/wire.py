@@ -1,0 +1,250 @@
+"""The stream's compact form of traced processes (docs/snapshot.md, "The stream"), both ways.
+
+``GET /api/stream`` carries schema 2: a traced process has a ``names`` table (id → demangled and
+mangled name), its kernels refer to a name id instead of repeating the name, and each lane's
+spans are arrays, not objects::
+
+    kernel           [Δseq, Δstart_us, dur_ns, 0, name_id, grid, block]
+    memcpy / memset  [Δseq, Δstart_us, dur_ns, 1 | 2, bytes, direction_code]
+    anything else    [Δseq, Δstart_us, dur_ns, "kind", name_id, grid, block, bytes, "direction"]
+
+``Δseq`` and ``Δstart_us`` are differences from the span before it in the same list (the first
+from 0); a grid or block ``(x, 1, 1)`` is the bare int ``x``; trailing nulls are left out.
+Everything else (devices, processes, transfers, lanes' counters) is the plain form of
+:meth:`Snapshot.to_json_dict`. The encoding is lossless: :class:`StreamReader` turns a stream
+frame back into exactly that plain form (the tests compare the two).
+
+A :class:`NameTable` belongs to one traced process and is append-only, so an id never changes
+meaning while the process is in the stream; the frame encoder sends a delta only the entries
+added since its base frame.
+
+Constraints: pure data, no I/O; called under the frame encoder's lock, once per snapshot for all
+clients, so the per-span loop is kept tight. Depends only on the snapshot contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, Iterable, Sequence
+
+from gpuflow.core.snapshot import (
+    KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat,
+)
+
+#: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 1)
+WIRE_SCHEMA = 2
+
+#: span kind codes: index in this tuple
+KINDS = ("kernel", "memcpy", "memset")
+#: transfer direction codes: index in snapshot.TRANSFER_DIRECTIONS
+DIRECTIONS = TRANSFER_DIRECTIONS
+
+_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+_DIRECTION_CODE = {d: i for i, d in enumerate(DIRECTIONS)}
+#: top-level parts a delta frame may leave out (unchanged since its base frame)
+OMITTABLE = ("host", "sources", "devices", "processes")
+#: KernelStat fields sent as they are (name and mangled travel in the names table)
+_KERNEL_FIELDS = tuple(f.name for f in fields(KernelStat) if f.name not in ("name", "mangled"))
+_TRANSFER_FIELDS = tuple(f.name for f in fields(TransferStat))
+#: TracedProcess fields sent as they are, in the plain form's order
+_TRACED_SCALARS = tuple(f.name for f in fields(TracedProcess)
+                        if f.name not in ("kernels", "transfers", "lanes"))
+
+
+class NameTable:
+    """Names of one traced process: id → ``[demangled, mangled]``, append-only.
+
+    Kernel aggregates are entered by (demangled, mangled); a span knows only its demangled name
+    and refers to the first entry with that name (an entry ``[name, None]`` if no kernel has it).
+    """
+
+    __slots__ = ("entries", "_pairs", "_names")
+
+    def __init__(self) -> None:
+        self.entries: list[list[str | None]] = []
+        self._pairs: dict[tuple[str, str | None], int] = {}
+        self._names: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def kernel_id(self, name: str, mangled: str | None) -> int:
+        key = (name, mangled)
+        i = self._pairs.get(key)
+        if i is None:
+            i = self._add(name, mangled)
+        return i
+
+    def span_id(self, name: str) -> int:
+        i = self._names.get(name)
+        if i is None:
+            i = self._add(name, None)
+        return i
+
+    def add_span_names(self, spans: Iterable[Span]) -> None:
+        """Give every span name in ``spans`` an id (as :meth:`span_id` would)."""
+        names = self._names
+        for s in spans:
+            name = s.name
+            if name is not None and name not in names:
+                self._add(name, None)
+
+    def _add(self, name: str, mangled: str | None) -> int:
+        i = len(self.entries)
+        self.entries.append([name, mangled])
+        self._pairs[(name, mangled)] = i
+        self._names.setdefault(name, i)
+        return i
+
+
+def geometry(g: Sequence[int] | None) -> int | list[int] | None:
+    """A grid or block: ``x`` for (x, 1, 1), else the list; None stays None."""
+    if g is None:
+        return None
+    if len(g) == 3 and g[1] == 1 and g[2] == 1:
+        return g[0]
+    return list(g)
+
+
+def encode_spans(spans: Iterable[Span], table: NameTable) -> list[list[Any]]:
+    """One lane's spans (oldest first) as the stream's arrays, names entered into ``table``."""
+    out = []
+    prev_seq = prev_start = 0
+    span_id = table.span_id
+    kind_code = _KIND_CODE
+    dir_code = _DIRECTION_CODE
+    for s in spans:
+        kind = s.kind
+        head = [s.seq - prev_seq, s.start_us - prev_start, s.dur_ns]
+        prev_seq, prev_start = s.seq, s.start_us
+        name, grid, block, nbytes, direction = s.name, s.grid, s.block, s.bytes, s.direction
+        if kind == "kernel" and nbytes is None and direction is None:
+            row = head + [0, None if name is None else span_id(name),
+                          geometry(grid), geometry(block)]
+        elif (kind != "kernel" and kind in kind_code and name is None and grid is None
+              and block is None and (direction is None or direction in dir_code)):
+            row = head + [kind_code[kind], nbytes,
+                          None if direction is None else dir_code[direction]]
+        else:  # outside the documented shapes: every field, nothing lost
+            row = head + [kind, None if name is None else span_id(name), geometry(grid),
+                          geometry(block), nbytes, direction]
+        while row[-1] is None:
+            row.pop()
+        out.append(row)
+    return out
+
+
+def encode_kernels(kernels: Iterable[KernelStat], table: NameTable) -> list[dict[str, Any]]:
+    """Kernel aggregates with ``id`` (into ``table``) in place of ``name`` and ``mangled``."""
+    out = []
+    for k in kernels:
+        d = {"id": table.kernel_id(k.name, k.mangled)}
+        for f in _KERNEL_FIELDS:
+            d[f] = getattr(k, f)
+        out.append(d)
+    return out
+
+
+def traced_head(t: TracedProcess) -> dict[str, Any]:
+    """A traced process's plain scalar fields, ``complete`` and transfers (no names, kernels, lanes)."""
+    d = {f: getattr(t, f) for f in _TRACED_SCALARS}
+    d["complete"] = t.complete
+    d["transfers"] = [{f: getattr(x, f) for f in _TRANSFER_FIELDS} for x in t.transfers]
+    return d
+
+
+def lane_head(lane: Lane) -> dict[str, Any]:
+    """A lane's plain fields except ``spans``."""
+    return {"device": lane.device, "context": lane.context, "stream": lane.stream,
+            "label": lane.label, "executions": lane.executions,
+            "spans_elided": lane.spans_elided}
+
+
+# -- reading the stream ------------------------------------------------------------------------------
+def _geometry_plain(g: Any) -> list[int] | None:
+    if g is None:
+        return None
+    return [g, 1, 1] if isinstance(g, int) else list(g)
+
+
+def _name(names: Sequence[Sequence[str | None]], i: Any) -> str | None:
+    if i is None:
+        return None
+    if not isinstance(i, int) or not 0 <= i < len(names):
+        raise ValueError(f"span refers to name id {i!r}, the table has {len(names)}")
+    return names[i][0]
+
+
+def decode_spans(rows: Sequence[Sequence[Any]], names: Sequence[Sequence[str | None]]) -> list[dict]:
+    """The stream's span arrays back to plain span objects (docs/snapshot.md, Span)."""
+    out = []
+    seq = start = 0
+    for r in rows:
+        seq += r[0]
+        start += r[1]
+        k = r[3]
+        rest = list(r[4:]) + [None] * (9 - len(r))
+        if isinstance(k, str):
+            name_id, grid, block, nbytes, direction = rest[:5]
+            kind = k
+        elif k == 0:
+            kind, (name_id, grid, block), nbytes, direction = "kernel", rest[:3], None, None
+        elif k in (1, 2):
+            kind, name_id, grid, block = KINDS[k], None, None, None
+            nbytes, code = rest[:2]
+            direction = None if code is None else DIRECTIONS[code]
+        else:
+            raise ValueError(f"unknown span kind code {k!r}")
+        out.append({"seq": seq, "kind": kind, "start_us": start, "dur_ns": r[2],
+                    "name": _name(names, name_id), "grid": _geometry_plain(grid),
+                    "block": _geometry_plain(block), "bytes": nbytes, "direction": direction})
+    return out
+
+
+class StreamReader:
+    """Follows one ``/api/stream`` connection: ``read(frame)`` gives the frame in the plain form.
+
+    It keeps each traced process's names table (a full frame replaces them, a delta appends), so
+    the traced processes come back with ``name``/``mangled`` in their kernels, spans as objects,
+    and no ``names``; a delta's lanes keep their ``spans_skipped``, and the parts a delta left out
+    (unchanged) are filled in from the frame before. A delta that does not follow
+    the last frame read raises ValueError, as does a span naming an id the table lacks.
+    """
+
+    def __init__(self) -> None:
+        self.names: dict[tuple[str, int], list[list[str | None]]] = {}
+        self.last_seq: int | None = None
+        self.last: dict[str, Any] = {}
+
+    def read(self, frame: dict[str, Any]) -> dict[str, Any]:
+        delta = frame.get("frame") == "delta"
+        if delta and frame.get("base_seq") != self.last_seq:
+            raise ValueError(f"delta on base {frame.get('base_seq')}, last frame read {self.last_seq}")
+        if delta:   # the parts a delta leaves out are the base frame's
+            frame = {**{k: self.last[k] for k in OMITTABLE if k not in frame}, **frame}
+        tables = {}
+        traced = []
+        for t in frame["traced"]:
+            key = (t["session"], t["pid"])
+            names = (self.names.get(key, []) if delta else []) + list(t["names"])
+            tables[key] = names
+            traced.append(plain_traced(t, names))
+        self.names = tables
+        self.last_seq = frame["seq"]
+        self.last = {**frame, "traced": traced}
+        return self.last
+
+
+def plain_traced(t: dict[str, Any], names: Sequence[Sequence[str | None]]) -> dict[str, Any]:
+    """One traced process of a stream frame in the plain form, given its whole names table."""
+    out = {k: v for k, v in t.items() if k not in ("names", "kernels", "lanes", "complete",
+                                                     "transfers")}
+    out["kernels"] = []
+    for k in t["kernels"]:
+        name, mangled = names[k["id"]]
+        out["kernels"].append({"name": name, "mangled": mangled,
+                               **{f: v for f, v in k.items() if f != "id"}})
+    out["transfers"] = t["transfers"]
+    out["lanes"] = [{**lane, "spans": decode_spans(lane["spans"], names)} for lane in t["lanes"]]
+    out["complete"] = t["complete"]
+    return out
