@@ -75,3 +75,16 @@ def test_redaction():
 
 def test_doctests():
     assert doctest.testmod(procinfo).failed == 0
+
+
+def test_facts_follow_the_bytes_of_the_same_pid(tmp_path):
+    d = fake_proc(tmp_path, 45)
+    reader = LinuxProcReader(str(tmp_path))
+    first = reader.read(45)
+    assert reader.read(45) is first  # same bytes: the facts are not decoded again
+    (d / "cmdline").write_bytes(b"python\0serve.py\0")  # the pid was reused, or setproctitle
+    (d / "comm").write_bytes(b"server\n")
+    second = reader.read(45)
+    assert (second.name, second.argv) == ("server", ("python", "serve.py"))
+    (d / "cmdline").unlink()
+    assert reader.read(45) is None  # gone is gone, whatever was read before

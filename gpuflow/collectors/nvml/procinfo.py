@@ -9,7 +9,9 @@ A pid whose /proc entry is gone exited between NVML's answer and our look: :meth
 returns None and the collector drops it.
 
 Constraints: runs on the poll thread for every GPU process every tick: three small reads, no
-subprocesses; uid → user name lookups are cached. Linux only (elsewhere every field is None).
+subprocesses; uid → user name lookups are cached, and so are the facts of a pid whose three
+reads gave the same bytes as last time (decoding them anew cost ~1.5 µs a process a tick).
+Linux only (elsewhere every field is None).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import os
 import pwd
 from functools import lru_cache
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class ProcFacts(NamedTuple):
@@ -42,11 +44,15 @@ def user_name(uid: int) -> str:
         return str(uid)
 
 
+_KNOWN_MAX = 4096  #: pids whose last reads are remembered; forgotten all at once beyond this
+
+
 class LinuxProcReader:
-    """Reads /proc (or another procfs root, for tests)."""
+    """Reads /proc (or another procfs root, for tests). One instance per collector (poll thread)."""
 
     def __init__(self, root: str = "/proc") -> None:
         self._root = root
+        self._known: dict[int, tuple[tuple[Any, ...], ProcFacts]] = {}  # pid → (raw reads, facts)
 
     def read(self, pid: int) -> ProcFacts | None:
         base = f"{self._root}/{pid}"
@@ -57,23 +63,38 @@ class LinuxProcReader:
         except OSError:
             uid = None
         try:
-            name: str | None = _read(base + "/comm").decode("utf-8", "replace").rstrip("\n") or None
+            comm: bytes | None = _read(base + "/comm")
         except (FileNotFoundError, ProcessLookupError):
             return None
         except OSError:
-            name = None
+            comm = None
         try:
-            raw = _read(base + "/cmdline")
+            cmdline: bytes | None = _read(base + "/cmdline")
         except (FileNotFoundError, ProcessLookupError):
             return None
         except OSError:
-            argv = None
-        else:
-            parts = raw.decode("utf-8", "replace").split("\0")
-            if parts and parts[-1] == "":
-                parts.pop()
-            argv = tuple(parts) if parts else None
-        return ProcFacts(name, None if uid is None else user_name(uid), argv)
+            cmdline = None
+        raw = (uid, comm, cmdline)
+        known = self._known.get(pid)
+        if known is not None and known[0] == raw:
+            return known[1]
+        facts = _facts(uid, comm, cmdline)
+        if len(self._known) >= _KNOWN_MAX:
+            self._known.clear()
+        self._known[pid] = (raw, facts)
+        return facts
+
+
+def _facts(uid: int | None, comm: bytes | None, cmdline: bytes | None) -> ProcFacts:
+    """ProcFacts from the owner uid and the raw bytes of comm and cmdline (None: unreadable)."""
+    name = None if comm is None else (comm.decode("utf-8", "replace").rstrip("\n") or None)
+    argv = None
+    if cmdline is not None:
+        parts = cmdline.decode("utf-8", "replace").split("\0")
+        if parts and parts[-1] == "":
+            parts.pop()
+        argv = tuple(parts) if parts else None
+    return ProcFacts(name, None if uid is None else user_name(uid), argv)
 
 
 def _read(path: str) -> bytes:
