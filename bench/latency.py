@@ -23,6 +23,8 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sse_client import connect, events  # noqa: E402
 
+from gpuflow.transport.wire import StreamReader  # noqa: E402
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -60,11 +62,12 @@ def main() -> int:
             pass
 
     threading.Thread(target=close_when_done, daemon=True).start()
+    reader = StreamReader()   # the stream's compact form, read back to plain spans
     try:
         for recv_ns, name, data in events(sock):
             if name != "snapshot":
                 continue
-            frame = json.loads(data)
+            frame = reader.read(json.loads(data))
             for traced in frame.get("traced", []):
                 for lane in traced.get("lanes", []):
                     for span in lane.get("spans", []):

@@ -41,6 +41,12 @@ FAKE = {"GPUFLOW_FAKE_GPUS": "3", "GPUFLOW_FAKE_PROCS": "4", "GPUFLOW_FAKE_TRACE
         "GPUFLOW_FAKE_LOST_GPU": "2", "GPUFLOW_FAKE_RATE_HZ": "4",
         "GPUFLOW_FAKE_PROBLEM": "fake collector: synthetic data"}
 
+#: a busy traced program: 16 lanes, each with more new spans per frame (400 at 5 frames/s) than
+#: its share of the stream's span budget (16,000/s over all lanes: 200 per lane per frame), so
+#: every delta carries only the newest spans of each lane and says how many it skipped
+BUSY = {**FAKE, "GPUFLOW_FAKE_LANES": "16", "GPUFLOW_FAKE_SPANS": "400", "GPUFLOW_FAKE_SPAN_CAP": "512",
+        "GPUFLOW_FAKE_RATE_HZ": "5"}
+
 
 def _missing() -> list[str]:
     why = []
@@ -169,6 +175,15 @@ def agent(browser):
 def fresh_agent(browser):
     """An agent of its own, for tests that kill it."""
     a = Agent(free_port(), FAKE)
+    a.start()
+    yield a
+    a.stop()
+
+
+@pytest.fixture
+def busy_agent(browser):
+    """An agent of its own whose traced program outruns the stream's span budget."""
+    a = Agent(free_port(), BUSY)
     a.start()
     yield a
     a.stop()

@@ -248,3 +248,31 @@ def test_hidpi_and_resize(browser, agent):
         shot(page, "live-hidpi")
     finally:
         context.close()
+
+
+def test_a_busy_program_shows_each_lanes_newest_spans_and_says_how_many(page, busy_agent):
+    # every delta carries only each lane's newest spans (the stream's span budget) and says how
+    # many it skipped: the page then keeps just those, never a sample with a hole in it
+    open_live(page, busy_agent, frames=4)
+    for _ in range(60):
+        seq, lanes = page.evaluate("(() => { const t = window.__gpuflow.lanesKept[0];"
+                                   " return [window.__gpuflow.lastSeq, window.__gpuflow.laneSeqs(t.pid)]; })()")
+        snap = busy_agent.snapshot()
+        if snap["seq"] == seq:
+            break
+        time.sleep(0.03)
+    else:
+        pytest.fail("never caught the page and /api/snapshot at the same seq")
+    served = {f"{l['device']}:{l['context']}:{l['stream']}": [s["seq"] for s in l["spans"]]
+              for l in snap["traced"][0]["lanes"]}
+    held = {l["key"]: l["seqs"] for l in lanes}
+    assert set(held) == set(served) and len(held) == 16
+    for key, seqs in held.items():
+        assert 0 < len(seqs) < len(served[key]) == 512, (key, len(seqs))
+        assert seqs == served[key][-len(seqs):], key   # the newest, contiguous
+    drawn, _ = drawn_and_kept(page)
+    (strip,) = drawn["strips"]
+    for l in strip["lanes"]:
+        assert l["showing"] == len(held[f"{l['device']}:1:{l['stream']}"]) and l["of"] > 512
+    assert hook(page, "resyncs") == 0 and hook(page, "deltaFrames") >= 2
+    shot(page, "live-busy")

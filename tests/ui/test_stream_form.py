@@ -1,0 +1,110 @@
+"""The page reads the stream's compact form (docs/snapshot.md, schema 2): names sent once and
+referred to by id across deltas, spans rebuilt from arrays, a delta's skipped spans, and a delta
+it cannot decode (the page starts over). The frames are the agent's own encoder's output for
+hand-made snapshots, served in place of /api/stream.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess
+from gpuflow.transport.frames import FrameEncoder
+from tests.transport.conftest import make_snapshot
+
+from .conftest import hook, until
+
+pytestmark = pytest.mark.browser
+
+A = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+     "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+B = "ampere_sgemm_128x64_tn"
+PID = 777
+
+
+def span(seq: int, name: str | None = A, kind: str = "kernel") -> Span:
+    if kind != "kernel":
+        return Span(seq=seq, kind=kind, start_us=1_764_473_412_000_000 + seq * 40, dur_ns=9000,
+                    bytes=4096, direction="h2d" if kind == "memcpy" else "memset")
+    return Span(seq=seq, kind="kernel", start_us=1_764_473_412_000_000 + seq * 40, dur_ns=20_000,
+                name=name, grid=(256, 1, 1), block=(128, 2, 1))
+
+
+def snapshot(seq: int, spans: tuple[Span, ...], executions: int, kernels: tuple[KernelStat, ...]):
+    lane = Lane(device=0, context=1, stream=13, label="compute", executions=executions,
+                spans_elided=executions - len(spans), spans=spans)
+    t = TracedProcess(pid=PID, session="s", name="canned", cupti_status="ok", records=executions,
+                      kernels=kernels, lanes=(lane,), window_start_us=spans[0].start_us,
+                      window_end_us=spans[-1].start_us + 20)
+    return make_snapshot(seq=seq, traced=(t,), timestamp=1_764_473_412.5 + seq * 0.05)
+
+
+def encoded(snapshots, span_rate=None) -> list[bytes]:
+    """The first snapshot as a full frame, each next one as the delta against the one before."""
+    hub = SnapshotHub()
+    enc = FrameEncoder(hub, boot_epoch=1, span_rate=span_rate)
+    out = []
+    for i, s in enumerate(snapshots):
+        hub.publish(s)
+        f = enc.current()
+        out.append(f.full if i == 0 else f.delta)
+    return out
+
+
+def serve(page, agent, events: list[bytes]) -> None:
+    """The page from the agent, its stream these events (and the same again on a reconnect)."""
+    body = b"retry: 60000\n\n" + b"".join(events)
+    page.route("**/api/stream", lambda route: route.fulfill(status=200, content_type="text/event-stream",
+                                                            body=body))
+    page.goto(agent.url)
+
+
+def span_at(page, i: int) -> dict:
+    return page.evaluate(f"window.__gpuflow.spanPoint({PID}, 0, {i})")["span"]
+
+
+def test_names_sent_once_resolve_in_later_deltas(page, agent):
+    ka = KernelStat(A, "_ZN2at6native29vectorized_elementwise_kernelILi4E", 2, 40_000, 20_000, 20_000, timed=2)
+    kb = KernelStat(B, B, 1, 20_000, 20_000, 20_000, timed=1)
+    frames = encoded([
+        snapshot(1, (span(1), span(2)), 2, (ka,)),
+        snapshot(2, (span(1), span(2), span(3, B), span(4, kind="memcpy")), 4, (ka, kb)),   # B is new
+        snapshot(3, (span(1), span(2), span(3, B), span(4, kind="memcpy"), span(5), span(6, None)),
+                 6, (ka, kb)),                                                    # no new name
+    ])
+    assert frames[2].count(B.encode()) == 0 and frames[1].count(A.encode()) == 0
+    serve(page, agent, frames)
+    until(page, "window.__gpuflow.frames === 3")
+    assert hook(page, "deltaFrames") == 2 and hook(page, "resyncs") == 0
+    assert page.evaluate(f"window.__gpuflow.laneSeqs({PID})")[0]["seqs"] == [1, 2, 3, 4, 5, 6]
+    assert [span_at(page, i)["name"] for i in range(6)] == [A, A, B, None, A, None]
+    s = span_at(page, 2)
+    assert s["kind"] == "kernel" and s["grid"] == [256, 1, 1] and s["block"] == [128, 2, 1]
+    c = span_at(page, 3)
+    assert (c["kind"], c["bytes"], c["direction"], c["grid"]) == ("memcpy", 4096, "h2d", None)
+    (strip,) = hook(page, "drawn")["strips"]
+    assert strip["lanes"][0]["text"] == "showing 6 of 6"
+
+
+def test_a_delta_that_skipped_spans_replaces_what_the_lane_kept(page, agent):
+    base = tuple(span(s) for s in range(1, 11))
+    busy = tuple(span(s) for s in range(1, 211))   # 200 new spans, 50 ms later
+    frames = encoded([snapshot(1, base, 10, ()), snapshot(2, busy, 210, ())], span_rate=1000)
+    serve(page, agent, frames)
+    until(page, "window.__gpuflow.frames === 2")
+    # a budget of 1,000 spans/s for 50 ms: the newest 50, and the 10 older ones dropped (they no
+    # longer join up with the new ones)
+    assert page.evaluate(f"window.__gpuflow.laneSeqs({PID})")[0]["seqs"] == list(range(161, 211))
+    (strip,) = hook(page, "drawn")["strips"]
+    assert strip["lanes"][0]["text"] == "showing 50 of 210"
+    assert hook(page, "resyncs") == 0
+
+
+def test_a_delta_naming_an_unknown_id_makes_the_page_start_over(page, agent):
+    frames = encoded([snapshot(1, (span(1),), 1, ()), snapshot(2, (span(1), span(2)), 2, ())])
+    bad = frames[1].replace(b",0,0,256,", b",0,9,256,")   # span 2's name id 0 -> 9 (no such name)
+    assert bad.count(b",0,9,256,") == 1
+    serve(page, agent, [frames[0], bad])
+    until(page, "window.__gpuflow.resyncs >= 1 && window.__gpuflow.connects >= 2")
+    assert hook(page, "fullFrames") >= 1 and hook(page, "badFrames") == 0
