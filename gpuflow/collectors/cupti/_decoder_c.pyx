@@ -129,7 +129,8 @@ cdef struct Name:
     uint16_t flags
     uint32_t len
     char *text
-    char *pbuf              # text being reassembled from chunks
+    char *pbuf              # text being reassembled from chunks, grown as they arrive
+    uint32_t palloc         # bytes allocated at pbuf (never more than ptotal + 1)
     uint32_t ptotal
     uint32_t pgot
 
@@ -365,6 +366,8 @@ cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
     cdef Name *nm = NULL
     cdef int had_pending = 0
     cdef uint16_t keep
+    cdef uint32_t grown
+    cdef void *p
     if nid == 0 or nid >= NAME_ID_LIMIT:
         bad(s, INV_BAD_NAME_CHUNK, seq)
         return
@@ -388,9 +391,13 @@ cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
                 s.oom = 1
                 return
             nm = &s.names[idx]
+        # Room for what has arrived, not for what total_len claims: a first chunk saying 4096
+        # must not cost 4 KiB (a ring of such chunks would make the agent allocate 64x its size).
         free(nm.pbuf)
-        nm.pbuf = <char *>malloc(total + 1)
+        nm.palloc = (total if total < 2 * GPUFLOW_NAME_CHUNK_TEXT else 2 * GPUFLOW_NAME_CHUNK_TEXT) + 1
+        nm.pbuf = <char *>malloc(nm.palloc)
         if nm.pbuf == NULL:
+            nm.palloc = 0
             s.oom = 1
             return
         nm.ptotal = total
@@ -401,6 +408,16 @@ cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
     n = total - off
     if n > GPUFLOW_NAME_CHUNK_TEXT:
         n = GPUFLOW_NAME_CHUNK_TEXT
+    if off + n + 1 > nm.palloc:     # doubling, capped at the whole name: O(1) amortised per chunk
+        grown = nm.palloc * 2
+        if grown > total + 1:
+            grown = total + 1
+        p = realloc(nm.pbuf, grown)
+        if p == NULL:               # the chunk is consumed and the partial name discarded
+            s.oom = 1
+            return
+        nm.pbuf = <char *>p
+        nm.palloc = grown
     memcpy(nm.pbuf + off, r.body.name.text, n)
     nm.pgot += n
     if not (r.flags & GPUFLOW_FLAG_NAME_LAST):
@@ -414,6 +431,7 @@ cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
     if not nm.defined:
         nm.text = nm.pbuf
         nm.pbuf = NULL
+        nm.palloc = 0
         nm.len = total
         nm.flags = keep
         nm.defined = 1
