@@ -300,8 +300,10 @@ class NvmlCollector:
 
     def _publish(self, part: SnapshotPart, new: bool = False) -> SnapshotPart:
         """Make ``part`` the latest unless it equals it; ``new``: the caller knows it differs."""
+        if part is self._part:  # the tick found nothing new (no lock: latest() only replaces it)
+            return part
         with self._lock:
-            if self._part is not None and not new and (part is self._part or part == self._part):
+            if self._part is not None and not new and part == self._part:
                 return self._part
             self._part = part
         self._notify()
@@ -382,7 +384,7 @@ class NvmlCollector:
     def _tick(self) -> tuple[SnapshotPart, bool]:
         """Read every GPU. Returns the part (the last one built if nothing in it changed) and
         whether it is known to differ from every earlier part (a device's readings moved)."""
-        problems = list(self._problems_base())
+        problems: list[Problem] = []  # this tick's, after the standing ones
         devices: list[Device] = []
         held: dict[int, list[Attachment]] = {}
         busy: list[int] = []
@@ -435,7 +437,7 @@ class NvmlCollector:
             self._busy_list = busy
             self._busy = frozenset(busy)
         processes = self._describe(held, problems) if held else self._no_processes()
-        problems_t = tuple(problems)
+        problems_t = self._problems_base() + tuple(problems) if problems else self._problems_base()
         if (not fresh and processes is last.processes and problems_t == last.problems
                 and self._host is last.host):
             return last, False
