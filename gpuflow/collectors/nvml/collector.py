@@ -37,20 +37,18 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any, Callable
 
-import pynvml
-
 from gpuflow.collectors.nvml.backend import NvmlBackend
-from gpuflow.collectors.nvml.build import positional_constructor
 from gpuflow.collectors.nvml.procinfo import LinuxProcReader, ProcReader, describe_cmdline
-from gpuflow.collectors.nvml.query import (
-    SENTINELS,
-    DeviceLost,
-    explain_init_error,
-    failed_query,
-    nvml_query,
+from gpuflow.collectors.nvml.query import DeviceLost, explain_init_error, nvml_query
+from gpuflow.collectors.nvml.readings import (
+    GpuState,
+    attachments_of,
+    make_part,
+    make_process,
+    read_gpu,
 )
 from gpuflow.collectors.nvml.sampler import Sampler
 from gpuflow.core.context import AgentConfig
@@ -62,60 +60,6 @@ SOURCE = "nvml"
 DEFAULT_INIT_RETRY_S = 30.0
 FIRST_SAMPLE_WAIT_S = 0.5  #: how long the first tick waits for the sampler's first sweep
 MIN_GAP_S = 0.005  #: the poll thread never spins, whatever the interval and the poll time
-
-
-class _Gpu:
-    """One device: what is fetched once per init, and what the last tick made of it.
-
-    The identity is fixed per init. ``readings`` (the raw answers of the last tick), ``values``
-    (the Device fields made of them) and ``device`` (the Device of those values) let a tick
-    whose answers did not change hand out the very same Device object, and make a new Device
-    object mean new contents; ``attached`` keeps last tick's Attachment per pid for the same
-    reason. Only the poll thread reads or writes the mutable half.
-    """
-
-    __slots__ = ("index", "handle", "uuid", "name", "pci_bus_id", "readings", "values", "device",
-                 "attached", "shown", "lost_device", "blank_device")
-
-    def __init__(self, index: int, handle: Any, uuid: str, name: str | None,
-                 pci_bus_id: str | None) -> None:
-        self.index = index
-        self.handle = handle
-        self.uuid = uuid
-        self.name = name
-        self.pci_bus_id = pci_bus_id
-        self.readings: tuple[Any, ...] | None = None
-        self.values: tuple[Any, ...] | None = None
-        self.device: Device | None = None
-        self.attached: dict[int, Attachment] = {}
-        self.shown: Device | None = None  #: the Device in the last part the tick built
-        #: what a lost GPU, or one whose reading failed with a bug, shows: its identity only
-        self.lost_device = Device(index, uuid, name, pci_bus_id, True)
-        self.blank_device = Device(index, uuid, name, pci_bus_id, False)
-
-
-#: The fields in the order the tick passes them (positional construction, see build.py);
-#: checked against the contract at import so a change in snapshot.py fails loudly, not silently.
-_DEVICE_FIELDS = ("index", "uuid", "name", "pci_bus_id", "lost", "utilization_gpu_pct",
-                  "utilization_memory_pct", "memory_used_bytes", "memory_total_bytes",
-                  "temperature_c", "power_draw_w", "power_limit_w", "clock_sm_mhz", "clock_mem_mhz",
-                  "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "mig_mode")
-_ATTACHMENT_FIELDS = ("device_index", "device_uuid", "kind", "memory_used_bytes", "sm_util_pct",
-                      "mem_util_pct")
-_PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments")
-_PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems")
-for _cls, _names in ((Device, _DEVICE_FIELDS), (Attachment, _ATTACHMENT_FIELDS),
-                     (Process, _PROCESS_FIELDS), (SnapshotPart, _PART_FIELDS)):
-    if tuple(f.name for f in fields(_cls)) != _names:  # pragma: no cover - a contract change
-        raise ImportError(f"gpuflow.core.snapshot.{_cls.__name__} fields changed; update the "
-                          "positional construction in gpuflow/collectors/nvml/collector.py")
-
-_make_device = positional_constructor(Device)
-_make_attachment = positional_constructor(Attachment)
-_make_process = positional_constructor(Process)
-_make_part = positional_constructor(SnapshotPart)
-
-_NO_SAMPLE = (None, None, None)  #: Sampled.device_fields before the sampler's first sweep
 
 
 def cuda_version_text(version: int | None) -> str | None:
@@ -156,7 +100,7 @@ class NvmlCollector:
         self._init_problem: Problem | None = None
         self._static_problems: tuple[Problem, ...] = ()
         self._host = HostInfo(hostname=self._hostname)
-        self._gpus: tuple[_Gpu, ...] = ()
+        self._gpus: tuple[GpuState, ...] = ()
         self._busy: frozenset[int] | None = None  # GPUs that had processes at the last tick
         self._busy_list: list[int] | None = None  # the same, as the tick found them
         self._unresolved_streak = 0
@@ -364,7 +308,7 @@ class NvmlCollector:
                     f"GPU {index} could not be opened through NVML (no permission or not "
                     "supported) and is not shown")))
                 continue
-            gpus.append(_Gpu(index, handle, _static(b.uuid, handle) or f"nvml-index-{index}",
+            gpus.append(GpuState(index, handle, _static(b.uuid, handle) or f"nvml-index-{index}",
                              _static(b.name, handle), _static(b.pci_bus_id, handle)))
         if count == 0:
             problems.append(Problem(SOURCE, "NVML found no NVIDIA GPUs on this machine",
@@ -394,11 +338,11 @@ class NvmlCollector:
         new = False  # does something certainly differ?
         for gpu in self._gpus:
             try:
-                device, attachments = self._read_gpu(gpu)
+                device, attachments = read_gpu(self._b, gpu, self.sampler.get(gpu.index))
                 if attachments:
                     if oldest_us is None:
                         oldest_us = int(self._clock() * 1e6) - int(self.sampler.fresh_s * 1e6)
-                    attachments = self._attachments(gpu, attachments, oldest_us)
+                    attachments = attachments_of(gpu, attachments, oldest_us)
             except DeviceLost as exc:
                 gpu.readings = None
                 gpu.attached = {}
@@ -441,134 +385,9 @@ class NvmlCollector:
         if (not fresh and processes is last.processes and problems_t == last.problems
                 and self._host is last.host):
             return last, False
-        self._built = part = _make_part(SOURCE, self._host, tuple(devices), processes, (),
+        self._built = part = make_part(SOURCE, self._host, tuple(devices), processes, (),
                                         problems_t)
         return part, new
-
-    def _read_gpu(self, gpu: _Gpu) -> tuple[Device, Any]:
-        """The GPU's Device, and its raw process entries: ``((compute, graphics, sampled))`` or ()."""
-        b, h, Error = self._b, gpu.handle, pynvml.NVMLError
-        try:
-            util = b.utilization(h)
-        except Error as exc:
-            util = failed_query(exc, b.utilization)
-        try:
-            mem = b.memory(h)
-        except Error as exc:
-            mem = failed_query(exc, b.memory)
-        try:
-            temperature = b.temperature(h)
-        except Error as exc:
-            temperature = failed_query(exc, b.temperature)
-        try:
-            power = b.power_usage(h)
-        except Error as exc:
-            power = failed_query(exc, b.power_usage)
-        try:
-            limit = b.power_limit(h)
-        except Error as exc:
-            limit = failed_query(exc, b.power_limit)
-        try:
-            clock_sm = b.clock_sm(h)
-        except Error as exc:
-            clock_sm = failed_query(exc, b.clock_sm)
-        try:
-            clock_mem = b.clock_mem(h)
-        except Error as exc:
-            clock_mem = failed_query(exc, b.clock_mem)
-        try:
-            compute = b.compute_processes(h)
-        except Error as exc:
-            compute = failed_query(exc, b.compute_processes)
-        try:
-            graphics = b.graphics_processes(h)
-        except Error as exc:
-            graphics = failed_query(exc, b.graphics_processes)
-        sampled = self.sampler.get(gpu.index)
-        readings = (util, mem, temperature, power, limit, clock_sm, clock_mem,
-                    _NO_SAMPLE if sampled is None else sampled.device_fields)
-        if readings == gpu.readings:
-            device = gpu.device
-        else:
-            gpu.readings = readings
-            values = self._values(readings)
-            if values == gpu.values:  # e.g. a sentinel where NVML said NotSupported before
-                device = gpu.device
-            else:
-                gpu.values = values
-                gpu.device = device = _make_device(gpu.index, gpu.uuid, gpu.name, gpu.pci_bus_id,
-                                                   False, *values)
-        if compute or graphics:
-            return device, (compute, graphics, sampled)
-        if gpu.attached:
-            gpu.attached = {}
-        return device, ()
-
-    @staticmethod
-    def _values(readings: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Device's reading fields (utilization_gpu_pct ... mig_mode) from one tick's raw answers:
-        sentinels → None, mW → W."""
-        util, mem, temperature, power, limit, clock_sm, clock_mem, (tx, rx, mig) = readings
-        if util is None:
-            util_gpu = util_mem = None
-        else:
-            util_gpu, util_mem = util
-            if util_gpu in SENTINELS:
-                util_gpu = None
-            if util_mem in SENTINELS:
-                util_mem = None
-        if mem is None:
-            mem_total = mem_used = None
-        else:
-            mem_total, mem_used = mem
-            if mem_total in SENTINELS:
-                mem_total = None
-            if mem_used in SENTINELS:
-                mem_used = None
-        return (util_gpu, util_mem, mem_used, mem_total,
-                None if temperature in SENTINELS else temperature,
-                None if power is None or power in SENTINELS else power / 1000,
-                None if limit is None or limit in SENTINELS else limit / 1000,
-                None if clock_sm in SENTINELS else clock_sm,
-                None if clock_mem in SENTINELS else clock_mem,
-                tx, rx, mig)
-
-    def _attachments(self, gpu: _Gpu, raw: Any, oldest_us: int) -> list[tuple[int, Attachment]]:
-        """(pid, Attachment) for each process NVML lists on this GPU, in NVML's order.
-
-        A pid in both lists is one "compute+graphics" attachment (memory from the compute entry,
-        else the graphics one). An attachment equal to last tick's is that same object."""
-        compute, graphics, sampled = raw
-        kinds: dict[int, list[Any]] = {}  # pid → [kind, memory]
-        for pid, memory in compute or ():
-            kinds[pid] = ["compute", memory]
-        for pid, memory in graphics or ():
-            known = kinds.get(pid)
-            if known is None:
-                kinds[pid] = ["graphics", memory]
-            else:
-                known[0] = "compute+graphics"
-                if known[1] is None or known[1] in SENTINELS:
-                    known[1] = memory
-        util = sampled.proc_util if sampled is not None and sampled.proc_util_supported else None
-        before, now = gpu.attached, {}
-        out = []
-        for pid, (kind, memory) in kinds.items():
-            if memory in SENTINELS:
-                memory = None
-            sample = None if util is None else util.get(pid)
-            if sample is None or sample.timestamp_us < oldest_us:
-                sm = mem_util = None
-            else:
-                sm, mem_util = sample.sm, sample.mem
-            a = before.get(pid)
-            if (a is None or a.kind != kind or a.memory_used_bytes != memory
-                    or a.sm_util_pct != sm or a.mem_util_pct != mem_util):
-                a = _make_attachment(gpu.index, gpu.uuid, kind, memory, sm, mem_util)
-            now[pid] = a
-            out.append((pid, a))
-        gpu.attached = now
-        return out
 
     def _no_processes(self) -> tuple[Process, ...]:
         self._unresolved_streak = 0
@@ -612,9 +431,9 @@ class NvmlCollector:
             else:
                 changed = True
                 if f is None:
-                    process = _make_process(pid, None, None, None, attachments)
+                    process = make_process(pid, None, None, None, attachments)
                 else:
-                    process = _make_process(pid, f.name, f.user,
+                    process = make_process(pid, f.name, f.user,
                                             describe_cmdline(f.argv, self._show_cmdline),
                                             attachments)
             now[pid] = (f, attachments, process)
