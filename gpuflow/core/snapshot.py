@@ -199,7 +199,11 @@ class Snapshot:
     sources: tuple[str, ...] = ()  #: collectors that contributed, sorted
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The JSON form documented in docs/snapshot.md (None → null)."""
+        """The plain JSON form (schema 1) documented in docs/snapshot.md (None → null).
+
+        /api/snapshot and --summary-json are this; /api/stream sends the same snapshot in a compact
+        form (names once, spans as arrays) made by gpuflow.transport.wire, which reads back to this.
+        """
         host = _plain(self.host)
         host["problems"] = [_plain(p) for p in self.problems]
         return {
