@@ -426,16 +426,21 @@ class NvmlCollector:
                 continue  # vanished between NVML's answer and our look at /proc
             attachments = tuple(held[pid])
             known = before.get(pid)
-            if known is not None and known[0] == f and known[1] == attachments:
-                process = known[2]
+            if known is not None and known[0] == f:
+                if known[1] == attachments:
+                    process = known[2]
+                else:  # same process, other readings: its name and command line stand
+                    changed = True
+                    old = known[2]
+                    process = make_process(pid, old.name, old.user, old.cmdline, attachments)
             else:
                 changed = True
                 if f is None:
                     process = make_process(pid, None, None, None, attachments)
                 else:
                     process = make_process(pid, f.name, f.user,
-                                            describe_cmdline(f.argv, self._show_cmdline),
-                                            attachments)
+                                           describe_cmdline(f.argv, self._show_cmdline),
+                                           attachments)
             now[pid] = (f, attachments, process)
             out.append(process)
         self._known_procs = now
