@@ -321,10 +321,9 @@ class NvmlCollector:
         self._static_problems = tuple(problems)
 
     # -- one tick -------------------------------------------------------------------------------
-    # The hot path (docs/nvml.md, "Cost"): every backend call is made inline with its own
-    # try/except (free in CPython 3.11+ when nothing is raised), and its error, if any, goes
-    # through failed_query, the same mapping nvml_query applies. Values are cleaned (sentinels →
-    # None, units) and frozen objects built only when the raw answers changed since last tick.
+    # The hot path (docs/nvml.md, "Cost"). readings.py reads each GPU and reuses what did not
+    # change; here the part is reused when nothing in it changed, and not compared with the
+    # previous one when a device certainly changed.
     def _tick(self) -> tuple[SnapshotPart, bool]:
         """Read every GPU. Returns the part (the last one built if nothing in it changed) and
         whether it is known to differ from every earlier part (a device's readings moved)."""
@@ -365,7 +364,7 @@ class NvmlCollector:
                 gpu.shown = device
                 fresh = True
                 # last tick showed this GPU's Device of other values (a new Device object means
-                # new values, see _read_gpu), so this part differs from every part before it
+                # new values, see read_gpu), so this part differs from every part before it
                 if (device is gpu.device and shown is not None and shown is not gpu.lost_device
                         and shown is not gpu.blank_device):
                     new = True
