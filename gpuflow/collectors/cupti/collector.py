@@ -248,6 +248,8 @@ class CuptiCollector:
                 # one call takes everything published so far (head - tail <= capacity); records
                 # published meanwhile wait for the next pass, 20 ms later
                 changed = dec.drain() > 0
+                if changed:
+                    ring.mapped.release_consumed(dec.tail)  # type: ignore[union-attr]
             except RingFormatError as exc:
                 ring.error = str(exc)
                 ring.truncated = True

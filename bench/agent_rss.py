@@ -1,0 +1,297 @@
+"""Benchmark: the agent's memory with 8 traced processes writing 100 k records/s each.
+
+    python bench/agent_rss.py [--seconds 60] [--processes 8] [--rate 100000] [--capacity 262144]
+                              [--tracemalloc]
+
+This process is the agent: ``gpuflow.core.agent.Agent`` with the real plugin manager (NVML
+disabled, no third-party entry points), ``AgentConfig(session=...)``, so the built-in CUPTI
+collector drains the session's rings exactly as under ``gpuflow run``; a snapshot consumer thread
+(in place of SSE clients) takes the latest snapshot and calls ``to_json_dict()`` 10 times a second.
+
+Each simulated traced process is a separate process: a small C driver (below, compiled here) that
+dlopens the compiled test producer (tests/ringproducer.py's ``build_producer``: the same
+ring_producer.c as libgpuflow_inject.so), creates its own ring under its own pid with the ring
+size ``gpuflow run`` uses, and writes a realistic mix at a paced rate: kernels on 4 named streams
+(~200 distinct long mangled C++ names, a few hot), host/device copies on the null stream, some
+memsets, a clock sync every second. When its time is up it does the exit flush and exits.
+
+Measured: the agent's VmRSS (and its RssAnon / RssShmem parts) from /proc/self/status every 0.25 s;
+the rate the producers actually achieved (records pushed per second, all of them together, from
+their own counts); drops; and the records the agent decoded, which must equal what the producers
+wrote. ``--tracemalloc`` also prints the Python allocation sites holding the most memory at the end.
+
+Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>``;
+goal rss_mb <= 150 (../shared/docs/design.md, performance budgets).
+
+Constraints: Linux, gcc, /dev/shm with room for the rings (8 x 16 MiB by default); no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from ringproducer import build_producer  # noqa: E402
+
+from gpuflow.core.agent import Agent  # noqa: E402
+from gpuflow.core.context import AgentConfig  # noqa: E402
+from gpuflow.core.plugins import get_plugin_manager  # noqa: E402
+
+DRIVER_C = r"""
+/* One simulated traced process: writes a realistic record mix into its own ring, paced. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef void *(*open_fn)(const char *, int, uint32_t, int *);
+typedef int (*kernel_fn)(void *, uint32_t, uint32_t, uint32_t, uint64_t, uint64_t, const char *,
+                         uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
+typedef int (*memcpy_fn)(void *, uint32_t, uint32_t, uint32_t, uint64_t, uint64_t, uint32_t, uint64_t,
+                         uint32_t, uint32_t);
+typedef int (*memset_fn)(void *, uint32_t, uint32_t, uint32_t, uint64_t, uint64_t, uint64_t, uint32_t);
+typedef int (*sname_fn)(void *, uint32_t, uint32_t, uint32_t, const char *);
+typedef int (*ctx_fn)(void *, uint32_t, uint32_t, uint32_t);
+typedef int (*dev_fn)(void *, uint32_t, const char *);
+typedef int (*sync_fn)(void *, uint64_t, uint64_t);
+typedef void (*status_fn)(void *, uint32_t, const char *);
+typedef void (*exited_fn)(void *);
+typedef uint64_t (*u64_fn)(void *);
+
+static uint64_t now_ns(clockid_t c) { struct timespec t; clock_gettime(c, &t); return t.tv_sec * 1000000000ull + t.tv_nsec; }
+static uint64_t rng_state;
+static uint32_t rnd(void) { rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull; return rng_state >> 33; }
+
+#define NAMES 200
+static const char *families[] = {
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
+    "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedINS1_9GemmShapeILi128ELi128ELi8EEE",
+    "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_14func_wrapper_tIfZNS0_11sum_functorIfffEclERNS_14TensorIteratorEEUlffE_EEjfLi4EEEEEvT1_",
+    "_Z28flash_fwd_splitkv_kernel_v2I23Flash_fwd_kernel_traitsILi128ELi64ELi128ELi4ELb0ELb0EN7cutlass10bfloat16_tEELb1ELb0ELb0ELb0ELb1ELb0ELb0EEv16Flash_fwd_params",
+    "_ZN4cuda3std3__48__detail21__invoke_thrust_kernelIN6thrust20THRUST_200500_800_NS8cuda_cub4core13_kernel_agentINS7_8__reduce",
+};
+
+int main(int argc, char **argv) {
+    if (argc != 7) { fprintf(stderr, "usage: driver LIB SESSION RATE SECONDS CAPACITY SEED\n"); return 2; }
+    void *lib = dlopen(argv[1], RTLD_NOW);
+    if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+    open_fn o = (open_fn)dlsym(lib, "tph_open");
+    kernel_fn kern = (kernel_fn)dlsym(lib, "tph_kernel");
+    memcpy_fn mcp = (memcpy_fn)dlsym(lib, "tph_memcpy");
+    memset_fn mst = (memset_fn)dlsym(lib, "tph_memset");
+    sname_fn sname = (sname_fn)dlsym(lib, "tph_stream_name");
+    ctx_fn ctx = (ctx_fn)dlsym(lib, "tph_context");
+    dev_fn dev = (dev_fn)dlsym(lib, "tph_device");
+    sync_fn sync = (sync_fn)dlsym(lib, "tph_clock_sync");
+    status_fn status = (status_fn)dlsym(lib, "tph_set_status");
+    exited_fn exited = (exited_fn)dlsym(lib, "tph_mark_exited");
+    u64_fn dropped = (u64_fn)dlsym(lib, "tph_dropped");
+    u64_fn head = (u64_fn)dlsym(lib, "tph_head");
+    double rate = atof(argv[3]), seconds = atof(argv[4]);
+    rng_state = strtoull(argv[6], NULL, 10) * 2654435761ull + 1;
+    int err = 0;
+    void *h = o(argv[2], getpid(), (uint32_t)strtoul(argv[5], NULL, 10), &err);
+    if (!h) { fprintf(stderr, "tph_open failed: %d\n", err); return 1; }
+    static char names[NAMES][400];
+    for (int i = 0; i < NAMES; i++)
+        snprintf(names[i], sizeof names[i], "%s%dv", families[i % 5], i);  /* ~110-170 bytes each */
+    status(h, 1, "simulated by bench/agent_rss.py");
+    ctx(h, 0, 1, 7);
+    dev(h, 0, "NVIDIA H200");
+    const char *streams[4] = {"compute", "comm", "prefetch", "aux"};
+    for (int s = 0; s < 4; s++) sname(h, 0, 1, 13 + s, streams[s]);
+    uint64_t t = now_ns(CLOCK_MONOTONIC), start = t, pushed = 5 + 4, written = 5 + 4, last_sync = 0;
+    sync(h, t, now_ns(CLOCK_REALTIME));
+    uint64_t end_at = start + (uint64_t)(seconds * 1e9);
+    uint64_t cursor[4] = {t, t, t, t};
+    for (;;) {
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        if (now >= end_at) break;
+        uint64_t due = (uint64_t)((now - start) * 1e-9 * rate);
+        while (pushed < due) {
+            uint32_t r = rnd() % 1000;
+            int ok;
+            if (r < 850) {  /* a kernel: hot names get most launches */
+                uint32_t s = rnd() % 4, n = (rnd() % 4 == 0) ? rnd() % NAMES : rnd() % 12;
+                uint64_t dur = 2000 + rnd() % 200000;
+                cursor[s] += dur + rnd() % 3000;
+                ok = kern(h, 0, 1, 13 + s, cursor[s], cursor[s] + dur, names[n], 128 + rnd() % 4096, 1, 1, 256, 1, 1);
+            } else if (r < 970) {  /* a copy on the null stream: h2d, d2h or d2d */
+                uint32_t kinds[3] = {1, 2, 8};
+                uint64_t bytes = 4096ull << (rnd() % 12);
+                ok = mcp(h, 0, 1, 7, now, now + bytes / 20, kinds[rnd() % 3], bytes, 0, 0);
+            } else {
+                ok = mst(h, 0, 1, 13 + rnd() % 4, now, now + 1500, 1 << 20, 0);
+            }
+            pushed++;
+            written += ok ? 1 : 0;
+        }
+        if (now - last_sync >= 1000000000ull) {
+            pushed++;
+            written += sync(h, now, now_ns(CLOCK_REALTIME)) ? 1 : 0;
+            last_sync = now;
+        }
+        struct timespec nap = {0, 1000000};  /* 1 ms */
+        nanosleep(&nap, NULL);
+    }
+    double elapsed = (now_ns(CLOCK_MONOTONIC) - start) * 1e-9;
+    exited(h);  /* the exit flush: producer_exited = 1 */
+    printf("{\"pid\": %d, \"pushed\": %llu, \"written\": %llu, \"dropped\": %llu, \"head\": %llu, "
+           "\"elapsed\": %.3f}\n", getpid(), (unsigned long long)pushed, (unsigned long long)written,
+           (unsigned long long)dropped(h), (unsigned long long)head(h), elapsed);
+    return 0;
+}
+"""
+
+
+def status_kb() -> dict[str, int]:
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+def build(workdir: Path) -> tuple[str, str]:
+    lib = build_producer(workdir)
+    src = workdir / "agent_rss_driver.c"
+    src.write_text(DRIVER_C)
+    exe = workdir / "agent_rss_driver"
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(exe), str(src), "-ldl"], check=True)
+    return lib, str(exe)
+
+
+class SnapshotConsumer(threading.Thread):
+    """Stands in for the SSE clients: the latest snapshot's JSON form, 10 times a second."""
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(name="snapshot-consumer", daemon=True)
+        self.agent = agent
+        self.stop = threading.Event()
+        self.calls = 0
+        self.spans = 0
+        self.seconds = 0.0
+
+    def run(self) -> None:
+        while not self.stop.wait(0.1):
+            snap = self.agent.hub.latest()
+            if snap is None:
+                continue
+            t = time.perf_counter()
+            doc = snap.to_json_dict()
+            self.seconds += time.perf_counter() - t
+            self.calls += 1
+            self.spans = sum(len(lane["spans"]) for p in doc["traced"] for lane in p["lanes"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--processes", type=int, default=8)
+    ap.add_argument("--rate", type=float, default=100_000.0, help="records/s per process")
+    ap.add_argument("--capacity", type=int, default=262_144, help="ring capacity (gpuflow run's default)")
+    ap.add_argument("--tracemalloc", action="store_true")
+    args = ap.parse_args()
+    if args.tracemalloc:
+        import tracemalloc
+
+        tracemalloc.start(12)
+    session = "rss" + secrets.token_hex(4)
+    with tempfile.TemporaryDirectory(prefix="gpuflow-agent-rss-") as tmp:
+        lib, driver = build(Path(tmp))
+        base = status_kb()
+        env = {"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        agent = Agent(AgentConfig(session=session), get_plugin_manager(environ=env))
+        agent.start()
+        consumer = SnapshotConsumer(agent)
+        consumer.start()
+        print(f"agent_rss: {args.processes} producers x {args.rate:,.0f} records/s for {args.seconds:.0f} s, "
+              f"rings of {args.capacity:,} records; session {session}")
+        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
+              f"Python {platform.python_version()}; agent RSS at start {base['VmRSS'] / 1024:.1f} MB", flush=True)
+        started = time.monotonic()
+        procs = [subprocess.Popen([driver, lib, session, str(args.rate), str(args.seconds), str(args.capacity),
+                                   str(i)], stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
+        samples: list[tuple[float, dict[str, int]]] = []
+        next_print = 5.0
+        while any(p.poll() is None for p in procs):
+            time.sleep(0.25)
+            now = time.monotonic() - started
+            s = status_kb()
+            samples.append((now, s))
+            if now >= next_print:
+                next_print += 5.0
+                snap = agent.hub.latest()
+                decoded = sum(t.records for t in snap.traced) if snap else 0
+                print(f"  t={now:5.1f}s  VmRSS {s['VmRSS'] / 1024:6.1f} MB (anon {s['RssAnon'] / 1024:6.1f}, "
+                      f"shmem {s['RssShmem'] / 1024:6.1f})  decoded {decoded:>11,}", flush=True)
+        reports = [json.loads(p.stdout.read()) for p in procs]  # type: ignore[union-attr]
+        for p in procs:
+            p.wait()
+        collector = agent.context.slots["cupti"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the final drains: every process exited, every ring removed
+            part = collector.part()
+            if len(part.traced) == len(procs) and all(t.state == "exited" for t in part.traced):
+                break
+            time.sleep(0.05)
+        samples.append((time.monotonic() - started, status_kb()))
+        consumer.stop.set()
+        consumer.join()
+        agent.stop()
+        final_part = collector.part()
+        final = status_kb()
+        if args.tracemalloc:
+            import tracemalloc
+
+            top = tracemalloc.take_snapshot().statistics("traceback")[:8]
+            print("tracemalloc, largest live Python allocations:")
+            for stat in top:
+                print(f"  {stat.size / 2**20:7.2f} MB in {stat.count:>7} blocks  {stat.traceback.format()[-1].strip()}")
+    pushed = sum(r["pushed"] for r in reports)
+    written = sum(r["written"] for r in reports)
+    dropped = sum(r["dropped"] for r in reports)
+    elapsed = max(r["elapsed"] for r in reports)
+    in_rings = sum(r["head"] for r in reports)  # what was written, name chunks included
+    decoded = sum(t.records for t in final_part.traced)
+    ring_drops = sum(t.dropped_ring for t in final_part.traced)
+    peak = max(samples, key=lambda x: x[1]["VmRSS"])
+    steady = [s["VmRSS"] for t, s in samples if t >= min(10.0, args.seconds / 2)]
+    print(f"producers: {pushed:,} records pushed in {elapsed:.1f} s = {pushed / elapsed:,.0f} records/s "
+          f"({pushed / elapsed / len(reports):,.0f} per process; asked {args.rate:,.0f}); written {written:,}, "
+          f"dropped {dropped:,}")
+    print(f"agent: decoded {decoded:,} ring records ({'=' if decoded == in_rings else '!='} the {in_rings:,} the "
+          f"producers published, name chunks included); "
+          f"drops it reports {ring_drops:,}; processes {len(final_part.traced)}, "
+          f"exited {sum(t.state == 'exited' for t in final_part.traced)}, "
+          f"rings left in /dev/shm {len(list(Path('/dev/shm').glob(f'gpuflow-{session}-*')))}")
+    print(f"snapshot consumer: {consumer.calls} to_json_dict calls, {consumer.seconds / max(1, consumer.calls) * 1e3:.1f} ms "
+          f"each, {consumer.spans:,} spans in the last")
+    print(f"RSS: start {base['VmRSS'] / 1024:.1f} MB, peak {peak[1]['VmRSS'] / 1024:.1f} MB at t={peak[0]:.1f}s "
+          f"(anon {peak[1]['RssAnon'] / 1024:.1f}, file {peak[1]['RssFile'] / 1024:.1f}, "
+          f"shmem {peak[1]['RssShmem'] / 1024:.1f}), after 10 s min/max {min(steady) / 1024:.1f}/"
+          f"{max(steady) / 1024:.1f} MB, final {final['VmRSS'] / 1024:.1f} MB; VmHWM {final['VmHWM'] / 1024:.1f} MB")
+    print(f"rss_mb={peak[1]['VmRSS'] / 1024:.1f} records_per_s={pushed / elapsed:.0f} dropped={ring_drops}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
