@@ -2,8 +2,9 @@
 
 Collectors return :class:`SnapshotPart` objects from the ``produce_snapshot`` hook; the core
 merges them (:mod:`gpuflow.core.merge`) into one immutable :class:`Snapshot`; the transport
-serialises it with :meth:`Snapshot.to_json_dict` and nothing else. docs/snapshot.md is the JSON
-schema the browser consumes; keep the two in step (a test compares them).
+reads nothing else: ``/api/snapshot`` is :meth:`Snapshot.to_json_dict`, and ``/api/stream`` is the
+same data in a compact, lossless stream form (gpuflow/transport/wire.py turns it back into
+exactly ``to_json_dict()``). docs/snapshot.md documents both; keep it in step (a test compares).
 
 "Not available" is ``None`` here and ``null`` in JSON, never 0: NVML answers NotSupported or a
 sentinel in many setups (WDDM, MIG, vGPU), and a zero is only ever a measured zero. Collectors
