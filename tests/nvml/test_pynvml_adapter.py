@@ -247,7 +247,9 @@ def test_stop_calls_nvml_shutdown(driver):
     c = make(interval_s=0.02)
     c.start()
     deadline = time.monotonic() + 5
-    while c.latest() is None and time.monotonic() < deadline:
+    # wait for a part with devices: under load the first poll can outlast the 0.02 s interval,
+    # and latest() then answers with an empty part that says NVML is not answering
+    while not (c.latest() is not None and c.latest().devices) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert c.latest() is not None and c.latest().devices
     c.stop()
