@@ -189,9 +189,13 @@ class SnapshotConsumer(threading.Thread):
         self.calls = 0
         self.spans = 0
         self.seconds = 0.0
+        self.elapsed = 0.0
 
     def run(self) -> None:
-        while not self.stop.wait(0.1):
+        started = next_tick = time.monotonic()
+        while not self.stop.wait(max(0.0, next_tick - time.monotonic())):
+            next_tick = max(next_tick + 0.1, time.monotonic())  # 10 Hz; a late call is not made up for
+            self.elapsed = time.monotonic() - started
             snap = self.agent.hub.latest()
             if snap is None:
                 continue
@@ -200,6 +204,7 @@ class SnapshotConsumer(threading.Thread):
             self.seconds += time.perf_counter() - t
             self.calls += 1
             self.spans = sum(len(lane["spans"]) for p in doc["traced"] for lane in p["lanes"])
+            del doc, snap  # sent and forgotten, as a stream would
 
 
 def main() -> int:
@@ -263,7 +268,9 @@ def main() -> int:
             import tracemalloc
 
             top = tracemalloc.take_snapshot().statistics("traceback")[:8]
-            print("tracemalloc, largest live Python allocations:")
+            current, peak_traced = tracemalloc.get_traced_memory()
+            print(f"tracemalloc: Python allocations now {current / 2**20:.1f} MB, peak {peak_traced / 2**20:.1f} MB; "
+                  "largest live:")
             for stat in top:
                 print(f"  {stat.size / 2**20:7.2f} MB in {stat.count:>7} blocks  {stat.traceback.format()[-1].strip()}")
     pushed = sum(r["pushed"] for r in reports)
@@ -283,8 +290,9 @@ def main() -> int:
           f"drops it reports {ring_drops:,}; processes {len(final_part.traced)}, "
           f"exited {sum(t.state == 'exited' for t in final_part.traced)}, "
           f"rings left in /dev/shm {len(list(Path('/dev/shm').glob(f'gpuflow-{session}-*')))}")
-    print(f"snapshot consumer: {consumer.calls} to_json_dict calls, {consumer.seconds / max(1, consumer.calls) * 1e3:.1f} ms "
-          f"each, {consumer.spans:,} spans in the last")
+    print(f"snapshot consumer: {consumer.calls} to_json_dict calls ({consumer.calls / max(consumer.elapsed, 1e-9):.1f} "
+          f"per second; asked 10), {consumer.seconds / max(1, consumer.calls) * 1e3:.1f} ms each, "
+          f"{consumer.spans:,} spans in the last")
     print(f"RSS: start {base['VmRSS'] / 1024:.1f} MB, peak {peak[1]['VmRSS'] / 1024:.1f} MB at t={peak[0]:.1f}s "
           f"(anon {peak[1]['RssAnon'] / 1024:.1f}, file {peak[1]['RssFile'] / 1024:.1f}, "
           f"shmem {peak[1]['RssShmem'] / 1024:.1f}), after 10 s min/max {min(steady) / 1024:.1f}/"
