@@ -281,7 +281,8 @@ def main() -> int:
     decoded = sum(t.records for t in final_part.traced)
     ring_drops = sum(t.dropped_ring for t in final_part.traced)
     peak = max(samples, key=lambda x: x[1]["VmRSS"])
-    steady = [s["VmRSS"] for t, s in samples if t >= min(10.0, args.seconds / 2)]
+    settle = min(10.0, args.seconds / 2)
+    steady = [s["VmRSS"] for t, s in samples if t >= settle]
     print(f"producers: {pushed:,} records pushed in {elapsed:.1f} s = {pushed / elapsed:,.0f} records/s "
           f"({pushed / elapsed / len(reports):,.0f} per process; asked {args.rate:,.0f}); written {written:,}, "
           f"dropped {dropped:,}")
@@ -295,7 +296,7 @@ def main() -> int:
           f"{consumer.spans:,} spans in the last")
     print(f"RSS: start {base['VmRSS'] / 1024:.1f} MB, peak {peak[1]['VmRSS'] / 1024:.1f} MB at t={peak[0]:.1f}s "
           f"(anon {peak[1]['RssAnon'] / 1024:.1f}, file {peak[1]['RssFile'] / 1024:.1f}, "
-          f"shmem {peak[1]['RssShmem'] / 1024:.1f}), after 10 s min/max {min(steady) / 1024:.1f}/"
+          f"shmem {peak[1]['RssShmem'] / 1024:.1f}), from t={settle:.0f}s on min/max {min(steady) / 1024:.1f}/"
           f"{max(steady) / 1024:.1f} MB, final {final['VmRSS'] / 1024:.1f} MB; VmHWM {final['VmHWM'] / 1024:.1f} MB")
     print(f"rss_mb={peak[1]['VmRSS'] / 1024:.1f} records_per_s={pushed / elapsed:.0f} dropped={ring_drops}")
     return 0

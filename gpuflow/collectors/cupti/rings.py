@@ -13,6 +13,11 @@ one consumer and other agents can tell a live session's rings from a dead one's.
   holds its lock, and it is older than a grace period (so a ring created a moment ago by a
   short-lived process, not yet opened by its own consumer, is left alone).
 
+Residency: the segment's pages belong to /dev/shm, but every page the consumer reads stays mapped
+in the consumer's page tables and counts in its RSS (16 MiB per busy ring at the default size);
+after each drain the collector drops its mapping of the pages it has finished reading
+(:meth:`MappedRing.release_consumed`, ``MADV_DONTNEED``: the data stays in the segment).
+
 Constraints: Linux (/proc, /dev/shm, flock). Never raises for another user's or a vanished file
 during discovery or sweeping; opening our own ring reports what went wrong.
 """
