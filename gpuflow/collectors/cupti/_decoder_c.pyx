@@ -728,8 +728,7 @@ cdef class RingDecoder:
         self.busy = 0
 
     def __init__(self, buffer, *, lane_span_cap=DEFAULT_LANE_SPAN_CAP):
-        if lane_span_cap < 0:
-            raise ValueError(f"lane_span_cap must be >= 0, not {lane_span_cap}")
+        lane_span_cap = L.check_lane_span_cap(lane_span_cap)
         if self.has_view:
             raise RuntimeError("RingDecoder.__init__ called twice")
         info = L.validate_header(buffer)
@@ -796,6 +795,7 @@ cdef class RingDecoder:
         self._check_idle()
         if not self.has_view:
             raise RingDetached("the decoder was detached from its ring")
+        max_records = L.check_max_records(max_records)
         if (self.hdr.magic != GPUFLOW_RING_MAGIC or self.hdr.version != GPUFLOW_RING_VERSION
                 or self.hdr.header_size != GPUFLOW_HEADER_SIZE
                 or self.hdr.record_size != GPUFLOW_RECORD_SIZE or self.hdr.capacity != self._capacity):

@@ -45,8 +45,7 @@ class RingDecoder:
     is_compiled = False
 
     def __init__(self, buffer: Any, *, lane_span_cap: int = DEFAULT_LANE_SPAN_CAP) -> None:
-        if lane_span_cap < 0:
-            raise ValueError(f"lane_span_cap must be >= 0, not {lane_span_cap}")
+        lane_span_cap = L.check_lane_span_cap(lane_span_cap)
         info = L.validate_header(buffer)
         mv = memoryview(buffer).cast("B")
         if mv.readonly:
@@ -111,6 +110,7 @@ class RingDecoder:
         mv = self._mv
         if mv is None:
             raise RingDetached("the decoder was detached from its ring")
+        max_records = L.check_max_records(max_records)
         L.check_unchanged(mv, self._capacity)
         head = L.U64.unpack_from(mv, L.OFF_HEAD)[0]
         tail = self._tail

@@ -9,6 +9,7 @@ Constraints: no I/O, no state; called once per ring open and once per snapshot, 
 
 from __future__ import annotations
 
+import operator
 import struct
 from typing import Any, NamedTuple
 
@@ -130,6 +131,22 @@ MAX_CONTEXTS = 1 << 16
 MAX_DEVICES = 1 << 16
 #: Sums saturate here (and set the ``saturated`` counter) rather than wrap or diverge between twins.
 U64_MAX = (1 << 64) - 1
+#: The most spans a lane may keep (``lane_span_cap``); the compiled twin counts spans in 32 bits.
+MAX_LANE_SPAN_CAP = 1 << 20
+
+
+def check_lane_span_cap(value: Any) -> int:
+    """``lane_span_cap`` as an int, the same for both twins: TypeError if it is not an integer
+    (a float is not silently truncated), ValueError outside [0, MAX_LANE_SPAN_CAP]."""
+    cap = operator.index(value)
+    if not 0 <= cap <= MAX_LANE_SPAN_CAP:
+        raise ValueError(f"lane_span_cap must be in [0, {MAX_LANE_SPAN_CAP}], not {cap}")
+    return cap
+
+
+def check_max_records(value: Any) -> int | None:
+    """``drain``'s ``max_records``: None (everything) or an int (TypeError otherwise); <= 0 drains nothing."""
+    return None if value is None else operator.index(value)
 
 SPAN_KINDS = {REC_KERNEL: "kernel", REC_MEMCPY: "memcpy", REC_MEMSET: "memset"}
 
