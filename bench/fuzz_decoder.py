@@ -112,11 +112,15 @@ def play(index: int, seed: int, stats: dict) -> None:
     stats["drain_errors"] += sum(1 for step in a if isinstance(step, tuple) and step[0] == "drain"
                                  and step[1] == "raise")
     stats["spans"] += sum(len(lane[6]) for lane in out["lanes"])
+    stats["saturated"] += out["counters"]["saturated"]
+    stats["pending"] += out["counters"]["pending_names"] > 0
+    stats["wrapped"] += out["tail"] // case.capacity != a[0][3] // case.capacity
 
 
 def new_stats() -> dict:
     return {"families": collections.Counter(), "refused": collections.Counter(), "invalid": collections.Counter(),
-            "opened": 0, "records": 0, "drain_errors": 0, "spans": 0, "done": 0,
+            "opened": 0, "records": 0, "drain_errors": 0, "spans": 0, "done": 0, "saturated": 0, "pending": 0,
+            "wrapped": 0,
             "crashes": [], "violations": [], "disagreements": []}
 
 
@@ -265,6 +269,8 @@ def main() -> int:
     print(f"opened: {t['opened']:,}; refused at open: {dict(t['refused'])}")
     print(f"records decoded (per twin): {t['records']:,}; spans kept at the end: {t['spans']:,}; "
           f"drains refused mid-session: {t['drain_errors']:,}")
+    print(f"cases that decoded across the ring's end: {t['wrapped']:,}; that saturated a total: {t['saturated']:,}; "
+          f"that ended with a name half-received: {t['pending']:,}")
     print("invalid records by reason:", dict(t["invalid"].most_common()))
     for what in ("crashes", "disagreements", "violations"):
         for index, family, detail in t[what][:5]:
