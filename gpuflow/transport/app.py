@@ -17,7 +17,9 @@ but starts nothing: collectors start inside the worker, on the first request (or
 ``first_snapshot_wait_s`` (1 s) for the first snapshot. Open streams end promptly when the
 gunicorn worker stops (its ``alive`` flag, found from the worker's SIGTERM handler or given by
 the hook) or when :meth:`GpuflowApp.begin_shutdown` is called (embedded server); the agent this
-app started is stopped by :meth:`GpuflowApp.close` (worker exit, atexit).
+app started is stopped by :meth:`GpuflowApp.close` (worker exit, atexit). In a gunicorn worker,
+``get_app()`` also installs :mod:`gpuflow.transport.gunicorn_hardening` (the worker's own error
+pages without echo and with the security headers; a read timeout on request heads).
 
 Constraints: importing this module starts nothing and reads no environment; create_app does no
 I/O; every resource gets its collaborators through ``TransportState``.
@@ -209,7 +211,10 @@ def get_app() -> GpuflowApp:
     app = create_app(agent, settings=env.settings)
     worker = current_gunicorn_worker()
     if worker is not None:
+        from gpuflow.transport.gunicorn_hardening import harden_worker
+
         app.state.attach_worker(worker)
+        harden_worker(worker, env.settings.header_timeout_s)  # error pages, head read timeout
     LIVE_APPS.append(app)
     atexit.register(app.close)
     return app

@@ -9,8 +9,10 @@
 * ``max_requests = 0``: with one worker, a restart drains through graceful_timeout with nobody
   accepting connections.
 * ``post_worker_init`` hands the worker to the app (open streams end as soon as ``worker.alive``
-  turns false, also under ``--preload``) and starts the collectors at boot rather than on the
-  first request; ``worker_exit`` stops them (collectors drain, NVML shuts down).
+  turns false, also under ``--preload``), installs :mod:`gpuflow.transport.gunicorn_hardening`
+  (error pages, request-head read timeout; ``get_app()`` does it too, except under
+  ``--preload``) and starts the collectors at boot rather than on the first request;
+  ``worker_exit`` stops them (collectors drain, NVML shuts down).
 
 Without this file ``get_app()`` still works: it finds the worker through its SIGTERM handler,
 starts the agent on the first request and stops it at exit (atexit). Command-line flags
@@ -35,11 +37,13 @@ keepalive = 5
 
 def post_worker_init(worker) -> None:
     from gpuflow.transport.app import LIVE_APPS
+    from gpuflow.transport.gunicorn_hardening import harden_worker
 
     cfg = worker.cfg
     for app in LIVE_APPS:
         state = app.state
         state.attach_worker(worker)
+        harden_worker(worker, state.settings.header_timeout_s)
         if cfg.workers > 1:
             worker.log.warning("gpuflow: %d workers each poll the GPUs and drain the rings; "
                                "use --workers 1", cfg.workers)

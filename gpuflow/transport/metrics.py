@@ -201,7 +201,12 @@ class MetricsResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.state.wait_first_snapshot()
-        encoder, content_type = choose_encoder(req.get_header("Accept") or "")
+        try:
+            encoder, content_type = choose_encoder(req.get_header("Accept") or "")
+        except Exception:  # noqa: BLE001 - prometheus_client chokes on some Accept values
+            # (a non-numeric "version=" raises TypeError): a bad Accept gets the plain text
+            # format, as no Accept at all does, rather than a 500.
+            encoder, content_type = choose_encoder("")
         resp.data = encoder(self.registry)
         resp.content_type = content_type
 

@@ -5,7 +5,9 @@ Order on every request (one Falcon middleware, so no route can forget it):
 1. **Host** — loopback literals (127.0.0.0/8, ``::1``, with or without port, bracketed or not),
    ``localhost``, ``*.localhost`` and the ``allow_hosts`` values (``name``, ``*.domain`` or
    ``*``) pass; anything else, or no Host at all, is 403. A loopback bind does not stop DNS
-   rebinding: the attacker's page still sends ``Host: attacker.example``.
+   rebinding: the attacker's page still sends ``Host: attacker.example``. A request target in
+   absolute form (``GET http://name/path``, which RFC 9112 says overrides Host) must name an
+   allowed host too.
 2. **Method** — the API is read-only: GET and HEAD; anything else is 405,
    before routing, so OPTIONS gets no CORS-like answer either.
 3. **Token** (only when one is configured) — ``GET /?token=T`` (compared with
@@ -17,11 +19,15 @@ Every response then gets ``X-Content-Type-Options: nosniff``, ``Referrer-Policy:
 ``X-Frame-Options: DENY``, a default ``Content-Security-Policy`` (``default-src 'self';
 frame-ancestors 'none'``; the UI page sets its own, stricter one with a nonce) and
 ``Cache-Control: no-store`` unless the route chose otherwise (the stream sends ``no-cache``).
-No CORS headers are ever sent.
+No CORS headers are ever sent. :data:`SECURITY_HEADERS` is the same set for the error pages the
+servers write themselves, before the app runs (server.py, gunicorn_hardening.py).
 
 Constraints: pure functions plus one middleware; no secrets in any response body or log line;
 the cookie holds an HMAC of the token, not the token, and its name carries the port so two
-agents on one host do not overwrite each other's cookie.
+agents on one host do not overwrite each other's cookie; secrets are compared as SHA-256
+digests with ``hmac.compare_digest``, so neither their content nor their length shows in the
+time an answer takes. There is no lockout after wrong tokens: every attempt costs the same
+and gets the same 401 (docs/security.md says why that is enough).
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from typing import Iterable
+from typing import Iterable, Mapping
+from urllib.parse import urlsplit
 
 import falcon
 
@@ -37,6 +44,15 @@ SAFE_METHODS = ("GET", "HEAD")
 DEFAULT_CSP = "default-src 'self'; frame-ancestors 'none'"
 COOKIE_PREFIX = "gpuflow_auth"
 BEARER_PREFIXES = ("/api/", "/metrics", "/healthz")
+
+#: Sent on every response, error pages included; Cache-Control only where no route chose one.
+SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", DEFAULT_CSP),
+    ("Cache-Control", "no-store"),
+)
 
 
 # -- Host ----------------------------------------------------------------------------------------
@@ -85,7 +101,10 @@ class HostAllowList:
             if value == "*":
                 self.any = True
             elif value.startswith("*."):
-                self.suffixes.append(value[1:])
+                domain = value[2:].rstrip(".")
+                if not domain or any(c in domain for c in ":*[]/@ "):
+                    raise ValueError(f"not a host pattern: {raw!r} (use *.domain, without a port)")
+                self.suffixes.append("." + domain)
             elif value:
                 name = host_name(value)
                 if name is None:
@@ -99,6 +118,25 @@ class HostAllowList:
         if self.any or is_loopback_name(name) or name in self.exact:
             return True
         return any(name.endswith(s) for s in self.suffixes)
+
+    def allows_target(self, environ: Mapping[str, object]) -> bool:
+        """False for a request target in absolute form whose authority is not allowed.
+
+        ``GET http://attacker.example/api/snapshot`` must be judged by the host it names, which
+        RFC 9112 section 3.2.2 puts before the Host header. Origin-form targets (``/path``) and
+        ``*`` have no authority and pass. gunicorn gives the raw target as ``RAW_URI``; the
+        embedded server sets it too.
+        """
+        raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+        if not isinstance(raw, str) or not raw or raw.startswith("/") or raw == "*":
+            return True
+        try:
+            parts = urlsplit(raw)
+        except ValueError:
+            return False
+        if not parts.scheme:
+            return True  # not absolute form; the router answers 404
+        return bool(parts.netloc) and self.allows(parts.netloc)
 
 
 # -- token -----------------------------------------------------------------------------------------
@@ -119,10 +157,15 @@ def cookie_name(host_header: str | None) -> str:
     return f"{COOKIE_PREFIX}_{port}" if port else COOKIE_PREFIX
 
 
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
+
+
 def same_secret(given: str | None, expected: str) -> bool:
+    """Constant-time equality that does not reveal the length of either side."""
     if given is None:
         return False
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    return hmac.compare_digest(_digest(given), _digest(expected))
 
 
 class TokenAuth:
@@ -149,7 +192,7 @@ class SecurityMiddleware:
         self.auth = TokenAuth(token) if token else None
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if not self.hosts.allows(req.get_header("Host")):
+        if not self.hosts.allows(req.get_header("Host")) or not self.hosts.allows_target(req.env):
             _refuse(resp, falcon.HTTP_403, "403 Forbidden: this Host is not allowed. Browse to "
                     "127.0.0.1 or localhost, or start gpuflow with --allow-host NAME.\n")
             return
@@ -185,13 +228,26 @@ class SecurityMiddleware:
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
-        resp.set_header("X-Content-Type-Options", "nosniff")
-        resp.set_header("Referrer-Policy", "no-referrer")
-        resp.set_header("X-Frame-Options", "DENY")
-        if resp.get_header("Content-Security-Policy") is None:
-            resp.set_header("Content-Security-Policy", DEFAULT_CSP)
-        if resp.get_header("Cache-Control") is None:
-            resp.set_header("Cache-Control", "no-store")
+        for name, value in SECURITY_HEADERS:
+            if name in ("Content-Security-Policy", "Cache-Control"):
+                if resp.get_header(name) is None:  # the UI page and the stream set their own
+                    resp.set_header(name, value)
+            else:
+                resp.set_header(name, value)
+
+
+def plain_error(code: int, reason: str, version: str = "HTTP/1.1",
+                extra: Iterable[tuple[str, str]] = (), body: bool = True) -> bytes:
+    """A complete error response for the servers' own refusals (before the app runs).
+
+    Text only, the security headers, ``Connection: close``, and a body of ``"<code> <reason>"``:
+    nothing the client sent is echoed back, neither in the body nor in the status line.
+    """
+    text = f"{code} {reason}\n".encode("ascii")
+    lines = [f"{version} {code} {reason}", "Content-Type: text/plain; charset=utf-8",
+             f"Content-Length: {len(text)}", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in (*extra, *SECURITY_HEADERS)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (text if body else b"")
 
 
 def _refuse(resp: falcon.Response, status: str, text: str) -> None:

@@ -17,6 +17,8 @@ from typing import Mapping
 from gpuflow.core.context import DEFAULT_RING_CAPACITY, AgentConfig
 
 DEFAULT_MAX_STREAMS = 60  # gunicorn --threads 64 minus 4 for /api/snapshot, /metrics, / and /healthz
+MAX_INTERVAL_MS = 3_600_000  # an hour; far larger waits overflow the platform's time_t in a thread
+MAX_SECONDS = 86_400.0  # the cap on every timeout read from the environment, for the same reason
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,14 @@ class AppSettings:
     first_snapshot_wait_s: float = 1.0  #: how long a data request waits for the first snapshot
     poll_s: float = 0.5  #: how often an idle stream checks for shutdown
     send_timeout_s: float = 30.0  #: a client that accepts no bytes for this long is dropped
+    header_timeout_s: float = 10.0  #: a client silent this long while sending its request is dropped
     start_agent: bool = True  #: start the agent on the first request if it is not running
 
     def __post_init__(self) -> None:
         if self.max_streams < 1:
             raise ValueError(f"max_streams must be >= 1, got {self.max_streams}")
-        for name in ("ping_interval_s", "max_stream_age_s", "poll_s", "send_timeout_s"):
+        for name in ("ping_interval_s", "max_stream_age_s", "poll_s", "send_timeout_s",
+                     "header_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.first_snapshot_wait_s < 0 or self.retry_ms < 0 or self.retry_after_s < 0:
@@ -50,6 +54,9 @@ class AppSettings:
         if "*" in self.allow_hosts and not self.token:
             raise ValueError("allowing any Host ('*') needs a token: without one, DNS rebinding "
                              "would let any web page read the stream")
+        from gpuflow.transport.security import HostAllowList
+
+        HostAllowList(self.allow_hosts)  # a malformed name or pattern fails here, at start-up
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,7 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     raise ValueError(f"{name} must be 1/0, true/false, yes/no or on/off, got {raw!r}")
 
 
-def _number(env: Mapping[str, str], name: str, kind: type, default, minimum=None):
+def _number(env: Mapping[str, str], name: str, kind: type, default, minimum=None, maximum=None):
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -78,8 +85,12 @@ def _number(env: Mapping[str, str], name: str, kind: type, default, minimum=None
         value = kind(raw)
     except ValueError:
         raise ValueError(f"{name} must be a number, got {raw!r}") from None
+    if value != value:  # NaN passes every comparison below
+        raise ValueError(f"{name} must be a number, got {raw!r}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {raw!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {raw!r}")
     return value
 
 
@@ -90,7 +101,8 @@ def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
 def from_environ(environ: Mapping[str, str] | None = None) -> EnvConfig:
     """Read ``GPUFLOW_*`` (see docs/transport.md for the list); ValueError names a bad variable."""
     env = os.environ if environ is None else environ
-    interval_ms = _number(env, "GPUFLOW_INTERVAL_MS", float, 1000.0, minimum=1)
+    interval_ms = _number(env, "GPUFLOW_INTERVAL_MS", float, 1000.0, minimum=1,
+                          maximum=MAX_INTERVAL_MS)
     ring = _number(env, "GPUFLOW_RING_CAPACITY", int, DEFAULT_RING_CAPACITY, minimum=2)
     if ring & (ring - 1):
         raise ValueError(f"GPUFLOW_RING_CAPACITY must be a power of two, got {ring}")
@@ -107,8 +119,13 @@ def from_environ(environ: Mapping[str, str] | None = None) -> EnvConfig:
         allow_hosts=_list(env, "GPUFLOW_ALLOW_HOSTS"),
         metrics_per_process=_flag(env, "GPUFLOW_METRICS_PER_PROCESS"),
         max_streams=_number(env, "GPUFLOW_MAX_STREAMS", int, d.max_streams, minimum=1),
-        ping_interval_s=_number(env, "GPUFLOW_PING_S", float, d.ping_interval_s, minimum=0.01),
+        ping_interval_s=_number(env, "GPUFLOW_PING_S", float, d.ping_interval_s, minimum=0.01,
+                                maximum=MAX_SECONDS),
         max_stream_age_s=_number(env, "GPUFLOW_MAX_STREAM_AGE_S", float, d.max_stream_age_s,
-                                 minimum=0.01),
+                                 minimum=0.01, maximum=MAX_SECONDS),
+        send_timeout_s=_number(env, "GPUFLOW_SEND_TIMEOUT_S", float, d.send_timeout_s,
+                               minimum=0.01, maximum=MAX_SECONDS),
+        header_timeout_s=_number(env, "GPUFLOW_HEADER_TIMEOUT_S", float, d.header_timeout_s,
+                                 minimum=0.01, maximum=MAX_SECONDS),
     )
     return EnvConfig(settings=settings, agent=agent, plugins=_list(env, "GPUFLOW_PLUGINS"))

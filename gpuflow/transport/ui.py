@@ -7,12 +7,15 @@ file's own blocks run. Inline ``style="…"`` attributes stay allowed (``style-s
 cannot run code. Until the UI file exists a short page says so, and points at the JSON routes.
 
 Constraints: the file is read once and re-read only when its mtime or size changes; per request
-the work is one join; the page is never cached (its nonce must not be reused).
+the work is one join; the page is never cached (its nonce must not be reused). No response
+names a directory of this machine: the not-built page gives the file name only, and the full
+path goes to the log (once).
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import os
 import re
 import secrets
@@ -20,6 +23,8 @@ import threading
 from pathlib import Path
 
 import falcon
+
+log = logging.getLogger("gpuflow.transport.ui")
 
 DEFAULT_UI = Path(__file__).resolve().parent.parent / "ui" / "index.html"
 _TAG = re.compile(rb"<(?:script|style)\b", re.IGNORECASE)
@@ -34,7 +39,7 @@ NOT_BUILT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>GPUFlow: UI not built</title></head>
 <body>
 <h1>GPUFlow is running, but its UI is not built</h1>
-<p>No UI file at <code>{path}</code>. The agent is serving data:
+<p>No UI file <code>{name}</code> (its path is in the agent's log). The agent is serving data:
 <a href="/api/snapshot">/api/snapshot</a> (JSON), <a href="/api/stream">/api/stream</a>
 (Server-Sent Events), <a href="/metrics">/metrics</a> (Prometheus).</p>
 </body></html>
@@ -57,6 +62,7 @@ class IndexResource:
         self._lock = threading.Lock()
         self._key: tuple[int, int] | None = None
         self._parts: list[bytes] | None = None
+        self._missing_logged = False
 
     def _load(self) -> list[bytes] | None:
         try:
@@ -77,7 +83,10 @@ class IndexResource:
         parts = self._load()
         resp.content_type = "text/html; charset=utf-8"
         if parts is None:
-            resp.text = NOT_BUILT.format(path=html.escape(str(self.path)))
+            if not self._missing_logged:
+                self._missing_logged = True
+                log.warning("no UI file at %s: serving the not-built page at /", self.path)
+            resp.text = NOT_BUILT.format(name=html.escape(self.path.name))
             return
         nonce = secrets.token_urlsafe(18)
         resp.set_header("Content-Security-Policy", CSP_TEMPLATE.format(n=nonce))
