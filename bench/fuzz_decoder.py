@@ -171,9 +171,11 @@ def run(cases: int, workers: int, seed: int) -> dict:
         running[wid] = [proc, current, last, first, skip]
 
     def collect(timeout: float) -> None:
+        """Merge what the workers sent, waiting at most ``timeout`` seconds in all."""
+        deadline = time.monotonic() + timeout
         try:
             while True:
-                wid, next_index, stats = queue.get(timeout=timeout)
+                wid, next_index, stats = queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 merge(total, stats)
                 if wid in running:
                     running[wid][3] = next_index
