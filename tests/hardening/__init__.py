@@ -1,0 +1,1 @@
+"""Hardening tests (issue 5): bad HTTP input, slow clients and load, bad CLI input."""
