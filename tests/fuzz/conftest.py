@@ -5,8 +5,9 @@ Like tests/cupti/conftest.py: ``twin`` is parametrized ``c`` / ``py``, the ``c``
 required: GPUFLOW_REQUIRE_EXTENSIONS=1 or CI=true). ``twins`` is (compiled, Python) for the tests
 that require both to agree; those tests are marked ``c_extension`` themselves.
 
-Constraints: no shared memory, no processes — the fuzz cases build rings in bytearrays (see
-ringfuzz.py), so these tests run anywhere the decoders import.
+Constraints: the fuzz cases build rings in bytearrays (see ringfuzz.py), so these tests need no
+shared memory and no processes — except test_fuzz_twins.py's fixture, which copies rings out of
+/dev/shm from the compiled test producer (gcc).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 from ringproducer import (FLAG_NAME_LAST, FLAG_NAME_STREAM, FLAG_NAME_TRUNCATED,  # noqa: E402
-                          FLAG_NO_TIMING, HEADER_SIZE, MAGIC, MAX_CAPACITY, MIN_CAPACITY,
+                          FLAG_NO_TIMING, HEADER_SIZE, MAGIC, MIN_CAPACITY,
                           NAME_CHUNK_TEXT, NAME_MAX, RECORD_SIZE, REC_CLOCK_SYNC, REC_CONTEXT,
                           REC_DEVICE, REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_NAME_CHUNK,
                           REC_STREAM_NAME, VERSION)

@@ -38,7 +38,8 @@ class RingDecoder:
     """Drains one ring and keeps its complete aggregates and per-lane span samples.
 
     :param buffer: the ring mapping (mmap, or any writable buffer of the same layout).
-    :param lane_span_cap: spans kept per lane, most recent first.
+    :param lane_span_cap: spans kept per lane, most recent first: an int in [0, 2^20]
+        (``_layout.check_lane_span_cap``; TypeError / ValueError otherwise, in both twins).
     :raises RingFormatError: the header is not readable (see :func:`_layout.validate_header`).
     """
 
@@ -103,7 +104,8 @@ class RingDecoder:
     def drain(self, max_records: int | None = None) -> int:
         """Decode up to ``max_records`` published records (all of them if None); return how many.
 
-        Reads ``head`` once, decodes ``[tail, head)``, then stores the new ``tail`` in the header.
+        ``max_records`` is None or an int (TypeError otherwise, e.g. for a float); <= 0 decodes
+        nothing. Reads ``head`` once, decodes ``[tail, head)``, then stores the new ``tail`` in the header.
         :raises RingFormatError: the header changed or the counters are torn.
         :raises RingDetached: after :meth:`detach`.
         """
