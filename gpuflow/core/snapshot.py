@@ -219,12 +219,33 @@ class Snapshot:
         }
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _span_json(s: Span) -> dict[str, Any]:
+    """Spans are most of a busy snapshot: built directly, without the generic walk."""
+    return {"seq": s.seq, "kind": s.kind, "start_us": s.start_us, "dur_ns": s.dur_ns, "name": s.name,
+            "grid": list(s.grid) if s.grid is not None else None,
+            "block": list(s.block) if s.block is not None else None,
+            "bytes": s.bytes, "direction": s.direction}
+
+
 def _plain(obj: Any) -> Any:
     """Dataclass → dict, tuples → lists, recursively; faster than dataclasses.asdict's deepcopy."""
     if isinstance(obj, tuple):
         return [_plain(x) for x in obj]
-    if hasattr(obj, "__dataclass_fields__"):
-        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
+    cls = type(obj)
+    if cls is Span:
+        return _span_json(obj)
+    if hasattr(cls, "__dataclass_fields__"):
+        return {name: _plain(getattr(obj, name)) for name in _field_names(cls)}
     return obj
 
 

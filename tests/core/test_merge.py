@@ -56,3 +56,19 @@ def test_unavailable_is_null_in_json_never_zero():
     d = snap.to_json_dict()["devices"][0]
     assert d["memory_used_bytes"] == 0
     assert d["temperature_c"] is None and d["power_draw_w"] is None
+
+
+def test_span_json_has_every_field_of_span():
+    from dataclasses import asdict, fields
+
+    from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
+
+    span = Span(seq=3, kind="memcpy", start_us=10, dur_ns=7, bytes=64, direction="h2d", grid=(1, 2, 3))
+    snap = Snapshot(seq=1, timestamp=0.0, traced=(TracedProcess(
+        pid=1, session="s", lanes=(Lane(device=0, context=1, stream=2, label="x", executions=1,
+                                        spans_elided=0, spans=(span,)),)),))
+    encoded = snap.to_json_dict()["traced"][0]["lanes"][0]["spans"][0]
+    assert list(encoded) == [f.name for f in fields(Span)]
+    expected = asdict(span)
+    expected["grid"] = [1, 2, 3]
+    assert encoded == expected
