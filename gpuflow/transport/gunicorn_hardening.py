@@ -18,13 +18,24 @@ Two things gunicorn does before the app ever runs, found by tests/hardening:
   each silence, not the whole head: a client trickling a byte every few seconds still holds its
   thread (docs/security.md, "Limits"). Writes keep their own timeout (``sse.bound_send_time``).
 
+* **Closing lingers on the main thread.** When a connection ends, gthread's main thread closes it
+  "gracefully" (``util.close_graceful``): it half-closes, then waits up to 2 s for the client
+  to close too. A client that stalls never does, so every stalled client dropped (by the read
+  timeout above, or by the stream's send timeout) stopped the main thread for 2 s, one after
+  another: no accepting, no keep-alive bookkeeping, no heartbeat to the arbiter (which kills a
+  worker silent for ``timeout``, 30 s). Measured before this: five never-reading streams
+  dropped together kept /healthz waiting 10 s. :func:`harden_worker` wraps the worker's
+  ``handle`` so that this wait happens in the pool thread that served the connection, which
+  then shuts the socket down; the main thread's close returns at once.
+
 gunicorn logs such a dropped client with a traceback ("Socket error processing request."); a
 filter on its error log turns that record into one info line.
 
 Constraints: idempotent; a no-op outside a gunicorn worker; called from ``get_app()`` in the
 worker and from gunicorn_conf's ``post_worker_init`` (which also covers ``--preload``); relies
 only on ``gunicorn.util.write_error(sock, status_int, reason, mesg)``, ``util.write_nonblock``,
-``worker.sockets`` and ``worker.log.error_log`` (gunicorn 25 to 27).
+``worker.sockets``, ``worker.log.error_log`` and a ``worker.handle(conn)`` that returns False
+when the connection is to be closed, ``conn.sock`` being its socket (gunicorn 25 to 27).
 """
 
 from __future__ import annotations
@@ -34,11 +45,14 @@ import logging
 import socket
 import struct
 import sys
+import time
 from typing import Any
 
 from gpuflow.transport.security import plain_error
 
 STALL_MESSAGE = "Socket error processing request."
+LINGER_S = 2.0  # as gunicorn's close_graceful
+LINGER_DRAIN_BYTES = 65536
 
 
 def write_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
@@ -74,8 +88,56 @@ def set_read_timeout(sock: socket.socket, seconds: float) -> None:
                     struct.pack("ll", whole, int((seconds - whole) * 1_000_000)))
 
 
+def settle_close(sock: socket.socket, linger_s: float = LINGER_S) -> None:
+    """What ``util.close_graceful`` does before closing, done here, then both directions shut.
+
+    Half-close, drain what the client still sends until it closes (at most ``linger_s``, 64 KiB),
+    then shut the socket down for reading too, so gunicorn's own graceful close, which follows
+    on the main thread, finds nothing to wait for.
+    """
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        return  # already gone: gunicorn's close will not wait either
+    deadline = time.monotonic() + linger_s
+    drained = 0
+    try:
+        while drained < LINGER_DRAIN_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            sock.settimeout(left)
+            data = sock.recv(4096)
+            if not data:
+                break
+            drained += len(data)
+    except OSError:
+        pass
+    try:
+        sock.shutdown(socket.SHUT_RD)
+    except OSError:
+        pass
+
+
+def _linger_in_pool_thread(worker: Any) -> None:
+    original = getattr(worker, "handle", None)
+    if original is None or getattr(original, "_gpuflow_settles", False):
+        return
+
+    def handle(conn: Any) -> Any:
+        result = original(conn)
+        if result is False:  # gthread's main thread closes it next
+            sock = getattr(conn, "sock", None)
+            if isinstance(sock, socket.socket):
+                settle_close(sock)
+        return result
+
+    handle._gpuflow_settles = True  # type: ignore[attr-defined]
+    worker.handle = handle
+
+
 def harden_worker(worker: Any, header_timeout_s: float) -> None:
-    """Install the error pages, the head read timeout and the log filter (idempotent)."""
+    """Install the error pages, the head read timeout, the close and the log filter (idempotent)."""
     util = sys.modules.get("gunicorn.util")
     if util is not None and getattr(util, "write_error", None) is not write_error:
         util.write_error = write_error
@@ -85,6 +147,8 @@ def harden_worker(worker: Any, header_timeout_s: float) -> None:
             set_read_timeout(sock, header_timeout_s)
         except (OSError, AttributeError, TypeError):
             pass
+    if type(worker).__name__ == "ThreadWorker":  # gthread: one main thread closes everything
+        _linger_in_pool_thread(worker)
     error_log = getattr(getattr(worker, "log", None), "error_log", None)
     if isinstance(error_log, logging.Logger) and not any(
             isinstance(f, StalledClientFilter) for f in error_log.filters):

@@ -115,6 +115,7 @@ class _Handler(WSGIRequestHandler):
     def get_environ(self) -> dict:
         env = super().get_environ()
         env["RAW_URI"] = self.path  # as gunicorn has it: the target exactly as sent
+        env["gpuflow.socket"] = self.connection  # for the stream's send bounds (sse.py)
         return env
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:

@@ -38,6 +38,7 @@ class AppSettings:
     poll_s: float = 0.5  #: how often an idle stream checks for shutdown
     send_timeout_s: float = 30.0  #: a client that accepts no bytes for this long is dropped
     header_timeout_s: float = 10.0  #: a client silent this long while sending its request is dropped
+    send_buffer_bytes: int = 256 * 1024  #: a stream socket's SO_SNDBUF (the kernel doubles it)
     start_agent: bool = True  #: start the agent on the first request if it is not running
 
     def __post_init__(self) -> None:
@@ -47,6 +48,8 @@ class AppSettings:
                      "header_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.send_buffer_bytes < 4096:
+            raise ValueError(f"send_buffer_bytes must be >= 4096, got {self.send_buffer_bytes}")
         if self.first_snapshot_wait_s < 0 or self.retry_ms < 0 or self.retry_after_s < 0:
             raise ValueError("waits and retry times must be >= 0")
         if self.token is not None and not self.token:
@@ -127,5 +130,7 @@ def from_environ(environ: Mapping[str, str] | None = None) -> EnvConfig:
                                minimum=0.01, maximum=MAX_SECONDS),
         header_timeout_s=_number(env, "GPUFLOW_HEADER_TIMEOUT_S", float, d.header_timeout_s,
                                  minimum=0.01, maximum=MAX_SECONDS),
+        send_buffer_bytes=_number(env, "GPUFLOW_SEND_BUFFER_BYTES", int, d.send_buffer_bytes,
+                                  minimum=4096, maximum=64 << 20),
     )
     return EnvConfig(settings=settings, agent=agent, plugins=_list(env, "GPUFLOW_PLUGINS"))

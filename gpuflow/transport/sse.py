@@ -8,7 +8,8 @@ event, so every server flushes it as is.
 
 The stream ends (and EventSource reconnects by itself) at ``max_stream_age_s``, when the app is
 shutting down (checked at least every ``poll_s``) or when the hub closes; a client that stops
-reading is dropped after ``send_timeout_s`` where the server exposes its socket. A client that
+reading is dropped once its socket's send buffer (``send_buffer_bytes``, fixed so that it cannot
+grow to megabytes) has been full for ``send_timeout_s``. A client that
 falls behind skips snapshots (it always gets the latest) and gets a full frame after a gap;
 nothing is queued per client. Concurrent streams are capped (:class:`StreamSlots`); over the cap
 the answer is 503 with Retry-After, before any thread is held for long.
@@ -21,6 +22,7 @@ whether or not the body was ever iterated.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from typing import Callable, Iterator
@@ -135,14 +137,24 @@ def event_stream(
         last_write = clock()
 
 
-def bound_send_time(environ: dict, seconds: float) -> None:
-    """Make a stalled client's writes fail after ``seconds`` (gunicorn exposes its socket)."""
-    sock = environ.get("gunicorn.socket")
-    if sock is not None:
-        try:
-            sock.settimeout(seconds)
-        except OSError:
-            pass
+def bound_send_time(environ: dict, seconds: float, buffer_bytes: int | None = None) -> None:
+    """Make a stalled client's writes fail after ``seconds``, and bound what it can pin.
+
+    Both servers expose the connection's socket (gunicorn as ``gunicorn.socket``, the embedded
+    one as ``gpuflow.socket``). Left alone, Linux grows a socket's send buffer up to
+    ``net.ipv4.tcp_wmem``'s maximum (4 MiB): a client that never reads would pin that much
+    kernel memory and, at a stream's few tens of kB/s, take minutes to fill it before the send
+    timeout even starts. A fixed ``SO_SNDBUF`` (the kernel doubles it) keeps both small.
+    """
+    sock = environ.get("gunicorn.socket") or environ.get("gpuflow.socket")
+    if sock is None:
+        return
+    try:
+        if buffer_bytes:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer_bytes)
+        sock.settimeout(seconds)
+    except (OSError, AttributeError):
+        pass
 
 
 class StreamResource:
@@ -167,7 +179,7 @@ class StreamResource:
         except BaseException:
             state.slots.release()
             raise
-        bound_send_time(req.env, settings.send_timeout_s)
+        bound_send_time(req.env, settings.send_timeout_s, settings.send_buffer_bytes)
         _stream_headers(resp)
         resp.stream = body
 
