@@ -5,15 +5,16 @@
 Starts ``gunicorn 'gpuflow.transport.app:get_app()' -k gthread --workers 1 -c
 python:gpuflow.transport.gunicorn_conf`` fed by the fake collector at ``--rate`` snapshots per
 second, with ``GPUFLOW_MAX_STREAMS`` = clients + never-reading clients and ``--threads`` =
-that + 4 (docs/transport.md). From this one process, on one selector, it opens:
+that + ``--spare-threads`` (4, the minimum docs/transport.md gives). From this one process, on
+one selector, it opens:
 
 1. ``--half`` clients that send half a request head and stall (they hold a gunicorn thread
    until ``--header-timeout``, then the worker must drop them);
 2. ``--slow`` minus ``--half`` clients that open /api/stream with a 4 KiB receive buffer and
    never read (the agent must drop each once a write has waited ``--send-timeout``);
 3. ``--clients`` reading clients, which must keep the agent's frame rate;
-4. once those are all streaming, ``--extra`` more streams, which the cap must answer with 503
-   and Retry-After.
+4. once those are all streaming and /healthz counts every slot taken, ``--extra`` more
+   streams, which the cap must answer with 503 and Retry-After.
 
 Over the ``--duration`` window it samples the worker's ``/proc/<pid>/status`` (Threads, VmRSS)
 every 0.5 s and /healthz's open stream count every 2 s; before the clients connect and after
@@ -69,6 +70,15 @@ def proc_status(pid: int) -> tuple[int, float]:
     return threads, rss
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
 def worker_pid(arbiter: int) -> int:
     with open(f"/proc/{arbiter}/task/{arbiter}/children") as f:
         kids = [int(x) for x in f.read().split()]
@@ -87,6 +97,7 @@ def start_agent(args: argparse.Namespace, port: int, max_streams: int, threads: 
         "GPUFLOW_MAX_STREAMS": str(max_streams),
         "GPUFLOW_SEND_TIMEOUT_S": str(args.send_timeout),
         "GPUFLOW_HEADER_TIMEOUT_S": str(args.header_timeout),
+        "GPUFLOW_SEND_BUFFER_BYTES": str(args.send_buffer),
         "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
     })
     cmd = [sys.executable, "-m", "gunicorn", "gpuflow.transport.app:get_app()", "-k", "gthread",
@@ -132,7 +143,8 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> No
 class Conn:
     """One client connection; ``kind`` is reader, never, half or probe."""
 
-    __slots__ = ("sock", "kind", "buf", "seqs", "first_at", "closed_at", "opened_at", "head")
+    __slots__ = ("sock", "kind", "buf", "seqs", "first_at", "closed_at", "opened_at", "head",
+                 "bytes")
 
     def __init__(self, sock: socket.socket, kind: str) -> None:
         self.sock, self.kind = sock, kind
@@ -142,8 +154,10 @@ class Conn:
         self.closed_at: float | None = None
         self.opened_at = time.monotonic()
         self.head = b""
+        self.bytes = 0
 
     def feed(self, data: bytes) -> None:
+        self.bytes += len(data)
         if self.kind == "probe":
             self.head += data
             return
@@ -237,17 +251,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--half", type=int, default=None,
                    help="how many of the slow clients send half a request (default slow/4)")
     p.add_argument("--extra", type=int, default=10, help="streams beyond the cap (must get 503)")
+    p.add_argument("--spare-threads", type=int, default=SPARE_THREADS,
+                   help="gunicorn --threads beyond the stream cap (docs/transport.md: at least 4)")
     p.add_argument("--duration", type=float, default=60.0, help="measured seconds")
     p.add_argument("--rate", type=float, default=10.0, help="snapshots per second")
     p.add_argument("--send-timeout", type=float, default=30.0, help="GPUFLOW_SEND_TIMEOUT_S")
     p.add_argument("--header-timeout", type=float, default=10.0, help="GPUFLOW_HEADER_TIMEOUT_S")
+    p.add_argument("--send-buffer", type=int, default=262144,
+                   help="GPUFLOW_SEND_BUFFER_BYTES (a stream socket's SO_SNDBUF; the kernel doubles it)")
     args = p.parse_args(argv)
     half = args.slow // 4 if args.half is None else args.half
     never = args.slow - half
     if not (0 <= half <= args.slow and args.clients > 0):
         p.error("need --clients > 0 and 0 <= --half <= --slow")
     max_streams = args.clients + never
-    threads = max_streams + SPARE_THREADS
+    threads = max_streams + args.spare_threads
 
     port = free_port()
     agent = start_agent(args, port, max_streams, threads)
@@ -274,7 +292,14 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"{missing} readers got no first frame")
         all_streaming = time.monotonic() - t_open
 
-        # the cap: every stream slot is taken (readers + never-readers), so these get 503
+        # the cap: once every stream slot is taken (readers + never-readers), these get 503
+        deadline = time.monotonic() + 30
+        full = False
+        while time.monotonic() < deadline and not full:
+            pump(sel, time.monotonic() + 0.1)
+            full = open_streams(port) == max_streams
+        if not full:
+            failures.append("the stream slots were never all taken")
         probes = [connect(port, "probe", sel) for _ in range(args.extra)]
         conns += probes
         pump(sel, time.monotonic() + 2.0)
@@ -288,10 +313,13 @@ def main(argv: list[str] | None = None) -> int:
             c.sock.close()
 
         seq0 = max(max(c.seqs) for c in readers if c.seqs)
-        t0 = time.monotonic()
+        bytes0 = sum(c.bytes for c in readers)
+        cpu0, t0 = cpu_seconds(worker), time.monotonic()
         pump(sel, t0 + args.duration)
-        t1 = time.monotonic()
+        cpu1, t1 = cpu_seconds(worker), time.monotonic()
+        cpu_cores = (cpu1 - cpu0) / (t1 - t0)
         seq1 = max(max(c.seqs) for c in readers if c.seqs)
+        stream_bps = (sum(c.bytes for c in readers) - bytes0) / len(readers) / (t1 - t0)
         pump(sel, time.monotonic() + 0.5)  # the last frame of the window reaches everyone
         if agent.poll() is not None:
             raise SystemExit("the agent died during the run")
@@ -302,9 +330,13 @@ def main(argv: list[str] | None = None) -> int:
         if len(halves_dropped) != half:
             failures.append(f"{half - len(halves_dropped)} half-request clients not dropped")
         drop_seen = next((t - t_open for t, n in sampler.streams if n <= args.clients), None)
-        never_expected = t1 - t_open > args.send_timeout + 20
-        if never and never_expected and drop_seen is None:
-            failures.append("the never-reading clients still held stream slots at the end")
+        # a never-reader is dropped once the server's send buffer (2 x SO_SNDBUF) and its own
+        # receive buffer are full and a write has then waited send_timeout
+        fill_s = (2 * args.send_buffer + 2 * SLOW_RCVBUF + 65536) / max(stream_bps, 1.0)
+        drop_due = all_streaming + fill_s + args.send_timeout + 3
+        if never and t1 - t_open > drop_due and drop_seen is None:
+            failures.append(f"the never-reading clients still held stream slots "
+                            f"{t1 - t_open:.0f} s after connecting (due by {drop_due:.0f} s)")
 
         for c in readers + nevers + halves:
             c.sock.close()
@@ -340,12 +372,14 @@ def main(argv: list[str] | None = None) -> int:
           f"header_timeout_s={args.header_timeout} rate={args.rate}/s; all readers streaming "
           f"{all_streaming:.1f} s after the first connection")
     print(f"window={wall:.1f}s frames_produced={produced} ({produced / wall:.1f}/s) "
-          f"mean_frame_ratio={sum(ratios) / len(ratios):.4f}")
+          f"mean_frame_ratio={sum(ratios) / len(ratios):.4f} per_reader_kB_s={stream_bps / 1e3:.1f} "
+          f"agent_cpu_cores={cpu_cores:.3f}")
     print(f"cap: {refused}/{len(probes)} streams beyond max_streams answered 503 + Retry-After")
     print(f"half-request clients: {len(halves_dropped)}/{half} dropped, after "
           + (f"{min(halves_dropped):.1f}-{max(halves_dropped):.1f} s" if halves_dropped else "-"))
     print(f"never-reading clients: {never}; slots back to the readers' {args.clients} "
           + (f"{drop_seen:.0f} s after they connected" if drop_seen is not None else "not seen")
+          + f" (buffers full after ~{fill_s:.0f} s, then send timeout {args.send_timeout:.0f} s)"
           + f"; open streams sampled: {[n for _, n in sampler.streams]}")
     print(f"/healthz latency during the run: max {max(sampler.health_latency):.2f} s, "
           f"median {sorted(sampler.health_latency)[len(sampler.health_latency) // 2]:.3f} s")

@@ -12,11 +12,14 @@ Two things gunicorn does before the app ever runs, found by tests/hardening:
   bytes arrive, and that thread reads the rest with a blocking socket and no timeout. A client
   that sends half a request and stalls holds the thread until it hangs up; ``--threads`` such
   clients and the worker answers nothing at all (measured before this: 70 of them froze a
-  64-thread worker, /healthz unanswered after 20 s). :func:`harden_worker` sets ``SO_RCVTIMEO``
-  on the worker's listening sockets; Linux copies it into every accepted socket, so a blocking
-  read that waits longer than ``header_timeout_s`` fails and the connection is closed. It bounds
-  each silence, not the whole head: a client trickling a byte every few seconds still holds its
-  thread (docs/security.md, "Limits"). Writes keep their own timeout (``sse.bound_send_time``).
+  64-thread worker, /healthz unanswered after 20 s). :func:`harden_worker` wraps the worker's
+  ``handle`` so that each connection's socket gets ``SO_RCVTIMEO`` = ``header_timeout_s``
+  before the pool thread reads from it: a blocking read that waits longer fails and the
+  connection is closed. (On the listening socket the option would miss connections that the
+  kernel completed before the worker set it, e.g. while it booted.) It bounds each silence, not
+  the whole head: a client trickling a byte every few seconds still holds its thread
+  (docs/security.md, "Limits"). The stream's writes use their own timeout
+  (``sse.bound_send_time``), which replaces this one.
 
 * **Closing lingers on the main thread.** When a connection ends, gthread's main thread closes it
   "gracefully" (``util.close_graceful``): it half-closes, then waits up to 2 s for the client
@@ -24,17 +27,20 @@ Two things gunicorn does before the app ever runs, found by tests/hardening:
   timeout above, or by the stream's send timeout) stopped the main thread for 2 s, one after
   another: no accepting, no keep-alive bookkeeping, no heartbeat to the arbiter (which kills a
   worker silent for ``timeout``, 30 s). Measured before this: five never-reading streams
-  dropped together kept /healthz waiting 10 s. :func:`harden_worker` wraps the worker's
-  ``handle`` so that this wait happens in the pool thread that served the connection, which
-  then shuts the socket down; the main thread's close returns at once.
+  dropped together kept /healthz waiting 10 s. The same ``handle`` wrapper does this wait in
+  the pool thread that served the connection, then shuts the socket down, so the main
+  thread's close returns at once.
 
 gunicorn logs such a dropped client with a traceback ("Socket error processing request."); a
 filter on its error log turns that record into one info line.
 
-Constraints: idempotent; a no-op outside a gunicorn worker; called from ``get_app()`` in the
-worker and from gunicorn_conf's ``post_worker_init`` (which also covers ``--preload``); relies
-only on ``gunicorn.util.write_error(sock, status_int, reason, mesg)``, ``util.write_nonblock``,
-``worker.sockets``, ``worker.log.error_log`` and a ``worker.handle(conn)`` that returns False
+Constraints: idempotent; a no-op outside a gunicorn worker; the read timeout and the close
+apply to the gthread worker only (the one docs/transport.md supports); called from
+``get_app()`` in the worker and from gunicorn_conf's ``post_worker_init`` (which also covers
+``--preload``), both before the worker accepts anything; with ``--http-protocols`` including
+h2 the read timeout is left out (an HTTP/2 connection idles between streams); relies only on
+``gunicorn.util.write_error(sock, status_int, reason, mesg)``, ``util.write_nonblock``,
+``worker.log.error_log`` and a ``worker.handle(conn)`` run in a pool thread that returns False
 when the connection is to be closed, ``conn.sock`` being its socket (gunicorn 25 to 27).
 """
 
@@ -119,36 +125,41 @@ def settle_close(sock: socket.socket, linger_s: float = LINGER_S) -> None:
         pass
 
 
-def _linger_in_pool_thread(worker: Any) -> None:
+def _wrap_handle(worker: Any, header_timeout_s: float) -> None:
+    """gthread's ``handle(conn)``, with a read timeout before it and a settled close after it."""
     original = getattr(worker, "handle", None)
-    if original is None or getattr(original, "_gpuflow_settles", False):
+    if original is None or getattr(original, "_gpuflow_hardened", False):
         return
 
+    # An HTTP/2 connection idles between its streams: a read timeout would cut it.
+    h2 = "h2" in (getattr(getattr(worker, "cfg", None), "http_protocols", None) or ())
+
     def handle(conn: Any) -> Any:
+        sock = getattr(conn, "sock", None)
+        if not isinstance(sock, socket.socket):
+            return original(conn)
+        if not h2:
+            try:
+                set_read_timeout(sock, header_timeout_s)
+            except OSError:
+                pass
         result = original(conn)
         if result is False:  # gthread's main thread closes it next
-            sock = getattr(conn, "sock", None)
-            if isinstance(sock, socket.socket):
-                settle_close(sock)
+            settle_close(sock)
         return result
 
-    handle._gpuflow_settles = True  # type: ignore[attr-defined]
+    handle._gpuflow_hardened = True  # type: ignore[attr-defined]
     worker.handle = handle
 
 
 def harden_worker(worker: Any, header_timeout_s: float) -> None:
-    """Install the error pages, the head read timeout, the close and the log filter (idempotent)."""
+    """Install the error pages, the read timeout, the settled close, the log filter (idempotent)."""
     util = sys.modules.get("gunicorn.util")
     if util is not None and getattr(util, "write_error", None) is not write_error:
         util.write_error = write_error
-    for listener in getattr(worker, "sockets", ()) or ():
-        sock = getattr(listener, "sock", listener)  # gunicorn wraps sockets in its own class
-        try:
-            set_read_timeout(sock, header_timeout_s)
-        except (OSError, AttributeError, TypeError):
-            pass
-    if type(worker).__name__ == "ThreadWorker":  # gthread: one main thread closes everything
-        _linger_in_pool_thread(worker)
+    gthread = sys.modules.get("gunicorn.workers.gthread")
+    if gthread is not None and isinstance(worker, gthread.ThreadWorker):
+        _wrap_handle(worker, header_timeout_s)  # pool threads, one main thread closing
     error_log = getattr(getattr(worker, "log", None), "error_log", None)
     if isinstance(error_log, logging.Logger) and not any(
             isinstance(f, StalledClientFilter) for f in error_log.filters):
