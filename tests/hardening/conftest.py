@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.cli.conftest import gpuflow_env, start_gpuflow
+from tests.cli.conftest import gpuflow_env, injection_built, start_gpuflow  # noqa: F401 (fixture)
 from tests.transport.conftest import FAKE_ENV, Gunicorn
 
 from .rawhttp import get, one
