@@ -27,14 +27,43 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def positive_ms(text: str) -> int:
+MAX_INTERVAL_MS = 3_600_000  # an hour: longer waits are surely a typo (and overflow timed waits)
+MIN_FLUSH_MS, MAX_FLUSH_MS = 5, 10_000  # the injected library's own bounds (docs/inject.md)
+
+
+def positive_ms(text: str, maximum: int = MAX_INTERVAL_MS) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number of milliseconds, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of milliseconds, got {value}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"must be at most {maximum} milliseconds, got {value}")
     return value
+
+
+def flush_ms(text: str) -> int:
+    value = positive_ms(text, MAX_FLUSH_MS)
+    if value < MIN_FLUSH_MS:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_FLUSH_MS} milliseconds, got {value}")
+    return value
+
+
+def writable_file(text: str) -> str:
+    """A path gpuflow can create or overwrite, checked before anything starts."""
+    import os
+
+    if not text:
+        raise argparse.ArgumentTypeError("the file name is empty")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written (permission denied)")
+    return text
 
 
 def port_number(text: str) -> int:
@@ -124,12 +153,12 @@ def build_parser() -> OneLineParser:
         usage="gpuflow run [options] -- COMMAND [ARGS...]",
     )
     _add_serving_flags(run)
-    run.add_argument("--flush-ms", type=positive_ms, default=DEFAULT_FLUSH_MS, metavar="MS",
+    run.add_argument("--flush-ms", type=flush_ms, default=DEFAULT_FLUSH_MS, metavar="MS",
                      help=f"how often the traced program hands records to GPUFlow (default {DEFAULT_FLUSH_MS})")
     run.add_argument("--linger", action="store_true",
                      help="keep serving the final state after the program exits, until Ctrl-C")
     run.add_argument("--no-summary", action="store_true", help="do not print the end-of-run summary")
-    run.add_argument("--summary-json", metavar="FILE", default=None,
+    run.add_argument("--summary-json", type=writable_file, metavar="FILE", default=None,
                      help="also write the final traced state (complete counts, transfers, drops) as JSON")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the program and its arguments")
 

@@ -82,3 +82,16 @@ def test_non_loopback_bind_hosts(monkeypatch):
     assert "*" not in allowed_hosts(ns)
     ns = argparse.Namespace(bind="10.1.2.3", token=None, allow_host=[])
     assert "10.1.2.3" in allowed_hosts(ns) and "*" not in allowed_hosts(ns)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["watch", "--interval", "3600001"], "at most 3600000 milliseconds"),
+    (["run", "--flush-ms", "4", "--", "true"], "at least 5 milliseconds"),
+    (["run", "--flush-ms", "10001", "--", "true"], "at most 10000 milliseconds"),
+    (["run", "--summary-json", "/nonexistent-dir/x.json", "--", "true"], "does not exist"),
+    (["run", "--summary-json", "/", "--", "true"], "is a directory"),
+])
+def test_bounds_and_files_checked_before_anything_starts(argv, message):
+    result = gpuflow(*argv, timeout=30)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
