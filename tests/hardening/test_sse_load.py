@@ -4,7 +4,7 @@ slow clients come and go, the cap answers 503, threads and memory stay bounded.
 40 reading streams, 15 that never read, 5 that send half a request, 5 beyond the cap, against a
 real gunicorn agent with the documented ``--threads 64`` (the stream cap sized to it), short
 timeouts and a small send buffer so that every slow client is dropped inside the window. The
-full-size run (200 + 100, 60 s) and its numbers are in docs/reliability-http.md.
+full-size run (200 + 100, 60 s) and its numbers are in docs/reliability.md ("The HTTP side").
 """
 
 from __future__ import annotations
