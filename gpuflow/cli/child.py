@@ -37,6 +37,8 @@ class LaunchError(Exception):
 
 def resolve_command(argv0: str, path: str | None = None) -> str:
     """The executable ``argv0`` names, or LaunchError(127/126) saying why it cannot run."""
+    if not argv0.strip():
+        raise LaunchError("command not found: the command name is empty", EXIT_NOT_FOUND)
     if os.sep in argv0:
         if not os.path.exists(argv0):
             raise LaunchError(f"command not found: {argv0}", EXIT_NOT_FOUND)

@@ -69,6 +69,10 @@ def get_plugin_manager(
         module = _import(module_name, f"cannot import collector module {module_name!r}")
         if pm.is_registered(module):
             continue
+        marker = f"{hookspecs.PROJECT_NAME}_impl"
+        if not any(hasattr(getattr(module, attr, None), marker) for attr in dir(module)):
+            raise PluginLoadError(f"{module_name!r} is not a GPUFlow collector: it defines no "
+                                  "@gpuflow.hookimpl function (see docs/plugins.md)")
         pm.register(module, name=module_name)
     try:
         pm.check_pending()

@@ -113,3 +113,9 @@ def test_linger_keeps_serving_the_final_state_until_ctrl_c(injection_built):
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=15) == 5
+
+
+def test_empty_command_name_is_127(injection_built):
+    result = run("")
+    assert result.returncode == 127
+    assert "the command name is empty" in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import urllib.request
 
 from tests.cli.conftest import gpuflow_env, start_gpuflow, stop_gpuflow
@@ -28,8 +29,13 @@ def test_watch_with_fake_gpus_serves_them():
     env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti")
     proc, port = start_gpuflow("watch", "--port", "0", "--interval", "100", env=env)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
-            snap = json.load(resp)
+        deadline = time.monotonic() + 10
+        while True:  # the server answers before the first NVML poll has finished
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
+                snap = json.load(resp)
+            if snap["devices"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert len(snap["devices"]) == 8
     finally:
         out = stop_gpuflow(proc, signal.SIGTERM)

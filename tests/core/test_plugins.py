@@ -99,3 +99,8 @@ def test_misspelled_hook_is_rejected_by_check_pending(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(PluginLoadError, match="produce_snapshots"):
         get_plugin_manager(extra_modules=["typo_collector"], environ=NO_BUILTINS)
+
+
+def test_plugin_option_with_a_module_that_has_no_hooks_is_refused():
+    with pytest.raises(PluginLoadError, match="'json' is not a GPUFlow collector"):
+        get_plugin_manager(extra_modules=["json"], environ=NO_BUILTINS)
