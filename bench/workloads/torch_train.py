@@ -31,12 +31,16 @@ def build(torch):
     return model, opt, x, y
 
 
-def train(torch, steps: int, warmup: int) -> float:
+def train(torch, steps: int, warmup: int, seconds: float = 0.0) -> float:
+    """Run warm-up + ``steps`` steps, or, with ``seconds``, steps until that much time has passed."""
     model, opt, x, y = build(torch)
     loss_fn = torch.nn.CrossEntropyLoss()
     t0 = 0.0
-    for step in range(warmup + steps):
-        if step == warmup:
+    step = 0
+    start = time.perf_counter()
+    while (time.perf_counter() - start < seconds) if seconds > 0 else (step < warmup + steps):
+        step += 1
+        if step - 1 == warmup:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -44,7 +48,7 @@ def train(torch, steps: int, warmup: int) -> float:
         loss.backward()
         opt.step()
         torch.cuda.synchronize()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0 if t0 else 0.0
 
 
 def kernel_counts_from_trace(path: str) -> dict[str, int]:
@@ -61,12 +65,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=0.0,
+                    help="train for this long instead of --steps (the soak's long-lived process)")
     ap.add_argument("--profile-out", help="run under torch.profiler; write per-kernel counts as JSON here")
     args = ap.parse_args()
     import torch
 
     if not args.profile_out:
-        print(f"timed_s={train(torch, args.steps, args.warmup):.6f} steps={args.steps}")
+        print(f"timed_s={train(torch, args.steps, args.warmup, args.seconds):.6f} steps={args.steps}")
         return 0
     from torch.profiler import ProfilerActivity, profile
 
