@@ -13,11 +13,17 @@ Checks (each prints ``fault_<name>=yes|no`` and its figures; the last line is
   kernels, then dies: gpuflow exits 128+N, the summary has the 1,000 flushed kernels, marks the
   session truncated, and /dev/shm holds no ring of that run afterwards. ``crash_exit`` is the
   control (status 3, not truncated).
-* ``cupti_in_use`` — a PyTorch loop that runs torch.profiler itself, under gpuflow run: the program
-  exits 0 and writes its profile; gpuflow's summary names the CUPTI conflict (status other than
-  ``ok``) rather than reporting partial counts as complete.
+* ``cupti_held_first`` — ``holder subscribe`` (bench/workloads/cupti_holder.cu) takes CUPTI before
+  CUDA starts: its output and status are those of an untraced run, and gpuflow's summary says
+  ``cupti_in_use`` instead of reporting an empty trace as complete.
+* ``cupti_stolen`` — ``holder steal`` re-registers the activity callbacks after GPUFlow started,
+  as Kineto does: program untouched, gpuflow's summary says ``stolen`` (counts incomplete).
+* ``torch_profiler_inside`` — a PyTorch loop running torch.profiler itself, under gpuflow run:
+  the program exits 0 and writes its profile; the statuses and Kineto's own warnings are recorded
+  (GPUFlow subscribes at CUDA initialisation, before the profiler starts).
 
-Usage: ``python3 scripts/gpu_faults.py BIN_DIR OUT_DIR`` (BIN_DIR holds demo_workload and crash).
+Usage: ``python3 scripts/gpu_faults.py BIN_DIR OUT_DIR`` (BIN_DIR holds demo_workload, crash and
+holder, built by scripts/gpu-check).
 Constraints: Linux, standard library only, run from the repository root with gpuflow installed.
 """
 
@@ -56,7 +62,7 @@ def without_timing(text: str) -> list[str]:
 def elapsed_ms(text: str) -> float:
     for line in text.splitlines():
         if line.startswith("elapsed_ms="):
-            return float(line.split("=", 1)[1])
+            return float(line.split("=", 1)[1].split()[0])
     return float("nan")
 
 
@@ -141,25 +147,53 @@ def crash(bin_dir: str, out_dir: str, how: str, expected_status: int, kernels: i
             stderr_tail=repr(done.stderr.strip().splitlines()[-1:]))
 
 
-def cupti_in_use(out_dir: str) -> None:
-    summary_path = os.path.join(out_dir, "summary_cupti_in_use.json")
+def traced_statuses(summary_path: str) -> list[tuple[str, str]]:
+    try:
+        with open(summary_path) as fh:
+            traced = json.load(fh)["traced"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [(t.get("cupti_status"), t.get("cupti_detail")) for t in traced]
+
+
+def cupti_holder(bin_dir: str, out_dir: str, mode: str, expected_status: str) -> None:
+    holder = os.path.join(bin_dir, "holder")
+    bare = subprocess.run([holder, mode], capture_output=True, text=True)
+    summary_path = os.path.join(out_dir, f"summary_holder_{mode}.json")
+    traced = subprocess.run([*GPUFLOW, "--summary-json", summary_path, "--", holder, mode],
+                            capture_output=True, text=True)
+    with open(os.path.join(out_dir, f"holder_{mode}.log"), "w") as fh:
+        fh.write(f"bare {bare.returncode}\n{bare.stdout}{bare.stderr}\n----- traced {traced.returncode}\n"
+                 f"{traced.stdout}{traced.stderr}")
+    statuses = traced_statuses(summary_path)
+    said = [s for s, _ in statuses] == [expected_status]
+    summary_lines = [ln.strip() for ln in traced.stderr.splitlines() if "CUPTI" in ln]
+    name = "cupti_held_first" if mode == "subscribe" else "cupti_stolen"
+    verdict(name, said and bare.stdout == traced.stdout and bare.returncode == traced.returncode,
+            same_output=bare.stdout == traced.stdout, bare_status=bare.returncode,
+            traced_status=traced.returncode, program_stdout=repr(traced.stdout.strip()),
+            statuses=repr(statuses), summary=repr(summary_lines[:1]))
+
+
+def torch_profiler_inside(out_dir: str) -> None:
+    summary_path = os.path.join(out_dir, "summary_torch_profiler_inside.json")
     profile = os.path.join(out_dir, "profile_in_use.json")
     done = subprocess.run([*GPUFLOW, "--summary-json", summary_path, "--", PY,
                            "bench/workloads/torch_train.py", "--steps", "5", "--profile-out", profile],
                           capture_output=True, text=True)
-    with open(os.path.join(out_dir, "cupti_in_use.log"), "w") as fh:
+    with open(os.path.join(out_dir, "torch_profiler_inside.log"), "w") as fh:
         fh.write(done.stdout + "\n----- stderr\n" + done.stderr)
-    try:
-        with open(summary_path) as fh:
-            traced = json.load(fh)["traced"]
-    except (OSError, ValueError):
-        traced = []
-    statuses = [(t.get("cupti_status"), t.get("cupti_detail")) for t in traced]
+    statuses = traced_statuses(summary_path)
     profiled = os.path.exists(profile)
-    said = bool(traced) and all(s != "ok" for s, _ in statuses)
-    summary_lines = [ln for ln in done.stderr.splitlines() if "CUPTI" in ln]
-    verdict("cupti_in_use", done.returncode == 0 and profiled and said, program_status=done.returncode,
-            profile_written=profiled, statuses=repr(statuses), summary=repr(summary_lines[:2]))
+    try:
+        with open(profile) as fh:
+            profiled_kernels = sum(json.load(fh)["kernels"].values())
+    except (OSError, ValueError, KeyError):
+        profiled_kernels = None
+    kineto = [ln.strip()[-110:] for ln in done.stderr.splitlines() if "CUPTI" in ln and "WARNING" in ln]
+    verdict("torch_profiler_inside", done.returncode == 0 and profiled, program_status=done.returncode,
+            profile_written=profiled, profiler_kernels=profiled_kernels,
+            statuses=repr([s for s, _ in statuses]), kineto=repr(kineto[:2]))
 
 
 def main(argv: list[str]) -> int:
@@ -177,7 +211,9 @@ def main(argv: list[str]) -> int:
               lambda: crash(bin_dir, out_dir, "abort", 128 + signal.SIGABRT),
               lambda: crash(bin_dir, out_dir, "kill", 128 + signal.SIGKILL),
               lambda: crash(bin_dir, out_dir, "exit", 3),
-              lambda: cupti_in_use(out_dir)]
+              lambda: cupti_holder(bin_dir, out_dir, "subscribe", "cupti_in_use"),
+              lambda: cupti_holder(bin_dir, out_dir, "steal", "stolen"),
+              lambda: torch_profiler_inside(out_dir)]
     for check in checks:
         try:
             check()
