@@ -28,7 +28,7 @@ def load(path: str):
 
 def gpuflow_kernels(summary, key: str) -> dict[str, int]:
     counts: collections.Counter[str] = collections.Counter()
-    for traced in summary["traced"]:
+    for traced in summary["traced"] + summary.get("traced_retired", []):
         for k in traced["kernels"]:
             counts[k[key]] += k["count"]
     return dict(counts)
@@ -36,7 +36,7 @@ def gpuflow_kernels(summary, key: str) -> dict[str, int]:
 
 def gpuflow_transfers(summary) -> dict[str, tuple[int, int]]:
     totals: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
-    for traced in summary["traced"]:
+    for traced in summary["traced"] + summary.get("traced_retired", []):
         for t in traced["transfers"]:
             totals[t["direction"]][0] += t["count"]
             totals[t["direction"]][1] += t["bytes"]
@@ -44,7 +44,8 @@ def gpuflow_transfers(summary) -> dict[str, tuple[int, int]]:
 
 
 def drops(summary) -> int:
-    return sum(t["dropped_ring"] + t["dropped_cupti"] for t in summary["traced"])
+    return sum(t["dropped_ring"] + t["dropped_cupti"]
+               for t in summary["traced"] + summary.get("traced_retired", []))
 
 
 def diff_counts(expected: dict[str, int], got: dict[str, int]) -> list[str]:

@@ -83,8 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def write_summary_json(snapshot, path: str, status: int, err) -> None:
     """The final traced part of the snapshot (schema of docs/snapshot.md), plus the exit status."""
-    traced = snapshot.to_json_dict()["traced"] if snapshot is not None else []
-    document = {"exit_status": status, "traced": traced}
+    plain = snapshot.to_json_dict() if snapshot is not None else {"traced": [], "traced_retired": []}
+    document = {"exit_status": status, "traced": plain["traced"], "traced_retired": plain["traced_retired"]}
     try:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(document, fh, indent=1)

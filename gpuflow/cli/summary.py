@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from gpuflow.core.snapshot import Snapshot, TracedProcess
+from gpuflow.core.snapshot import KernelStat, RetiredTraced, Snapshot, TracedProcess, TransferStat
 
 TOP_KERNELS = 10
 NO_CUDA = "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
@@ -47,28 +47,50 @@ def format_process(t: TracedProcess, top: int = TOP_KERNELS) -> list[str]:
     if t.dropped_ring or t.dropped_cupti:
         lines.append(f"  DROPPED: {t.dropped_ring} records (ring full), {t.dropped_cupti} (inside CUPTI): "
                      "the totals below are lower bounds")
-    if t.kernels:
-        launches = sum(k.count for k in t.kernels)
-        lines.append(f"  {launches} kernel launches, {len(t.kernels)} kernels; top {min(top, len(t.kernels))} "
+    lines.extend(format_totals(t.kernels, t.transfers, top))
+    return lines
+
+
+def format_totals(kernels: tuple[KernelStat, ...], transfers: tuple[TransferStat, ...],
+                  top: int = TOP_KERNELS) -> list[str]:
+    """The kernel table (top ``top`` by total time) and the transfer lines."""
+    lines: list[str] = []
+    if kernels:
+        launches = sum(k.count for k in kernels)
+        lines.append(f"  {launches} kernel launches, {len(kernels)} kernels; top {min(top, len(kernels))} "
                      "by total time:")
         lines.append(f"    {'launches':>10}  {'total':>12}  {'mean':>12}  kernel")
-        for k in t.kernels[:top]:
+        for k in kernels[:top]:
             timed = k.timed or 0
             total = format_duration(k.total_ns) if timed else "—"
             mean = format_duration(k.total_ns // timed) if timed else "—"
             lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {k.name}")
     else:
         lines.append("  no kernels")
-    for tr in t.transfers:
+    for tr in transfers:
         time = format_duration(tr.total_ns) if tr.timed else "—"
         lines.append(f"  {tr.direction:>6}: {tr.count} transfers, {format_size(tr.bytes)}, {time}")
     return lines
 
 
-def format_summary(traced: tuple[TracedProcess, ...], top: int = TOP_KERNELS) -> str:
-    if not traced:
+def format_retired(r: RetiredTraced, top: int = TOP_KERNELS) -> list[str]:
+    """The roll-up of the session's older exited processes (gpuflow.core.retire)."""
+    lines = [f"{r.processes} earlier exited processes, folded together: {r.records} records; "
+             f"{r.failed} failed, {r.truncated} truncated, {r.not_traced} not traced (CUPTI status)"]
+    if r.dropped_ring or r.dropped_cupti or r.truncated:
+        lines.append(f"  INCOMPLETE: {r.dropped_ring} records dropped (ring full), {r.dropped_cupti} (inside "
+                     f"CUPTI), {r.truncated} processes cut short: the totals below are lower bounds")
+    lines.extend(format_totals(r.kernels, r.transfers, top))
+    return lines
+
+
+def format_summary(traced: tuple[TracedProcess, ...], top: int = TOP_KERNELS,
+                   retired: tuple[RetiredTraced, ...] = ()) -> str:
+    if not traced and not retired:
         return NO_CUDA
     lines: list[str] = []
+    for r in retired:
+        lines.extend(format_retired(r, top))
     for t in traced:
         lines.extend(format_process(t, top))
     return "\n".join(lines) + "\n"
@@ -76,5 +98,6 @@ def format_summary(traced: tuple[TracedProcess, ...], top: int = TOP_KERNELS) ->
 
 def write_summary(snapshot: Snapshot | None, out: TextIO) -> None:
     out.write("gpuflow: end-of-run summary\n")
-    body = format_summary(snapshot.traced if snapshot is not None else ())
+    body = format_summary(snapshot.traced if snapshot is not None else (),
+                          retired=snapshot.traced_retired if snapshot is not None else ())
     out.write("".join(f"  {line}\n" for line in body.splitlines()))

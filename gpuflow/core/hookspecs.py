@@ -79,6 +79,7 @@ def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
     * ``processes``: keyed by ``pid``; attachments are unioned by device uuid, and name / user /
       cmdline come from the first part that knows them;
     * ``traced``: keyed by ``(session, pid)``, the first part wins;
+    * ``traced_retired``: keyed by ``session``, the first part wins;
     * ``problems``: concatenated in source order.
 
     The result is therefore the same whatever order the plugins were registered in.

@@ -18,6 +18,7 @@ def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float) -> Sn
     devices: dict[str, object] = {}
     processes: dict[int, Process] = {}
     traced: dict[tuple[str, int], object] = {}
+    retired: dict[str, object] = {}
     problems = []
     for part in ordered:
         if part.host is not None:
@@ -31,6 +32,8 @@ def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float) -> Sn
             processes[proc.pid] = _merge_process(processes.get(proc.pid), proc)
         for t in part.traced:
             traced.setdefault((t.session, t.pid), t)
+        for r in part.traced_retired:
+            retired.setdefault(r.session, r)
         problems.extend(part.problems)
     return Snapshot(
         seq=seq,
@@ -41,6 +44,7 @@ def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float) -> Sn
         processes=tuple(processes[pid] for pid in sorted(processes)),
         traced=tuple(traced[k] for k in sorted(traced, key=lambda k: (k[1], k[0]))),  # type: ignore[misc]
         sources=tuple(p.source for p in ordered),
+        traced_retired=tuple(retired[k] for k in sorted(retired)),  # type: ignore[misc]
     )
 
 

@@ -175,6 +175,33 @@ class TracedProcess:
 
 
 @dataclass(frozen=True, slots=True)
+class RetiredTraced:
+    """Exited traced processes of one session, folded together to keep the snapshot bounded.
+
+    A long session can start thousands of CUDA processes (a shell loop, a job runner); only the
+    most recent exited ones stay in ``Snapshot.traced`` with their lanes. Older ones are folded
+    here, so their complete totals are never lost: kernels merged by (name, mangled), transfers
+    by direction, counters summed.
+    """
+
+    session: str
+    processes: int = 0  #: exited traced processes folded in
+    failed: int = 0  #: of them, with a known non-zero exit status
+    truncated: int = 0  #: of them, that died without their exit flush
+    not_traced: int = 0  #: of them, whose CUPTI status was not "ok" at the end
+    records: int = 0
+    dropped_ring: int = 0
+    dropped_cupti: int = 0
+    kernels: tuple[KernelStat, ...] = ()  #: sorted by total_ns, descending
+    transfers: tuple[TransferStat, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """The folded totals are complete only if nothing was dropped and nothing was cut short."""
+        return self.dropped_ring == 0 and self.dropped_cupti == 0 and self.truncated == 0
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotPart:
     """What one collector contributes; every field is optional. ``source`` names the collector."""
 
@@ -184,6 +211,7 @@ class SnapshotPart:
     processes: tuple[Process, ...] = ()
     traced: tuple[TracedProcess, ...] = ()
     problems: tuple[Problem, ...] = ()
+    traced_retired: tuple[RetiredTraced, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +226,7 @@ class Snapshot:
     processes: tuple[Process, ...] = ()
     traced: tuple[TracedProcess, ...] = ()
     sources: tuple[str, ...] = ()  #: collectors that contributed, sorted
+    traced_retired: tuple[RetiredTraced, ...] = ()  #: older exited traced processes, per session
 
     def to_json_dict(self) -> dict[str, Any]:
         """The plain JSON form (schema 1) documented in docs/snapshot.md (None → null).
@@ -216,6 +245,7 @@ class Snapshot:
             "devices": [_plain(d) for d in self.devices],
             "processes": [_plain(p) for p in self.processes],
             "traced": [_traced_json(t) for t in self.traced],
+            "traced_retired": [_traced_json(r) for r in self.traced_retired],
         }
 
 
@@ -249,7 +279,7 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _traced_json(t: TracedProcess) -> dict[str, Any]:
+def _traced_json(t: TracedProcess | RetiredTraced) -> dict[str, Any]:
     d = _plain(t)
     d["complete"] = t.complete
     return d

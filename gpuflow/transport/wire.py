@@ -42,7 +42,7 @@ DIRECTIONS = TRANSFER_DIRECTIONS
 _KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 _DIRECTION_CODE = {d: i for i, d in enumerate(DIRECTIONS)}
 #: top-level parts a delta frame may leave out (unchanged since its base frame)
-OMITTABLE = ("host", "sources", "devices", "processes")
+OMITTABLE = ("host", "sources", "devices", "processes", "traced_retired")
 #: KernelStat fields sent as they are (name and mangled travel in the names table)
 _KERNEL_FIELDS = tuple(f.name for f in fields(KernelStat) if f.name not in ("name", "mangled"))
 _TRANSFER_FIELDS = tuple(f.name for f in fields(TransferStat))

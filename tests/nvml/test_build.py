@@ -18,7 +18,7 @@ DEVICE = (3, "GPU-1", "NVIDIA H200", "00000000:19:00.0", False, 87, 41, 1 << 34,
     (Device, DEVICE),
     (Attachment, (0, "GPU-1", "compute+graphics", None, 99, None)),
     (Process, (42, "python", "alice", "python", (Attachment(0, "GPU-1"),))),
-    (SnapshotPart, ("nvml", None, (Device(0, "GPU-0"),), (), (), ())),
+    (SnapshotPart, ("nvml", None, (Device(0, "GPU-0"),), (), (), (), ())),
 ])
 def test_same_object_as_the_constructor(cls, values):
     make = positional_constructor(cls)

@@ -312,3 +312,23 @@ def test_span_arrays_read_back_to_exactly_the_plain_spans(rows, typical):
     expected = json.loads(json.dumps(plain(make_snapshot(lanes=(
         Lane(0, 1, 7, "7", len(spans), 0, tuple(spans)),)))["traced"][0]["lanes"][0]["spans"]))
     assert decode_spans(wire, json.loads(json.dumps(table.entries))) == expected
+
+
+def test_the_retired_roll_up_travels_whole_when_it_changes_and_is_left_out_when_not():
+    from gpuflow.core.snapshot import RetiredTraced, TransferStat
+    r1 = RetiredTraced(session="s1", processes=3, records=30,
+                       kernels=(KernelStat("k", "_Z1kv", 9, 900, 100, 100, 9),),
+                       transfers=(TransferStat("h2d", 3, 3000, 30, 3),))
+    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1]),), traced_retired=(r1,)))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    assert reader.read(body(enc.current().full))["traced_retired"] == plain(hub.latest())["traced_retired"]
+    hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),), traced_retired=(r1,)))
+    d = body(enc.current().delta)
+    assert "traced_retired" not in d
+    assert reader.read(d)["traced_retired"][0]["processes"] == 3
+    r2 = RetiredTraced(session="s1", processes=4, records=40, kernels=r1.kernels, transfers=r1.transfers)
+    hub.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),), traced_retired=(r2,)))
+    d = body(enc.current().delta)
+    assert d["traced_retired"][0]["processes"] == 4
+    assert reader.read(d)["traced_retired"] == plain(hub.latest())["traced_retired"]

@@ -13,7 +13,7 @@ from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess
 from gpuflow.transport.frames import FrameEncoder
 from tests.transport.conftest import make_snapshot
 
-from .conftest import hook, until
+from .conftest import hook, shot, until
 
 pytestmark = pytest.mark.browser
 
@@ -108,3 +108,23 @@ def test_a_delta_naming_an_unknown_id_makes_the_page_start_over(page, agent):
     serve(page, agent, [frames[0], bad])
     until(page, "window.__gpuflow.resyncs >= 1 && window.__gpuflow.connects >= 2")
     assert hook(page, "fullFrames") >= 1 and hook(page, "badFrames") == 0
+
+
+def test_the_folded_roll_up_of_earlier_processes_shows_on_the_host(page, agent):
+    from dataclasses import replace
+
+    from gpuflow.core.snapshot import RetiredTraced, TransferStat
+    retired = RetiredTraced(session="s", processes=1145, failed=2, records=5_000_000,
+                            kernels=(KernelStat(A, "_Z1av", 4_580_000, 9_000_000, 1000, 9000, 4_580_000),),
+                            transfers=(TransferStat("h2d", 1145, 1 << 30, 10**9, 1145),))
+    first = replace(snapshot(1, (span(1),), 1, ()), traced_retired=(retired,))
+    folded_more = replace(retired, processes=1146, truncated=1)
+    second = replace(snapshot(2, (span(1), span(2)), 2, ()), traced_retired=(folded_more,))
+    third = replace(snapshot(3, (span(1), span(2), span(3)), 3, ()), traced_retired=(folded_more,))
+    frames = encoded([first, second, third])
+    assert b"traced_retired" not in frames[2]  # unchanged: the delta leaves it out
+    serve(page, agent, frames)
+    until(page, "window.__gpuflow.frames >= 3 && !window.__gpuflow.pendingDraw")
+    texts = hook(page, "drawn")["retired"]
+    assert texts == ["1,146 earlier traced processes (folded): 4,580,000 launches · 2 failed · INCOMPLETE"]
+    shot(page, "live-retired")

@@ -9,7 +9,13 @@ One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
    truncated (it died without its exit flush);
 3. rebuild the part (at most every 50 ms, at once when a process exits) and ``notify`` the agent;
    the part is the *same object* while nothing changed;
-4. a finished ring is detached, closed and unlinked after its final TracedProcess was built.
+4. a finished ring is detached, closed and unlinked after its final TracedProcess was built; its
+   decoder is dropped (the TracedProcess holds everything the snapshot needs);
+5. once more than ``EXITED_KEPT`` processes have exited, the oldest exited ones are folded into the
+   session's RetiredTraced roll-up (gpuflow.core.retire): their complete totals stay in the
+   snapshot, their lanes leave it. Memory and the per-frame cost stay bounded however many CUDA
+   processes a long session starts (a soak on the H200 started 1,145 of them). A pid that comes
+   back (pid reuse) with a new ring folds its predecessor first.
 
 ``set_exit_status(pid, status)`` records the shell-style status the CLI saw for its direct child;
 ``CollectorContext.exit_statuses`` (the CLI's ``record_exit``) is read as well. :meth:`stop` drains
@@ -26,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,7 +41,8 @@ from gpuflow.collectors.cupti import rings
 from gpuflow.collectors.cupti.build import TracedBuilder
 from gpuflow.collectors.cupti.errors import RingError, RingFormatError, RingNotReady
 from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
-from gpuflow.core.snapshot import Problem, SnapshotPart, TracedProcess
+from gpuflow.core.retire import fold
+from gpuflow.core.snapshot import Problem, RetiredTraced, SnapshotPart, TracedProcess
 
 log = logging.getLogger("gpuflow.cupti")
 
@@ -48,6 +55,8 @@ REFRESH_IDLE_S = 1.0
 SWEEP_INTERVAL_S = 30.0
 #: A ring whose producer died before finishing its header is forgotten after this many attempts.
 NOT_READY_ATTEMPTS = 50
+#: Exited traced processes kept whole (with their lanes) in the snapshot; older ones are folded.
+EXITED_KEPT = 32
 
 
 @dataclass
@@ -99,6 +108,8 @@ class CuptiCollector:
         self._interval = drain_interval_s
         self._stale_grace_s = stale_grace_s
         self._rings: dict[int, _Ring] = {}
+        self._released_order: list[int] = []  # pids of released (finished) rings, oldest first
+        self._retired: RetiredTraced | None = None
         self._ignored: dict[Path, int] = {}  # rings not ready yet: attempts so far
         self._problems: dict[str, Problem] = {}
         self._part = SnapshotPart(source=SOURCE)
@@ -199,8 +210,13 @@ class CuptiCollector:
     def _discover(self) -> bool:
         changed = False
         for rf in rings.list_rings(self._shm_dir, self.session):
-            if rf.pid in self._rings:
-                continue
+            known = self._rings.get(rf.pid)
+            if known is not None:
+                if not (known.finished and known.mapped is None):
+                    continue
+                # the pid came back: ours was unlinked when it finished, so this is a new process
+                self._fold(rf.pid)
+                changed = True
             name = rings.process_name(rf.pid)
             try:
                 mapped = rings.MappedRing(rf.path)
@@ -306,22 +322,35 @@ class CuptiCollector:
 
     def _build(self) -> None:
         now_ns = self._clock_ns()
-        traced = []
         for pid in sorted(self._rings):
             ring = self._rings[pid]
             if ring.state == "running":  # programs rename themselves (prctl, setproctitle)
                 ring.name = rings.process_name(pid) or ring.name
             status = self._exit_status(pid) if ring.state == "exited" else None
-            # A released ring cannot change any more, except for the exit status the CLI reports.
-            if ring.mapped is not None or ring.traced is None or ring.traced.exit_status != status:
+            if ring.mapped is not None or ring.traced is None:
                 ring.traced = ring.builder.build(  # type: ignore[union-attr]
                     ring.decoder, name=ring.name, state=ring.state, exit_status=status,
                     truncated=ring.truncated, now_ns=now_ns)
+            elif ring.traced.exit_status != status:
+                # a released ring cannot change any more, except for the exit status the CLI reports
+                ring.traced = replace(ring.traced, exit_status=status)
             if ring.finished and ring.mapped is not None:
                 self._release(ring, unlink=True)  # after its final TracedProcess was built
-            traced.append(ring.traced)
-        self._part = SnapshotPart(source=SOURCE, traced=tuple(traced),
-                                  problems=tuple(self._problems[k] for k in sorted(self._problems)))
+                ring.decoder = ring.builder = None
+                self._released_order.append(pid)
+        while len(self._released_order) > EXITED_KEPT:
+            self._fold(self._released_order[0])
+        self._part = SnapshotPart(
+            source=SOURCE, traced=tuple(self._rings[pid].traced for pid in sorted(self._rings)),
+            traced_retired=(self._retired,) if self._retired is not None else (),
+            problems=tuple(self._problems[k] for k in sorted(self._problems)))
+
+    def _fold(self, pid: int) -> None:
+        """Fold the released ring of ``pid`` into the session's roll-up and forget it."""
+        ring = self._rings.pop(pid)
+        self._released_order.remove(pid)
+        if ring.traced is not None:
+            self._retired = fold(self._retired, ring.traced)
 
     def _release(self, ring: _Ring, *, unlink: bool) -> None:
         """Detach the decoder (it keeps its figures), unmap, unlock and (if done) unlink the ring."""

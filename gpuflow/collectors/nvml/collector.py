@@ -385,7 +385,7 @@ class NvmlCollector:
                 and self._host is last.host):
             return last, False
         self._built = part = make_part(SOURCE, self._host, tuple(devices), processes, (),
-                                        problems_t)
+                                        problems_t, ())
         return part, new
 
     def _no_processes(self) -> tuple[Process, ...]:

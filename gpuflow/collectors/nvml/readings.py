@@ -73,7 +73,7 @@ _DEVICE_FIELDS = ("index", "uuid", "name", "pci_bus_id", "lost", "utilization_gp
 _ATTACHMENT_FIELDS = ("device_index", "device_uuid", "kind", "memory_used_bytes", "sm_util_pct",
                       "mem_util_pct")
 _PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments")
-_PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems")
+_PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems", "traced_retired")
 for _cls, _names in ((Device, _DEVICE_FIELDS), (Attachment, _ATTACHMENT_FIELDS),
                      (Process, _PROCESS_FIELDS), (SnapshotPart, _PART_FIELDS)):
     if tuple(f.name for f in fields(_cls)) != _names:  # pragma: no cover - a contract change
