@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import glob
 import http.client
+import json
 import os
 import socket
 import subprocess
@@ -106,8 +107,9 @@ def main(argv: list[str]) -> int:
             f"'{demo}' 300 > /dev/null || exit 1; n=$((n+1)); done; wait; echo processes=$((n+1))")
     port = free_port()
     log = open(os.path.join(out_dir, "soak_gpuflow.log"), "w")
+    summary_path = os.path.join(out_dir, "soak_summary.json")
     agent = subprocess.Popen([sys.executable, "-m", "gpuflow", "run", "--port", str(port), "--no-summary",
-                              "--", "bash", "-c", tree], stdout=subprocess.PIPE, stderr=log, text=True)
+                              "--summary-json", summary_path, "--", "bash", "-c", tree], stdout=subprocess.PIPE, stderr=log, text=True)
     client = StreamClient(port)
     time.sleep(3)
     client.start()
@@ -130,6 +132,15 @@ def main(argv: list[str]) -> int:
     status = agent.wait()
     shm_end, _ = shm_rings()
     processes = next((ln.split("=")[1] for ln in out.splitlines() if ln.startswith("processes=")), "?")
+    try:
+        with open(summary_path) as fh:
+            summary = json.load(fh)
+        seen = len(summary["traced"]) + sum(r["processes"] for r in summary["traced_retired"])
+        launches = sum(k["count"] for t in summary["traced"] + summary["traced_retired"] for k in t["kernels"])
+        print(f"summary: traced_kept={len(summary['traced'])} folded={seen - len(summary['traced'])} "
+              f"traced_total={seen} kernel_launches={launches}")
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"summary: unreadable ({exc})")
     after = [s for s in samples if s[0] >= min(WARMUP_S, seconds / 4)]
     if not after:
         print("soak_ok=no (no samples after warm-up)")
