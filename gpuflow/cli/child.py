@@ -9,7 +9,8 @@ the child's group.
 
 Constraints: gpuflow never reaps anything but its own child (no waitpid(-1)), which is why the
 embedded server is not gunicorn. Exit status: the child's code, or 128+N for signal N; a missing
-command is 127 and a non-executable one (a directory, no x bit) 126, as in a shell.
+command is 127 (so is a script whose #! interpreter is missing) and a non-executable one (a
+directory, no x bit, also when found on PATH) 126, as bash reports them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def resolve_command(argv0: str, path: str | None = None) -> str:
         return argv0
     found = shutil.which(argv0, path=path)
     if found is None:
+        # as a shell does: a file of that name on PATH that cannot be executed is 126, not 127
+        search = path if path is not None else os.environ.get("PATH", os.defpath)
+        for directory in search.split(os.pathsep):
+            candidate = os.path.join(directory or ".", argv0)
+            if os.path.isfile(candidate):
+                raise LaunchError(f"cannot run {argv0}: {candidate} is not executable (permission denied)",
+                                  EXIT_NOT_EXECUTABLE)
         raise LaunchError(f"command not found: {argv0}", EXIT_NOT_FOUND)
     if os.path.isdir(found):
         raise LaunchError(f"cannot run {argv0}: is a directory", EXIT_NOT_EXECUTABLE)
@@ -103,6 +111,11 @@ class TracedChild:
         try:
             self.popen = subprocess.Popen(list(argv), executable=executable, env=env, process_group=0)
         except OSError as exc:
+            if exc.errno == errno.ENOENT and os.path.exists(executable):
+                # the file is there, so what is missing is the interpreter its #! line names;
+                # 127 as bash gives ("cannot execute: required file not found")
+                raise LaunchError(f"cannot run {argv[0]}: its interpreter (the #! line) was not found",
+                                  EXIT_NOT_FOUND) from exc
             status = EXIT_NOT_FOUND if exc.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
             raise LaunchError(f"cannot run {argv[0]}: {exc.strerror}", status) from exc
         self.pid = self.popen.pid

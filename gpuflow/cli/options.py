@@ -90,7 +90,10 @@ def ring_capacity(text: str) -> int:
 
 
 def bind_address(text: str) -> str:
-    host = text.strip("[]")
+    """An IP literal or ``localhost``; an IPv6 literal may come bracketed (``[::1]``), but whole."""
+    host = text[1:-1] if text.startswith("[") and text.endswith("]") and len(text) > 1 else text
+    if "[" in host or "]" in host:
+        raise argparse.ArgumentTypeError(f"bind address has unbalanced brackets: {text!r} (write ::1 or [::1])")
     if not host:
         raise argparse.ArgumentTypeError("bind address is empty")
     try:

@@ -95,3 +95,8 @@ def test_bounds_and_files_checked_before_anything_starts(argv, message):
     result = gpuflow(*argv, timeout=30)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bracketed_ipv6_bind_is_the_address_inside():
+    from gpuflow.cli.options import bind_address
+    assert bind_address("[::1]") == "::1" and bind_address("::1") == "::1"

@@ -49,6 +49,25 @@ def test_not_executable_is_126(injection_built, tmp_path):
     assert "permission denied" in result.stderr
 
 
+def test_a_non_executable_file_found_on_path_is_126_as_in_bash(injection_built, tmp_path):
+    (tmp_path / "gpuflow-noexec-tool").write_text("echo hi\n")
+    env = {**NO_NVML, "PATH": f"{tmp_path}{os.pathsep}{NO_NVML.get('PATH', os.defpath)}"}
+    result = gpuflow("run", "--port", "0", "--", "gpuflow-noexec-tool", env=env)
+    shell = subprocess.run(["bash", "-c", "gpuflow-noexec-tool"], env=env, capture_output=True)
+    assert result.returncode == shell.returncode == 126
+    assert "not executable" in result.stderr
+
+
+def test_a_script_whose_interpreter_is_missing_is_127_as_in_bash_and_says_why(injection_built, tmp_path):
+    script = tmp_path / "script"
+    script.write_text("#!/nonexistent/interpreter-gpuflow\necho hi\n")
+    script.chmod(0o755)
+    result = run(str(script))
+    shell = subprocess.run(["bash", "-c", str(script)], capture_output=True)
+    assert result.returncode == shell.returncode == 127
+    assert "interpreter (the #! line) was not found" in result.stderr
+
+
 def test_sigterm_and_sigint_to_gpuflow_are_forwarded_to_the_child(injection_built, tmp_path):
     for sig in (signal.SIGTERM, signal.SIGINT):
         marker = tmp_path / f"started-{sig}"
