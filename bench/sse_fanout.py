@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import selectors
 import socket
 import subprocess
@@ -31,29 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+from sse_pump import StreamConn, children, cpu_seconds, free_port, pump, stream_request  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-ID_RE = re.compile(rb"\nid: \d+-(\d+)\nevent: snapshot\ndata: \{\"frame\":\"(full|delta)\"")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
-
-
-def children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
 
 
 def start_agent(args: argparse.Namespace, port: int) -> subprocess.Popen:
@@ -90,63 +69,16 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> No
     raise SystemExit("agent did not become healthy")
 
 
-class Client:
-    __slots__ = ("sock", "buf", "seqs", "fulls", "bytes", "first_at")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = b""
-        self.seqs: list[int] = []
-        self.fulls = 0
-        self.bytes = 0
-        self.first_at: float | None = None
-
-    def feed(self, data: bytes) -> None:
-        self.bytes += len(data)
-        self.buf += data
-        end = self.buf.rfind(b"\n\n")
-        if end < 0:
-            return
-        done, self.buf = b"\n" + self.buf[:end + 2], self.buf[end + 2:]
-        for m in ID_RE.finditer(done):
-            self.seqs.append(int(m.group(1)))
-            if m.group(2) == b"full":
-                self.fulls += 1
-            if self.first_at is None:
-                self.first_at = time.monotonic()
-
-
-def open_clients(n: int, port: int, sel: selectors.BaseSelector) -> list[Client]:
-    request = (f"GET /api/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-               "Accept: text/event-stream\r\n\r\n").encode()
+def open_clients(n: int, port: int, sel: selectors.BaseSelector) -> list[StreamConn]:
     clients = []
     for _ in range(n):
         s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(request)
+        s.sendall(stream_request(port))
         s.setblocking(False)
-        c = Client(s)
+        c = StreamConn(s)
         sel.register(s, selectors.EVENT_READ, c)
         clients.append(c)
     return clients
-
-
-def pump(sel: selectors.BaseSelector, until: float) -> None:
-    while True:
-        left = until - time.monotonic()
-        if left <= 0:
-            return
-        for key, _ in sel.select(timeout=min(left, 0.5)):
-            client: Client = key.data
-            try:
-                data = client.sock.recv(262144)
-            except BlockingIOError:
-                continue
-            except OSError:
-                data = b""
-            if not data:
-                sel.unregister(client.sock)
-                continue
-            client.feed(data)
 
 
 def main(argv: list[str] | None = None) -> int:

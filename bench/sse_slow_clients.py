@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import selectors
 import socket
 import subprocess
@@ -46,16 +45,11 @@ import threading
 import time
 from pathlib import Path
 
+from sse_pump import StreamConn, cpu_seconds, free_port, pump, stream_request  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-ID_RE = re.compile(rb"\nid: \d+-(\d+)\nevent: snapshot\n")
 SPARE_THREADS = 4
 SLOW_RCVBUF = 4096
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proc_status(pid: int) -> tuple[int, float]:
@@ -68,15 +62,6 @@ def proc_status(pid: int) -> tuple[int, float]:
             elif line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) / 1024
     return threads, rss
-
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
 
 
 def worker_pid(arbiter: int) -> int:
@@ -140,70 +125,19 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> No
     raise SystemExit("agent did not become healthy")
 
 
-class Conn:
-    """One client connection; ``kind`` is reader, never, half or probe."""
-
-    __slots__ = ("sock", "kind", "buf", "seqs", "first_at", "closed_at", "opened_at", "head",
-                 "bytes")
-
-    def __init__(self, sock: socket.socket, kind: str) -> None:
-        self.sock, self.kind = sock, kind
-        self.buf = b""
-        self.seqs: list[int] = []
-        self.first_at: float | None = None
-        self.closed_at: float | None = None
-        self.opened_at = time.monotonic()
-        self.head = b""
-        self.bytes = 0
-
-    def feed(self, data: bytes) -> None:
-        self.bytes += len(data)
-        if self.kind == "probe":
-            self.head += data
-            return
-        self.buf += data
-        end = self.buf.rfind(b"\n\n")
-        if end < 0:
-            return
-        done, self.buf = b"\n" + self.buf[:end + 2], self.buf[end + 2:]
-        for m in ID_RE.finditer(done):
-            self.seqs.append(int(m.group(1)))
-            if self.first_at is None:
-                self.first_at = time.monotonic()
-
-
-def connect(port: int, kind: str, sel: selectors.BaseSelector) -> Conn:
+def connect(port: int, kind: str, sel: selectors.BaseSelector) -> StreamConn:
+    """A stream connection of ``kind``: reader, never (never read), half (request head never
+    finished) or probe (only its response head is looked at)."""
     s = socket.socket()
     if kind == "never":
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SLOW_RCVBUF)
     s.connect(("127.0.0.1", port))
-    head = f"GET /api/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
-    s.sendall(head.encode() if kind == "half" else (head + "\r\n").encode())
+    s.sendall(stream_request(port, complete=kind != "half"))
     s.setblocking(False)
-    c = Conn(s, kind)
+    c = StreamConn(s, kind)
     if kind != "never":  # a never-reading client is never read: not even for EOF
         sel.register(s, selectors.EVENT_READ, c)
     return c
-
-
-def pump(sel: selectors.BaseSelector, until: float) -> None:
-    while True:
-        left = until - time.monotonic()
-        if left <= 0:
-            return
-        for key, _ in sel.select(timeout=min(left, 0.25)):
-            c: Conn = key.data
-            try:
-                data = c.sock.recv(262144)
-            except BlockingIOError:
-                continue
-            except OSError:
-                data = b""
-            if not data:
-                sel.unregister(c.sock)
-                c.closed_at = time.monotonic()
-                continue
-            c.feed(data)
 
 
 class Sampler(threading.Thread):
@@ -270,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     agent = start_agent(args, port, max_streams, threads)
     sel = selectors.DefaultSelector()
-    conns: list[Conn] = []
+    conns: list[StreamConn] = []
     failures: list[str] = []
     try:
         wait_healthy(port, agent)
