@@ -95,3 +95,19 @@ def test_the_roll_up_reaches_the_plain_json(collector_factory, rings, monkeypatc
     (r,) = doc["traced_retired"]
     assert (r["processes"], r["complete"], r["kernels"][0]["count"], r["transfers"][0]["direction"]) == (
         1, True, 3, "h2d")
+
+
+def test_problems_of_folded_processes_become_one_counted_problem(collector_factory, rings, monkeypatch):
+    monkeypatch.setattr(collector_mod, "EXITED_KEPT", 1)
+    c = collector_factory()
+    for _ in range(4):
+        p = finished_ring(rings, fake_pid(), kernels=1, exited=False)
+        p.push_raw(bytes(64))  # a malformed record: a warning Problem for this process
+        p.mark_exited()
+        poll_until(c, lambda part, p=p: any(t.pid == p.pid and t.state == "exited" for t in part.traced))
+    part = c.part()
+    own = [pr for pr in part.problems if f"pid {part.traced[0].pid}:" in pr.message]
+    folded = [pr for pr in part.problems if "earlier traced process(es)" in pr.message]
+    assert len(part.problems) == len(own) + 1 and len(folded) == 1
+    assert folded[0].message.startswith("3 earlier traced process(es)") and folded[0].severity == "warning"
+    assert "malformed ring records" in folded[0].message

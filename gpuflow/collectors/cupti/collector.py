@@ -57,6 +57,8 @@ SWEEP_INTERVAL_S = 30.0
 NOT_READY_ATTEMPTS = 50
 #: Exited traced processes kept whole (with their lanes) in the snapshot; older ones are folded.
 EXITED_KEPT = 32
+_FOLDED_KEY = "folded"
+_SEVERITY = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclass
@@ -110,6 +112,7 @@ class CuptiCollector:
         self._rings: dict[int, _Ring] = {}
         self._released_order: list[int] = []  # pids of released (finished) rings, oldest first
         self._retired: RetiredTraced | None = None
+        self._folded_with_problems = 0
         self._ignored: dict[Path, int] = {}  # rings not ready yet: attempts so far
         self._problems: dict[str, Problem] = {}
         self._part = SnapshotPart(source=SOURCE)
@@ -346,11 +349,25 @@ class CuptiCollector:
             problems=tuple(self._problems[k] for k in sorted(self._problems)))
 
     def _fold(self, pid: int) -> None:
-        """Fold the released ring of ``pid`` into the session's roll-up and forget it."""
+        """Fold the released ring of ``pid`` into the session's roll-up and forget it.
+
+        Its own problems (malformed records, lanes beyond the limit, …) are folded too, into one
+        counted Problem, so the host's list stays bounded as well.
+        """
         ring = self._rings.pop(pid)
         self._released_order.remove(pid)
         if ring.traced is not None:
             self._retired = fold(self._retired, ring.traced)
+        mine = [k for k in self._problems if k.rsplit(":", 1)[-1] == str(pid)]
+        if mine:
+            worst = max((self._problems.pop(k) for k in mine), key=lambda p: _SEVERITY.get(p.severity, 0))
+            self._folded_with_problems += 1
+            prior = self._problems.get(_FOLDED_KEY)
+            severity = worst.severity if prior is None or _SEVERITY.get(worst.severity, 0) > _SEVERITY.get(
+                prior.severity, 0) else prior.severity
+            self._problem(_FOLDED_KEY, f"{self._folded_with_problems} earlier traced process(es), now folded into "
+                          "the session's roll-up, had problems (the last: "
+                          f"{worst.message}); the roll-up's totals include them", severity)
 
     def _release(self, ring: _Ring, *, unlink: bool) -> None:
         """Detach the decoder (it keeps its figures), unmap, unlock and (if done) unlink the ring."""
