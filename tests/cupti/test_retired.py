@@ -111,3 +111,16 @@ def test_problems_of_folded_processes_become_one_counted_problem(collector_facto
     assert len(part.problems) == len(own) + 1 and len(folded) == 1
     assert folded[0].message.startswith("3 earlier traced process(es)") and folded[0].severity == "warning"
     assert "malformed ring records" in folded[0].message
+
+
+def test_a_finished_ring_never_unlinks_a_successor_under_the_same_name(rings):
+    from gpuflow.collectors.cupti import rings as R
+    pid = fake_pid()
+    finished_ring(rings, pid, kernels=1)
+    path = R.ring_path(rings.session, pid)
+    old = R.MappedRing(path)
+    old.close()
+    path.unlink()
+    finished_ring(rings, pid, kernels=2)  # the pid came back and made its ring under that name
+    old.unlink()
+    assert path.exists()

@@ -150,6 +150,8 @@ class MappedRing:
             os.close(fd)
             raise
         self._fd: int | None = fd
+        st = os.fstat(fd)
+        self._identity = (st.st_dev, st.st_ino)  # unlink only this segment, never a successor
         self._released = self.info.tail  # records below this are not resident on our account
 
     def release_consumed(self, tail: int) -> int:
@@ -196,9 +198,15 @@ class MappedRing:
             self._fd = None
 
     def unlink(self) -> None:
-        """Remove the segment's name (the mapping, if still open, stays valid)."""
+        """Remove the segment's name (the mapping, if still open, stays valid).
+
+        Only if the name still is this segment: a new process that got the same pid may already
+        have replaced a dead producer's ring under the same name, and that ring is not ours.
+        """
         try:
-            os.unlink(self.path)
+            st = os.stat(self.path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == self._identity:
+                os.unlink(self.path)
         except FileNotFoundError:
             pass
 
