@@ -7,11 +7,14 @@ table, kernels and spans referring to it by id, spans as arrays. ``GET /api/snap
 plain form, exactly ``Snapshot.to_json_dict()``.
 
 A delta is made against the previous snapshot *this encoder* encoded (``base_seq``). Everything
-travels whole except three things:
+travels whole except four things:
 
-* ``host``, ``sources``, ``devices`` and ``processes`` are left out when they equal the base
-  frame's (between NVML polls the agent reuses the same part, while traced processes change
-  at up to 20 frames/s);
+* ``host``, ``sources``, ``devices``, ``processes`` and ``traced_retired`` are left out when they
+  equal the base frame's (between NVML polls the agent reuses the same part, while traced
+  processes change at up to 20 frames/s);
+* a traced process's ``kernels`` are left out when they equal its kernels in the base frame (an
+  exited process, or one whose kernels did not run since; a busy program with hundreds of kernel
+  names would otherwise resend them all 20 times a second);
 
 * each traced process's ``names`` holds only the entries added since the base frame (a table
   only grows while its process is in the stream, so ids never change meaning);
@@ -148,6 +151,8 @@ class FrameEncoder:
         #: (largest span seq, executions); per traced process its number of names
         self._base_lanes: dict[tuple, tuple[int | None, int]] = {}
         self._base_names: dict[tuple[str, int], int] = {}
+        #: per traced process, the kernels (encoded) of the last encoded frame
+        self._base_kernels: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._base_parts: dict[str, Any] = {}
 
     def event_id(self, seq: int) -> str:
@@ -202,6 +207,7 @@ class FrameEncoder:
                     news.append(new_spans(lane, None if base is None else base[0]))
             shares = fair_shares([len(n) for n in news], self.allowance(snap, prev.snapshot))
         tables: dict[tuple[str, int], NameTable] = {}
+        kernels_now: dict[tuple[str, int], list[dict[str, Any]]] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
         i = 0
@@ -228,9 +234,13 @@ class FrameEncoder:
                 lanes_now[lkey] = (max((s.seq for s in lane.spans), default=None),
                                    lane.executions)
             parts.append((head, table, len(table), kernels, t.lanes))
+            kernels_now[key] = kernels
             if prev is not None:
-                delta_traced.append({**head, "names": table.entries[self._base_names.get(key, 0):],
-                                     "kernels": kernels, "lanes": delta_lanes})
+                entry = {**head, "names": table.entries[self._base_names.get(key, 0):]}
+                if self._base_kernels.get(key) != kernels:  # unchanged kernels are left out
+                    entry["kernels"] = kernels
+                entry["lanes"] = delta_lanes
+                delta_traced.append(entry)
         head_bytes = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
 
         def full() -> bytes:
@@ -249,6 +259,7 @@ class FrameEncoder:
                                         "traced": delta_traced}) + b"\n\n"
         self._base_parts = {k: doc[k] for k in OMITTABLE}
         self._tables = tables
+        self._base_kernels = kernels_now
         self._base_lanes = lanes_now
         self._base_names = {key: len(table) for key, table in tables.items()}
         return Frame(snapshot=snap, seq=snap.seq, full=full, delta=delta,

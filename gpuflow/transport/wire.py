@@ -207,7 +207,7 @@ class StreamReader:
     It keeps each traced process's names table (a full frame replaces them, a delta appends), so
     the traced processes come back with ``name``/``mangled`` in their kernels, spans as objects,
     and no ``names``; a delta's lanes keep their ``spans_skipped``, and the parts a delta left out
-    (unchanged) are filled in from the frame before. A delta that does not follow
+    (unchanged: top-level parts, a traced process's ``kernels``) are filled in from the frame before. A delta that does not follow
     the last frame read raises ValueError, as does a span naming an id the table lacks.
     """
 
@@ -224,11 +224,19 @@ class StreamReader:
             frame = {**{k: self.last[k] for k in OMITTABLE if k not in frame}, **frame}
         tables = {}
         traced = []
+        before = {(t["session"], t["pid"]): t for t in self.last.get("traced", [])} if delta else {}
         for t in frame["traced"]:
             key = (t["session"], t["pid"])
             names = (self.names.get(key, []) if delta else []) + list(t["names"])
             tables[key] = names
-            traced.append(plain_traced(t, names))
+            if "kernels" in t:
+                traced.append(plain_traced(t, names))
+                continue
+            if key not in before:   # only a delta may leave them out, and only for a process it had
+                raise ValueError(f"kernels left out for traced process {key}, unknown to the last frame")
+            plain = plain_traced({**t, "kernels": []}, names)
+            plain["kernels"] = before[key]["kernels"]
+            traced.append(plain)
         self.names = tables
         self.last_seq = frame["seq"]
         self.last = {**frame, "traced": traced}

@@ -332,3 +332,34 @@ def test_the_retired_roll_up_travels_whole_when_it_changes_and_is_left_out_when_
     d = body(enc.current().delta)
     assert d["traced_retired"][0]["processes"] == 4
     assert reader.read(d)["traced_retired"] == plain(hub.latest())["traced_retired"]
+
+
+def test_unchanged_kernels_are_left_out_of_a_delta_and_read_back():
+    k1 = (KernelStat(LONG, LONG_MANGLED, 3, 300, 100, 100, 3),)
+    k2 = (KernelStat(LONG, LONG_MANGLED, 4, 400, 100, 100, 4),)
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=k1))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    hub.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2),), kernels=k1))
+    d = body(enc.current().delta)
+    assert "kernels" not in d["traced"][0]
+    kernels = [t["kernels"] for t in plain(hub.latest())["traced"]]
+    assert [t["kernels"] for t in reader.read(d)["traced"]] == kernels
+    hub.publish(traced_snapshot(3, (busy_lane(13, [1, 2, 3], 3),), kernels=k2))
+    d = body(enc.current().delta)
+    assert d["traced"][0]["kernels"][0]["count"] == 4
+    assert [t["kernels"] for t in reader.read(d)["traced"]] == [t["kernels"] for t in plain(hub.latest())["traced"]]
+
+
+def test_a_delta_leaving_out_kernels_of_a_process_it_never_had_is_refused():
+    import pytest
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),)))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    hub.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2),)))
+    d = body(enc.current().delta)
+    d["traced"][0]["pid"] = 99
+    with pytest.raises(ValueError):
+        reader.read(d)
