@@ -7,14 +7,15 @@ table, kernels and spans referring to it by id, spans as arrays. ``GET /api/snap
 plain form, exactly ``Snapshot.to_json_dict()``.
 
 A delta is made against the previous snapshot *this encoder* encoded (``base_seq``). Everything
-travels whole except four things:
+travels whole except these:
 
 * ``host``, ``sources``, ``devices``, ``processes`` and ``traced_retired`` are left out when they
   equal the base frame's (between NVML polls the agent reuses the same part, while traced
   processes change at up to 20 frames/s);
 * a traced process's ``kernels`` are left out when they equal its kernels in the base frame (an
   exited process, or one whose kernels did not run since; a busy program with hundreds of kernel
-  names would otherwise resend them all 20 times a second);
+  names would otherwise resend them all 20 times a second), and its ``lanes`` when every lane is
+  as in the base frame (same heads, no new span);
 
 * each traced process's ``names`` holds only the entries added since the base frame (a table
   only grows while its process is in the stream, so ids never change meaning);
@@ -153,6 +154,8 @@ class FrameEncoder:
         self._base_names: dict[tuple[str, int], int] = {}
         #: per traced process, the kernels (encoded) of the last encoded frame
         self._base_kernels: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        #: per traced process, its lanes' heads (lane_head) in the last encoded frame
+        self._base_heads: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._base_parts: dict[str, Any] = {}
 
     def event_id(self, seq: int) -> str:
@@ -208,6 +211,7 @@ class FrameEncoder:
             shares = fair_shares([len(n) for n in news], self.allowance(snap, prev.snapshot))
         tables: dict[tuple[str, int], NameTable] = {}
         kernels_now: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        heads_now: dict[tuple[str, int], list[dict[str, Any]]] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
         i = 0
@@ -216,12 +220,14 @@ class FrameEncoder:
             table = tables[key] = self._tables.get(key) or NameTable()
             head = traced_head(t)
             kernels = encode_kernels(t.kernels, table)
-            delta_lanes = []
+            delta_lanes, heads = [], []
             for lane in t.lanes:
                 # every name of the sample gets its id now, so the full frame, whenever it is
                 # built, refers only to names this frame's count covers
                 table.add_span_names(lane.spans)
                 lkey = key + (lane.device, lane.context, lane.stream)
+                lhead = lane_head(lane)
+                heads.append(lhead)
                 if prev is not None:
                     new, share = news[i], shares[i]
                     i += 1
@@ -229,17 +235,21 @@ class FrameEncoder:
                         new = new[len(new) - share:]
                     base = self._base_lanes.get(lkey)
                     skipped = max(0, lane.executions - (0 if base is None else base[1]) - len(new))
-                    delta_lanes.append({**lane_head(lane), "spans": encode_spans(new, table),
+                    delta_lanes.append({**lhead, "spans": encode_spans(new, table),
                                         "spans_skipped": skipped})
                 lanes_now[lkey] = (max((s.seq for s in lane.spans), default=None),
                                    lane.executions)
             parts.append((head, table, len(table), kernels, t.lanes))
             kernels_now[key] = kernels
+            heads_now[key] = heads
             if prev is not None:
                 entry = {**head, "names": table.entries[self._base_names.get(key, 0):]}
                 if self._base_kernels.get(key) != kernels:  # unchanged kernels are left out
                     entry["kernels"] = kernels
-                entry["lanes"] = delta_lanes
+                # lanes that are all as in the base frame (same heads, nothing new) are left out
+                if (self._base_heads.get(key) != heads
+                        or any(d["spans"] or d["spans_skipped"] for d in delta_lanes)):
+                    entry["lanes"] = delta_lanes
                 delta_traced.append(entry)
         head_bytes = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
 
@@ -260,6 +270,7 @@ class FrameEncoder:
         self._base_parts = {k: doc[k] for k in OMITTABLE}
         self._tables = tables
         self._base_kernels = kernels_now
+        self._base_heads = heads_now
         self._base_lanes = lanes_now
         self._base_names = {key: len(table) for key, table in tables.items()}
         return Frame(snapshot=snap, seq=snap.seq, full=full, delta=delta,

@@ -207,7 +207,8 @@ class StreamReader:
     It keeps each traced process's names table (a full frame replaces them, a delta appends), so
     the traced processes come back with ``name``/``mangled`` in their kernels, spans as objects,
     and no ``names``; a delta's lanes keep their ``spans_skipped``, and the parts a delta left out
-    (unchanged: top-level parts, a traced process's ``kernels``) are filled in from the frame before. A delta that does not follow
+    (unchanged: top-level parts, a traced process's ``kernels`` or ``lanes``) are filled in from the
+    frame before. A delta that does not follow
     the last frame read raises ValueError, as does a span naming an id the table lacks.
     """
 
@@ -229,13 +230,18 @@ class StreamReader:
             key = (t["session"], t["pid"])
             names = (self.names.get(key, []) if delta else []) + list(t["names"])
             tables[key] = names
-            if "kernels" in t:
+            if "kernels" in t and "lanes" in t:
                 traced.append(plain_traced(t, names))
                 continue
             if key not in before:   # only a delta may leave them out, and only for a process it had
-                raise ValueError(f"kernels left out for traced process {key}, unknown to the last frame")
-            plain = plain_traced({**t, "kernels": []}, names)
-            plain["kernels"] = before[key]["kernels"]
+                raise ValueError(f"kernels or lanes left out for traced process {key}, unknown to the "
+                                 "last frame")
+            plain = plain_traced({"kernels": [], "lanes": [], **t}, names)
+            if "kernels" not in t:
+                plain["kernels"] = before[key]["kernels"]
+            if "lanes" not in t:   # every lane as before: its head, no new span
+                plain["lanes"] = [{**{k: v for k, v in lane.items() if k not in ("spans", "spans_skipped")},
+                                   "spans": [], "spans_skipped": 0} for lane in before[key]["lanes"]]
             traced.append(plain)
         self.names = tables
         self.last_seq = frame["seq"]

@@ -363,3 +363,19 @@ def test_a_delta_leaving_out_kernels_of_a_process_it_never_had_is_refused():
     d["traced"][0]["pid"] = 99
     with pytest.raises(ValueError):
         reader.read(d)
+
+
+def test_lanes_with_nothing_new_are_left_out_of_a_delta_and_read_back_as_empty_lanes():
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1, 2], 2), busy_lane(14, [3], 1))))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    hub.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2), busy_lane(14, [3], 1))))
+    d = body(enc.current().delta)
+    assert "lanes" not in d["traced"][0]
+    lanes = reader.read(d)["traced"][0]["lanes"]
+    assert [(l["stream"], l["executions"], l["spans"], l["spans_skipped"]) for l in lanes] == [
+        (13, 2, [], 0), (14, 1, [], 0)]
+    hub.publish(traced_snapshot(3, (busy_lane(13, [1, 2, 4], 3), busy_lane(14, [3], 1))))
+    d = body(enc.current().delta)
+    assert [len(l["spans"]) for l in d["traced"][0]["lanes"]] == [1, 0]

@@ -130,13 +130,18 @@ def test_the_folded_roll_up_of_earlier_processes_shows_on_the_host(page, agent):
     shot(page, "live-retired")
 
 
-def test_a_delta_that_leaves_out_unchanged_kernels_keeps_the_ones_the_page_has(page, agent):
+def test_a_delta_that_leaves_out_unchanged_kernels_and_lanes_keeps_what_the_page_has(page, agent):
+    from dataclasses import replace
+
     k = (KernelStat(A, "_Z1av", 7, 140_000, 20_000, 20_000, 7),)
+    quiet = snapshot(3, (span(1), span(2)), 2, k)   # nothing new on the lane either
     frames = encoded([snapshot(1, (span(1),), 1, k), snapshot(2, (span(1), span(2)), 2, k),
-                      snapshot(3, (span(1), span(2), span(3)), 3, k)])
+                      replace(quiet, timestamp=quiet.timestamp + 0.05)])
     assert b'"kernels"' not in frames[1] and b'"kernels"' not in frames[2]
+    assert b'"lanes"' in frames[1] and b'"lanes"' not in frames[2]
     serve(page, agent, frames)
     until(page, "window.__gpuflow.frames >= 3 && !window.__gpuflow.pendingDraw")
     assert hook(page, "resyncs") == 0 and hook(page, "badFrames") == 0
     kernels = page.evaluate(f"window.__gpuflow.kernelsOf({PID})")
     assert [(x["name"], x["count"]) for x in kernels] == [(A, 7)]
+    assert page.evaluate(f"window.__gpuflow.laneSeqs({PID})")[0]["seqs"] == [1, 2]
