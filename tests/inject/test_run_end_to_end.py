@@ -1,0 +1,80 @@
+"""The whole `gpuflow run` chain without a GPU: the CLI, the child's environment, the packaged
+libgpuflow_inject.so, a scripted fake libcupti, the ring, the CUPTI collector, the summary.
+
+A traced "program" here is a Python child that does what the CUDA driver does at cuInit: it loads
+the library named by CUDA_INJECTION64_PATH and calls InitializeInjection. The fake libcupti then
+delivers its scripted records (tests/inject/fake_cupti.c): per process 13 kernel launches
+(`_Z6kernelPf` 7, `_Z7softmaxIfLi128EEvPT_ii` 5, `_Z4latev` 1 at the exit flush) and one copy of
+each kind. Counts must come out exact, also when more processes exit than the snapshot keeps
+whole (the older ones are folded into `traced_retired`).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PER_PROCESS = {"_Z6kernelPf": 7, "_Z7softmaxIfLi128EEvPT_ii": 5, "_Z4latev": 1}
+CHILD = ("import ctypes, os, time; ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH']).InitializeInjection(); "
+         "time.sleep(0.05)")
+
+
+@pytest.fixture
+def packaged_injection(fake_cupti):
+    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
+    try:
+        return find_injection_paths({**os.environ, "GPUFLOW_CUPTI_PATH": fake_cupti})
+    except InjectionUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must build the packaged injection library: {exc}")
+        pytest.skip(str(exc))
+
+
+def gpuflow_run(fake_cupti, tmp_path, *cmd):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "FAKE_CUPTI_"))}
+    env.update({"GPUFLOW_CUPTI_PATH": fake_cupti, "GPUFLOW_DISABLED_PLUGINS": "nvml",
+                "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1", "FAKE_CUPTI_KERNELS": "10"})
+    summary = tmp_path / "summary.json"
+    before = set(glob.glob("/dev/shm/gpuflow-*"))
+    done = subprocess.run([sys.executable, "-m", "gpuflow", "run", "--port", "0", "--flush-ms", "10",
+                           "--summary-json", str(summary), "--", *cmd], env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    left = set(glob.glob("/dev/shm/gpuflow-*")) - before
+    return done, json.loads(summary.read_text()), left
+
+
+def launches(doc):
+    counts: dict[str, int] = {}
+    for t in doc["traced"] + doc["traced_retired"]:
+        for k in t["kernels"]:
+            counts[k["mangled"]] = counts.get(k["mangled"], 0) + k["count"]
+    return counts
+
+
+def test_one_traced_process_comes_out_exact(packaged_injection, fake_cupti, tmp_path):
+    done, doc, left = gpuflow_run(fake_cupti, tmp_path, sys.executable, "-c", CHILD)
+    assert done.returncode == 0, done.stderr
+    (t,) = doc["traced"]
+    assert (t["state"], t["exit_status"], t["truncated"], t["cupti_status"]) == ("exited", 0, False, "ok")
+    assert launches(doc) == PER_PROCESS and doc["traced_retired"] == []
+    assert {x["direction"]: x["bytes"] for x in t["transfers"]} == {
+        "h2d": 4096, "d2h": 8192, "d2d": 100, "p2p": 1 << 20, "memset": 256}
+    assert (t["dropped_ring"], t["dropped_cupti"], t["complete"]) == (0, 0, True)
+    assert "13 kernel launches" in done.stderr and not left
+
+
+def test_forty_processes_fold_beyond_the_kept_ones_and_stay_exact(packaged_injection, fake_cupti, tmp_path):
+    parent = ("import subprocess, sys\n"
+              "for _ in range(40):\n"
+              f"    subprocess.run([sys.executable, '-c', {CHILD!r}], check=True)\n")
+    done, doc, left = gpuflow_run(fake_cupti, tmp_path, sys.executable, "-c", parent)
+    assert done.returncode == 0, done.stderr
+    (retired,) = doc["traced_retired"]
+    assert len(doc["traced"]) == 32 and retired["processes"] == 8 and retired["complete"]
+    assert launches(doc) == {name: 40 * n for name, n in PER_PROCESS.items()}
+    assert "8 earlier exited processes, folded together" in done.stderr and not left
