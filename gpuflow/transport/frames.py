@@ -16,7 +16,6 @@ travels whole except these:
   exited process, or one whose kernels did not run since; a busy program with hundreds of kernel
   names would otherwise resend them all 20 times a second), and its ``lanes`` when every lane is
   as in the base frame (same heads, no new span);
-
 * each traced process's ``names`` holds only the entries added since the base frame (a table
   only grows while its process is in the stream, so ids never change meaning);
 * each lane's ``spans`` holds only spans whose ``seq`` is greater than the largest seq that lane

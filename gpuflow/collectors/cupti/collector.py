@@ -360,11 +360,10 @@ class CuptiCollector:
             self._retired = fold(self._retired, ring.traced)
         mine = [k for k in self._problems if k.rsplit(":", 1)[-1] == str(pid)]
         if mine:
-            worst = max((self._problems.pop(k) for k in mine), key=lambda p: _SEVERITY.get(p.severity, 0))
+            rank = lambda problem: _SEVERITY.get(problem.severity, 0)  # noqa: E731
+            worst = max((self._problems.pop(k) for k in mine), key=rank)
             self._folded_with_problems += 1
-            prior = self._problems.get(_FOLDED_KEY)
-            severity = worst.severity if prior is None or _SEVERITY.get(worst.severity, 0) > _SEVERITY.get(
-                prior.severity, 0) else prior.severity
+            severity = max(worst, self._problems.get(_FOLDED_KEY, worst), key=rank).severity
             self._problem(_FOLDED_KEY, f"{self._folded_with_problems} earlier traced process(es), now folded into "
                           "the session's roll-up, had problems (the last: "
                           f"{worst.message}); the roll-up's totals include them", severity)
