@@ -12,7 +12,7 @@ per folded process (never per frame).
 from __future__ import annotations
 
 from gpuflow.core.snapshot import (
-    KernelStat, RetiredTraced, TRANSFER_DIRECTIONS, TracedProcess, TransferStat,
+    KernelStat, RetiredTraced, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
 )
 
 
@@ -31,7 +31,7 @@ def _combine(a: int | None, b: int | None, pick) -> int | None:
 
 
 def merge_kernels(a: tuple[KernelStat, ...], b: tuple[KernelStat, ...]) -> tuple[KernelStat, ...]:
-    """The union of two kernel tables, sorted by total time (descending), then name."""
+    """The union of two kernel tables, in ``kernel_order``."""
     by_key: dict[tuple[str, str], KernelStat] = {(k.name, k.mangled): k for k in a}
     for k in b:
         known = by_key.get((k.name, k.mangled))
@@ -42,7 +42,7 @@ def merge_kernels(a: tuple[KernelStat, ...], b: tuple[KernelStat, ...]) -> tuple
             name=k.name, mangled=k.mangled, count=known.count + k.count,
             total_ns=known.total_ns + k.total_ns, min_ns=_combine(known.min_ns, k.min_ns, min),
             max_ns=_combine(known.max_ns, k.max_ns, max), timed=_add_optional(known.timed, k.timed))
-    return tuple(sorted(by_key.values(), key=lambda k: (-k.total_ns, k.name, k.mangled)))
+    return tuple(sorted(by_key.values(), key=kernel_order))
 
 
 def merge_transfers(a: tuple[TransferStat, ...], b: tuple[TransferStat, ...]) -> tuple[TransferStat, ...]:

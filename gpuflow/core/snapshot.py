@@ -107,6 +107,13 @@ class KernelStat:
     timed: int | None = None  #: launches with timing (CUPTI can give none); the mean is total_ns / timed
 
 
+def kernel_order(k: KernelStat) -> tuple[int, int, str, str]:
+    """The order of a kernel table: total time descending, then launches descending, then name
+    and mangled name. A total order (a process has one entry per mangled name), so a client that
+    updates some entries of a table can restore the agent's order exactly."""
+    return (-k.total_ns, -k.count, k.name, k.mangled)
+
+
 @dataclass(frozen=True, slots=True)
 class TransferStat:
     """Complete per-direction transfer totals of a traced process."""
@@ -161,7 +168,7 @@ class TracedProcess:
     records: int = 0  #: records decoded so far
     dropped_ring: int = 0  #: records lost because the ring was full
     dropped_cupti: int = 0  #: records CUPTI itself reported lost
-    kernels: tuple[KernelStat, ...] = ()  #: sorted by total_ns, descending
+    kernels: tuple[KernelStat, ...] = ()  #: in kernel_order (total_ns descending first)
     transfers: tuple[TransferStat, ...] = ()
     lanes: tuple[Lane, ...] = ()
     window_start_us: int | None = None  #: earliest span start shown on any lane
@@ -192,7 +199,7 @@ class RetiredTraced:
     records: int = 0
     dropped_ring: int = 0
     dropped_cupti: int = 0
-    kernels: tuple[KernelStat, ...] = ()  #: sorted by total_ns, descending
+    kernels: tuple[KernelStat, ...] = ()  #: in kernel_order (total_ns descending first)
     transfers: tuple[TransferStat, ...] = ()
 
     @property

@@ -12,10 +12,11 @@ travels whole except these:
 * ``host``, ``sources``, ``devices``, ``processes`` and ``traced_retired`` are left out when they
   equal the base frame's (between NVML polls the agent reuses the same part, while traced
   processes change at up to 20 frames/s);
-* a traced process's ``kernels`` are left out when they equal its kernels in the base frame (an
-  exited process, or one whose kernels did not run since; a busy program with hundreds of kernel
-  names would otherwise resend them all 20 times a second), and its ``lanes`` when every lane is
-  as in the base frame (same heads, no new span);
+* a traced process's ``kernels`` hold only the entries that changed since the base frame (a
+  busy program with hundreds of kernel names would otherwise resend them all 20 times a
+  second), and are left out when none did (an exited process); the client updates its table by
+  name id and restores the order with ``kernel_order`` (a total order); its ``lanes`` are left
+  out when every lane is as in the base frame (same heads, no new span);
 * each traced process's ``names`` holds only the entries added since the base frame (a table
   only grows while its process is in the stream, so ids never change meaning);
 * each lane's ``spans`` holds only spans whose ``seq`` is greater than the largest seq that lane
@@ -151,8 +152,8 @@ class FrameEncoder:
         #: (largest span seq, executions); per traced process its number of names
         self._base_lanes: dict[tuple, tuple[int | None, int]] = {}
         self._base_names: dict[tuple[str, int], int] = {}
-        #: per traced process, the kernels (encoded) of the last encoded frame
-        self._base_kernels: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        #: per traced process, its kernels (encoded, by name id) in the last encoded frame
+        self._base_kernels: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
         #: per traced process, its lanes' heads (lane_head) in the last encoded frame
         self._base_heads: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._base_parts: dict[str, Any] = {}
@@ -209,7 +210,7 @@ class FrameEncoder:
                     news.append(new_spans(lane, None if base is None else base[0]))
             shares = fair_shares([len(n) for n in news], self.allowance(snap, prev.snapshot))
         tables: dict[tuple[str, int], NameTable] = {}
-        kernels_now: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        kernels_now: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
         heads_now: dict[tuple[str, int], list[dict[str, Any]]] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
@@ -239,12 +240,14 @@ class FrameEncoder:
                 lanes_now[lkey] = (max((s.seq for s in lane.spans), default=None),
                                    lane.executions)
             parts.append((head, table, len(table), kernels, t.lanes))
-            kernels_now[key] = kernels
+            by_id = kernels_now[key] = {k["id"]: k for k in kernels}
             heads_now[key] = heads
             if prev is not None:
                 entry = {**head, "names": table.entries[self._base_names.get(key, 0):]}
-                if self._base_kernels.get(key) != kernels:  # unchanged kernels are left out
-                    entry["kernels"] = kernels
+                base_kernels = self._base_kernels.get(key, {})
+                changed = [k for k_id, k in by_id.items() if base_kernels.get(k_id) != k]
+                if changed:  # only the kernels that changed; none: left out
+                    entry["kernels"] = changed
                 # lanes that are all as in the base frame (same heads, nothing new) are left out
                 if (self._base_heads.get(key) != heads
                         or any(d["spans"] or d["spans_skipped"] for d in delta_lanes)):

@@ -208,7 +208,7 @@ class StreamReader:
     the traced processes come back with ``name``/``mangled`` in their kernels, spans as objects,
     and no ``names``; a delta's lanes keep their ``spans_skipped``, and the parts a delta left out
     (unchanged: top-level parts, a traced process's ``kernels`` or ``lanes``) are filled in from the
-    frame before. A delta that does not follow
+    frame before; a delta's kernels (those that changed) update the table the frame before had. A delta that does not follow
     the last frame read raises ValueError, as does a span naming an id the table lacks.
     """
 
@@ -230,15 +230,18 @@ class StreamReader:
             key = (t["session"], t["pid"])
             names = (self.names.get(key, []) if delta else []) + list(t["names"])
             tables[key] = names
-            if "kernels" in t and "lanes" in t:
+            if not delta or key not in before:   # whole: a full frame, or a process new to the stream
+                if "kernels" not in t or "lanes" not in t:
+                    raise ValueError(f"kernels or lanes left out for traced process {key}, unknown to "
+                                     "the last frame")
                 traced.append(plain_traced(t, names))
                 continue
-            if key not in before:   # only a delta may leave them out, and only for a process it had
-                raise ValueError(f"kernels or lanes left out for traced process {key}, unknown to the "
-                                 "last frame")
             plain = plain_traced({"kernels": [], "lanes": [], **t}, names)
-            if "kernels" not in t:
-                plain["kernels"] = before[key]["kernels"]
+            # the kernels a delta carries are those that changed: update the table by name
+            table = {(k["name"], k["mangled"]): k for k in before[key]["kernels"]}
+            table.update({(k["name"], k["mangled"]): k for k in plain["kernels"]})
+            plain["kernels"] = sorted(table.values(), key=lambda k: (-k["total_ns"], -k["count"],
+                                                                     k["name"], k["mangled"]))
             if "lanes" not in t:   # every lane as before: its head, no new span
                 plain["lanes"] = [{**{k: v for k, v in lane.items() if k not in ("spans", "spans_skipped")},
                                    "spans": [], "spans_skipped": 0} for lane in before[key]["lanes"]]

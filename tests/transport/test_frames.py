@@ -379,3 +379,22 @@ def test_lanes_with_nothing_new_are_left_out_of_a_delta_and_read_back_as_empty_l
     hub.publish(traced_snapshot(3, (busy_lane(13, [1, 2, 4], 3), busy_lane(14, [3], 1))))
     d = body(enc.current().delta)
     assert [len(l["spans"]) for l in d["traced"][0]["lanes"]] == [1, 0]
+
+
+def test_a_delta_carries_only_the_kernels_that_changed_and_reads_back_in_order():
+    def table(b_count):   # A's time overtakes B's in the third snapshot: the order changes
+        return tuple(sorted((KernelStat("a", "_Z1av", 3, 300, 100, 100, 3),
+                             KernelStat("b", "_Z1bv", b_count, 100 * b_count, 100, 100, b_count),
+                             KernelStat("c", "_Z1cv", 1, 50, 50, 50, 1)),
+                            key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=table(5)))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    for seq, b_count in ((2, 6), (3, 2)):
+        hub.publish(traced_snapshot(seq, (busy_lane(13, list(range(1, seq + 1)), seq),), kernels=table(b_count)))
+        d = body(enc.current().delta)
+        assert [k["count"] for k in d["traced"][0]["kernels"]] == [b_count]   # only b changed
+        got = reader.read(d)["traced"][0]["kernels"]
+        assert got == plain(hub.latest())["traced"][0]["kernels"]
+    assert [k["name"] for k in got] == ["a", "b", "c"]

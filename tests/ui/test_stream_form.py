@@ -145,3 +145,17 @@ def test_a_delta_that_leaves_out_unchanged_kernels_and_lanes_keeps_what_the_page
     kernels = page.evaluate(f"window.__gpuflow.kernelsOf({PID})")
     assert [(x["name"], x["count"]) for x in kernels] == [(A, 7)]
     assert page.evaluate(f"window.__gpuflow.laneSeqs({PID})")[0]["seqs"] == [1, 2]
+
+
+def test_a_delta_with_only_the_changed_kernels_updates_the_table_in_the_agents_order(page, agent):
+    def table(b_count):
+        return tuple(sorted((KernelStat(A, "_Z1av", 3, 300, 100, 100, 3),
+                             KernelStat(B, "_Z1bv", b_count, 100 * b_count, 100, 100, b_count)),
+                            key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+    frames = encoded([snapshot(1, (span(1),), 1, table(5)), snapshot(2, (span(1), span(2)), 2, table(2))])
+    assert frames[1].count(b'"count"') == 1   # only B's entry travels
+    serve(page, agent, frames)
+    until(page, "window.__gpuflow.frames >= 2 && !window.__gpuflow.pendingDraw")
+    assert hook(page, "resyncs") == 0 and hook(page, "badFrames") == 0
+    kernels = page.evaluate(f"window.__gpuflow.kernelsOf({PID})")
+    assert [(x["name"], x["count"]) for x in kernels] == [(A, 3), (B, 2)]

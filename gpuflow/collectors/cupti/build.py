@@ -23,7 +23,7 @@ from dataclasses import fields
 from typing import Any, Callable
 
 from gpuflow.collectors.cupti.demangle import demangle
-from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, TransferStat
+from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, TransferStat, kernel_order
 
 UNNAMED_KERNEL = "(unnamed kernel)"
 
@@ -96,7 +96,7 @@ class TracedBuilder:
                               min_ns=mn, max_ns=mx, timed=timed)
             self._kernels[name_id] = (count, total, stat)
             out.append(stat)
-        out.sort(key=lambda k: (-k.total_ns, -k.count, k.name))
+        out.sort(key=kernel_order)
         return tuple(out)
 
     def build(self, decoder: Any, *, name: str | None, state: str, exit_status: int | None,
