@@ -78,3 +78,63 @@ def test_forty_processes_fold_beyond_the_kept_ones_and_stay_exact(packaged_injec
     assert len(doc["traced"]) == 32 and retired["processes"] == 8 and retired["complete"]
     assert launches(doc) == {name: 40 * n for name, n in PER_PROCESS.items()}
     assert "8 earlier exited processes, folded together" in done.stderr and not left
+
+
+@pytest.mark.parametrize("how, signum", [("segv", 11), ("abort", 6), ("kill", 9)])
+def test_a_program_that_dies_is_reported_truncated_and_leaves_no_ring(packaged_injection, fake_cupti,
+                                                                      tmp_path, how, signum):
+    die = {"segv": "ctypes.string_at(0)", "abort": "os.abort()", "kill": "os.kill(os.getpid(), 9)"}[how]
+    child = CHILD.replace("time.sleep(0.05)", f"time.sleep(0.3); {die}")   # after a few flushes
+    done, doc, left = gpuflow_run(fake_cupti, tmp_path, sys.executable, "-c", child)
+    assert done.returncode == 128 + signum, done.stderr
+    (t,) = doc["traced"]
+    assert (t["state"], t["exit_status"], t["truncated"]) == ("exited", 128 + signum, True)
+    # what was flushed before the death is there; the exit flush's late kernel is not
+    assert launches(doc) == {k: n for k, n in PER_PROCESS.items() if k != "_Z4latev"}
+    assert "TRUNCATED" in done.stderr and not left
+
+
+AGENT_KILLER = r"""
+import ctypes, json, os, signal, subprocess, sys, time
+libc = ctypes.CDLL(None)
+assert libc.prctl(36, 1, 0, 0, 0) == 0          # PR_SET_CHILD_SUBREAPER: orphans come to us
+argv, env = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+out = open(sys.argv[3], "w")
+agent = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+deadline = time.monotonic() + 30
+program = None
+while program is None and time.monotonic() < deadline:
+    try:
+        kids = open(f"/proc/{agent.pid}/task/{agent.pid}/children").read().split()
+    except OSError:
+        kids = []
+    program = int(kids[0]) if kids else None
+    time.sleep(0.01)
+time.sleep(0.3)
+agent.send_signal(signal.SIGKILL)
+agent.wait()
+_, raw = os.waitpid(program, 0)
+print(json.dumps({"status": os.waitstatus_to_exitcode(raw)}))
+"""
+
+
+def test_the_agent_sigkilled_leaves_the_program_its_output_and_status(packaged_injection, fake_cupti, tmp_path):
+    child = CHILD.replace("time.sleep(0.05)", "time.sleep(1.0); print('program done', flush=True); "
+                                               "raise SystemExit(7)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "FAKE_CUPTI_"))}
+    env.update({"GPUFLOW_CUPTI_PATH": fake_cupti, "GPUFLOW_DISABLED_PLUGINS": "nvml",
+                "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1", "FAKE_CUPTI_STEAL": "0"})
+    argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--flush-ms", "10", "--",
+            sys.executable, "-c", child]
+    out = tmp_path / "program.out"
+    before = set(glob.glob("/dev/shm/gpuflow-*"))
+    harness = subprocess.run([sys.executable, "-c", AGENT_KILLER, json.dumps(argv), json.dumps(env), str(out)],
+                             capture_output=True, text=True, timeout=60)
+    assert harness.returncode == 0, harness.stderr
+    assert json.loads(harness.stdout)["status"] == 7
+    assert out.read_text() == "program done\n"
+    # the agent died without draining: its ring stays until a later agent's sweep removes it
+    left = set(glob.glob("/dev/shm/gpuflow-*")) - before
+    assert len(left) == 1
+    for path in left:
+        os.unlink(path)
