@@ -9,7 +9,13 @@ numbers; a workload that prints no metric is timed by process wall clock (said i
 overhead_above_floor_pct = (median gpuflow − median floor) / median bare × 100 — GPUFlow's own cost
 on top of what CUPTI itself costs. The last line reports the worst workload.
 
-Usage: python bench/overhead.py --floor-lib libcupti_floor.so --workload NAME=METRIC:CMD... [--rounds 5]
+``--pin``: the program runs on the first half of the CPUs this process may use and gpuflow's
+agent on the other half (in every mode the program is started through the same small exec shim
+that sets its affinity), so the agent's threads never take the program's cores and the program
+does not migrate across all of them: less noise, and a figure that leaves out CPU contention
+between the two (say so when quoting it).
+
+Usage: python bench/overhead.py --floor-lib libcupti_floor.so --workload NAME=METRIC:CMD... [--rounds 5] [--pin]
   e.g. --workload 'storm=per_launch_us:./launch_storm 200000'
        --workload 'torch=timed_s:python3 bench/workloads/torch_train.py --steps 40'
        --workload 'demo=wall:./demo_workload 200'
@@ -29,19 +35,36 @@ import sys
 import time
 
 MODES = ("bare", "floor", "gpuflow")
+#: sets the program's CPUs, then becomes the program (exec: same pid, nothing left in between)
+PIN_SHIM = "import os, sys; os.sched_setaffinity(0, {cpus}); os.execvp(sys.argv[1], sys.argv[1:])"
 
 
-def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str) -> float:
+def cpu_halves() -> tuple[set[int], set[int]]:
+    """(program CPUs, agent CPUs): the CPUs this process may use, split in two."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least two CPUs")
+    half = len(cpus) // 2
+    return set(cpus[:half]), set(cpus[half:])
+
+
+def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
+             pin: tuple[set[int], set[int]] | None = None) -> float:
     env = dict(os.environ)
     for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION"):
         env.pop(var, None)
     if mode == "floor":
         env["CUDA_INJECTION64_PATH"] = floor_lib
     argv = cmd
+    preexec = None
+    if pin is not None:
+        program_cpus, agent_cpus = pin
+        argv = [sys.executable, "-c", PIN_SHIM.format(cpus=sorted(program_cpus)), *cmd]
+        preexec = lambda: os.sched_setaffinity(0, agent_cpus)  # noqa: E731 - the agent's (or shim's) CPUs
     if mode == "gpuflow":
-        argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--no-summary", "--", *cmd]
+        argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--no-summary", "--", *argv]
     t0 = time.perf_counter()
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, preexec_fn=preexec)
     wall = time.perf_counter() - t0
     if result.returncode != 0:
         raise RuntimeError(f"{mode} {cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
@@ -59,7 +82,12 @@ def main() -> int:
     ap.add_argument("--workload", action="append", required=True, metavar="NAME=METRIC:CMD")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json-out")
+    ap.add_argument("--pin", action="store_true",
+                    help="program on one half of the CPUs, gpuflow's agent on the other")
     args = ap.parse_args()
+    pin = cpu_halves() if args.pin else None
+    if pin is not None:
+        print(f"pinned: program on CPUs {sorted(pin[0])}, agent on {sorted(pin[1])}", flush=True)
     workloads = []
     for spec in args.workload:
         name, rest = spec.split("=", 1)
@@ -68,12 +96,12 @@ def main() -> int:
     results: dict[str, dict[str, list[float]]] = {w[0]: {m: [] for m in MODES} for w in workloads}
     for name, metric, cmd in workloads:  # one untimed warm-up of each mode (disk cache, JIT caches)
         for mode in MODES:
-            run_once(mode, cmd, metric, args.floor_lib)
+            run_once(mode, cmd, metric, args.floor_lib, pin)
     for r in range(args.rounds):
         order = MODES[r % 3:] + MODES[:r % 3]
         for name, metric, cmd in workloads:
             for mode in order:
-                value = run_once(mode, cmd, metric, args.floor_lib)
+                value = run_once(mode, cmd, metric, args.floor_lib, pin)
                 results[name][mode].append(value)
                 # progress as it comes, so a run stopped by a time limit still leaves its numbers
                 print(f"round {r + 1}/{args.rounds} {name} {mode} {metric}={value:.6g}", flush=True)
