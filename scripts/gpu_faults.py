@@ -98,8 +98,13 @@ def agent_sigkill(bin_dir: str, out_dir: str, iterations: int = 3000) -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (rings() - before):
             time.sleep(0.02)
-        for pid in children_of(agent.pid):
-            program = pid
+        for pid in children_of(agent.pid):   # the program, not a helper gpuflow may have run
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if os.path.basename(demo).encode() in fh.read():
+                        program = pid
+            except OSError:
+                pass
         time.sleep(0.5)
         killed_at = time.monotonic()
         agent.send_signal(signal.SIGKILL)

@@ -103,12 +103,17 @@ out = open(sys.argv[3], "w")
 agent = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
 deadline = time.monotonic() + 30
 program = None
-while program is None and time.monotonic() < deadline:
+while program is None and time.monotonic() < deadline:   # the program, not a helper gpuflow ran
     try:
         kids = open(f"/proc/{agent.pid}/task/{agent.pid}/children").read().split()
     except OSError:
         kids = []
-    program = int(kids[0]) if kids else None
+    for kid in kids:
+        try:
+            if b"program done" in open(f"/proc/{kid}/cmdline", "rb").read():
+                program = int(kid)
+        except OSError:
+            pass
     time.sleep(0.01)
 time.sleep(0.3)
 agent.send_signal(signal.SIGKILL)
