@@ -18,12 +18,16 @@ import functools
 _LIBSTDCXX_NAMES = ("libstdc++.so.6", "libc++abi.so.1")
 
 
-def _load() -> tuple[object, object] | None:
-    candidates = list(_LIBSTDCXX_NAMES)
+def _candidates():
+    """The usual sonames first; ``find_library`` (which runs ldconfig, even gcc) only if they fail."""
+    yield from _LIBSTDCXX_NAMES
     found = ctypes.util.find_library("stdc++")
     if found:
-        candidates.insert(0, found)
-    for name in candidates:
+        yield found
+
+
+def _load() -> tuple[object, object] | None:
+    for name in _candidates():
         try:
             lib = ctypes.CDLL(name)
             fn = lib.__cxa_demangle
