@@ -26,6 +26,8 @@ from gpuflow.core.snapshot import Snapshot
 GPU_LABELS = ["gpu", "uuid", "name"]
 PROC_LABELS = GPU_LABELS + ["pid", "process", "user"]
 TRACED_LABELS = ["pid", "session", "process"]
+#: the pid label of a session's roll-up of older exited processes (snapshot.RetiredTraced)
+FOLDED_PID = "folded"
 
 #: (metric name, help, Device field, scale to base units)
 DEVICE_GAUGES: tuple[tuple[str, str, str, float], ...] = (
@@ -175,8 +177,17 @@ class SnapshotCollector:
                                      labels=TRACED_LABELS + ["direction"])
         xcount = CounterMetricFamily("gpuflow_traced_transfers", "Copies and memsets",
                                      labels=TRACED_LABELS + ["direction"])
-        for t in snap.traced:
-            labels = [str(t.pid), t.session, _s(t.name)]
+        folded = CounterMetricFamily("gpuflow_traced_folded_processes",
+                                     "Exited traced processes folded into the session's roll-up",
+                                     labels=["session"])
+        # the roll-up of older exited processes: the same series under pid="folded", so a sum
+        # by session is the session's complete total
+        rows = [(str(t.pid), t.name, t) for t in snap.traced]
+        rows += [(FOLDED_PID, None, r) for r in snap.traced_retired]
+        for r in snap.traced_retired:
+            folded.add_metric([r.session], r.processes)
+        for pid, name, t in rows:
+            labels = [pid, t.session, _s(name)]
             records.add_metric(labels, t.records)
             dropped.add_metric(labels + ["ring"], t.dropped_ring)
             dropped.add_metric(labels + ["cupti"], t.dropped_cupti)
@@ -185,7 +196,7 @@ class SnapshotCollector:
             for x in t.transfers:
                 xbytes.add_metric(labels + [x.direction], x.bytes)
                 xcount.add_metric(labels + [x.direction], x.count)
-        yield from (records, dropped, launches, ktime, xbytes, xcount)
+        yield from (records, dropped, launches, ktime, xbytes, xcount, folded)
 
 
 def make_registry(collector: SnapshotCollector) -> CollectorRegistry:

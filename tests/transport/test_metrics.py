@@ -116,3 +116,18 @@ def test_openmetrics_when_asked():
         "/metrics", headers={**HOST, "Accept": "application/openmetrics-text; version=1.0.0"})
     assert r.headers["content-type"].startswith("application/openmetrics-text")
     assert r.text.rstrip().endswith("# EOF")
+
+
+def test_the_folded_roll_up_is_under_pid_folded_so_a_sum_by_session_is_complete():
+    from gpuflow.core.snapshot import KernelStat, RetiredTraced, TransferStat
+    traced = TracedProcess(pid=77, session="s1", name="train", records=10,
+                           kernels=(KernelStat("k", "_Z1kv", 5, 10**9, 1, 2, 5),))
+    retired = RetiredTraced(session="s1", processes=40, records=400,
+                            kernels=(KernelStat("k", "_Z1kv", 200, 4 * 10**9, 1, 2, 200),),
+                            transfers=(TransferStat("h2d", 40, 4096 * 40, 10, 40),))
+    m = scrape(hub_with(make_snapshot(traced=(traced,), traced_retired=(retired,))), metrics_per_process=True)
+    assert one(m, "gpuflow_traced_kernel_launches_total", pid="folded", session="s1").value == 200
+    assert one(m, "gpuflow_traced_kernel_seconds_total", pid="folded").value == pytest.approx(4.0)
+    assert one(m, "gpuflow_traced_transfer_bytes_total", pid="folded", direction="h2d").value == 4096 * 40
+    assert one(m, "gpuflow_traced_folded_processes_total", session="s1").value == 40
+    assert sum(s.value for s in m["gpuflow_traced_kernel_launches_total"]) == 205
