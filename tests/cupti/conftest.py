@@ -30,6 +30,10 @@ if str(TESTS_DIR) not in sys.path:
 from ringproducer import RingProducer, build_producer  # noqa: E402
 
 from gpuflow.collectors.cupti import decoder as decoder_mod  # noqa: E402
+from gpuflow.collectors.cupti.collector import CuptiCollector  # noqa: E402
+
+#: the wall clock the collector tests' collectors read (ns since the epoch)
+WALL0 = 1_764_000_000_000_000_000
 
 
 def extensions_required() -> bool:
@@ -150,3 +154,21 @@ def decode_all(decoder: Any) -> dict[str, Any]:
 
 
 MakeDecoder = Callable[..., Any]
+
+
+@pytest.fixture
+def collector_factory(decoder_impl, rings):
+    """Makes CuptiCollectors on this test's session (the chosen decoder twin, a fixed clock);
+    stops them afterwards."""
+    made: list[CuptiCollector] = []
+
+    def make(**kw) -> CuptiCollector:
+        notes = kw.pop("notes", None)
+        c = CuptiCollector(rings.session, (lambda: notes.append(1)) if notes is not None else (lambda: None),
+                           decoder_class=decoder_impl.cls, clock_ns=lambda: WALL0 + 50_000_000, **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stop()

@@ -16,11 +16,8 @@ import pytest
 
 from gpuflow.collectors.cupti import rings as R
 from gpuflow.cli.summary import NO_CUDA, format_summary
-from gpuflow.collectors.cupti.collector import CuptiCollector
 
-from .conftest import fake_pid
-
-WALL0 = 1_764_000_000_000_000_000
+from .conftest import WALL0, fake_pid
 
 
 class Child:
@@ -53,22 +50,6 @@ def children():
     for c in made:
         if c.proc.poll() is None:
             c.kill()
-
-
-@pytest.fixture
-def collector_factory(decoder_impl, rings):
-    made: list[CuptiCollector] = []
-
-    def make(**kw) -> CuptiCollector:
-        notes = kw.pop("notes", None)
-        c = CuptiCollector(rings.session, (lambda: notes.append(1)) if notes is not None else (lambda: None),
-                           decoder_class=decoder_impl.cls, clock_ns=lambda: WALL0 + 50_000_000, **kw)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.stop()
 
 
 def fill(p, n=3):

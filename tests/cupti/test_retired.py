@@ -14,7 +14,7 @@ from gpuflow.collectors.cupti import collector as collector_mod
 from gpuflow.core.snapshot import Snapshot
 
 from .conftest import fake_pid
-from .test_collector import collector_factory, poll_until  # noqa: F401 - fixture
+from .test_collector import poll_until
 
 KERNEL = "_Z13attention_fwdPKfPfi"
 
