@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from sse_pump import StreamConn, children, cpu_seconds, free_port, pump, stream_request  # noqa: E402
+from sse_pump import (StreamConn, children, cpu_seconds, frame_ratios, free_port, pump,  # noqa: E402
+                      stop_agent, stream_request)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,14 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for key in list(sel.get_map().values()):
             key.fileobj.close()
-        agent.terminate()
-        try:
-            agent.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        stop_agent(agent)
 
     produced = seq1 - seq0
-    ratios = [len({s for s in c.seqs if seq0 < s <= seq1}) / produced for c in clients]
+    ratios = frame_ratios(clients, seq0, seq1)
     wall = t1 - t0
     cores = (cpu1 - cpu0) / wall
     client_cores = ((own1.user + own1.system) - (own0.user + own0.system)) / wall

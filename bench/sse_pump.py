@@ -6,6 +6,8 @@ connections on one selector, read without threads.
   frame; a ``probe`` connection only keeps what it received (a status line to look at);
 * :func:`pump` — reads every ready connection until a deadline, marking a connection closed when
   the server ends it;
+* :func:`frame_ratios` — per connection, the share of the frames produced in a window it got;
+* :func:`stop_agent` — terminate the agent under test, kill it if it does not go;
 * :func:`free_port`, :func:`cpu_seconds`, :func:`children` — what both benches read from the OS.
 
 Constraints: standard library only; the benches run it in one thread for hundreds of connections,
@@ -18,6 +20,7 @@ import os
 import re
 import selectors
 import socket
+import subprocess
 import time
 
 #: an event's id (boot epoch - sequence) and its frame kind
@@ -106,3 +109,17 @@ def pump(sel: selectors.BaseSelector, until: float, tick: float = 0.25) -> None:
                 c.closed_at = time.monotonic()
                 continue
             c.feed(data)
+
+
+def frame_ratios(conns: list[StreamConn], seq0: int, seq1: int) -> list[float]:
+    """Per connection, the share of the snapshots seq0 < seq <= seq1 it received."""
+    produced = seq1 - seq0
+    return [len({s for s in c.seqs if seq0 < s <= seq1}) / produced for c in conns]
+
+
+def stop_agent(agent: subprocess.Popen, timeout: float = 15.0) -> None:
+    agent.terminate()
+    try:
+        agent.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        agent.kill()

@@ -45,7 +45,8 @@ import threading
 import time
 from pathlib import Path
 
-from sse_pump import StreamConn, cpu_seconds, free_port, pump, stream_request  # noqa: E402
+from sse_pump import (StreamConn, cpu_seconds, frame_ratios, free_port, pump,  # noqa: E402
+                      stop_agent, stream_request)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARE_THREADS = 4
@@ -290,14 +291,10 @@ def main(argv: list[str] | None = None) -> int:
                 c.sock.close()
             except OSError:
                 pass
-        agent.terminate()
-        try:
-            agent.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        stop_agent(agent)
 
     produced = seq1 - seq0
-    ratios = [len({s for s in c.seqs if seq0 < s <= seq1}) / produced for c in readers]
+    ratios = frame_ratios(readers, seq0, seq1)
     min_ratio = min(ratios)
     if min_ratio < 0.95:
         failures.append(f"min_frame_ratio {min_ratio:.4f} < 0.95")
