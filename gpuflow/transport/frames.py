@@ -17,6 +17,11 @@ travels whole except these:
   second), and are left out when none did (an exited process); the client updates its table by
   name id and restores the order with ``kernel_order`` (a total order); its ``lanes`` are left
   out when every lane is as in the base frame (same heads, no new span);
+* a traced process the base frame did not have travels whole (``names``, ``kernels``, ``lanes``
+  with every span of the sample), even when it has no kernels yet; so does one that *replaced*
+  the process of the same (session, pid) in the base frame (pid reuse: its ``records`` went
+  down, it is running where the base one had exited, or a kernel name the base had is gone),
+  marked ``"reset": true`` so that the client starts it afresh instead of merging;
 * each traced process's ``names`` holds only the entries added since the base frame (a table
   only grows while its process is in the stream, so ids never change meaning);
 * each lane's ``spans`` holds only spans whose ``seq`` is greater than the largest seq that lane
@@ -50,7 +55,7 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from gpuflow.core.hub import SnapshotHub
-from gpuflow.core.snapshot import Lane, Snapshot, Span
+from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport.wire import (
     OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head, traced_head,
 )
@@ -156,6 +161,8 @@ class FrameEncoder:
         self._base_kernels: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
         #: per traced process, its lanes' heads (lane_head) in the last encoded frame
         self._base_heads: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        #: per traced process, (records, state) in the last encoded frame: tells pid reuse
+        self._base_progress: dict[tuple[str, int], tuple[int, str]] = {}
         self._base_parts: dict[str, Any] = {}
 
     def event_id(self, seq: int) -> str:
@@ -197,9 +204,30 @@ class FrameEncoder:
         dt = min(max(snap.timestamp - base.timestamp, MIN_DELTA_S), MAX_DELTA_S)
         return max(1, round(self.span_rate * dt))
 
+    def _replaced(self, t: TracedProcess) -> bool:
+        """Whether ``t`` is a new process under the (session, pid) of one in the base frame."""
+        key = (t.session, t.pid)
+        progress = self._base_progress.get(key)
+        if progress is None:
+            return False
+        records, state = progress
+        if t.records < records or (state == "exited" and t.state == "running"):
+            return True
+        entries = self._tables[key].entries
+        had = {tuple(entries[i]) for i in self._base_kernels.get(key, {})}
+        return not had <= {(k.name, k.mangled) for k in t.kernels}
+
     def _encode(self, snap: Snapshot, prev: Frame | None) -> Frame:
         doc = replace(snap, traced=()).to_json_dict()
         doc["schema"] = WIRE_SCHEMA
+        # a process that replaced its namesake of the base frame starts afresh: no table, no base
+        reset = {(t.session, t.pid) for t in snap.traced if prev is not None and self._replaced(t)}
+        for key in reset:
+            self._tables.pop(key, None)
+            self._base_names.pop(key, None)
+            self._base_kernels.pop(key, None)
+            self._base_heads.pop(key, None)
+            self._base_lanes = {k: v for k, v in self._base_lanes.items() if k[:2] != key}
         # the delta's spans first: which are new, then how many of them each lane may carry
         news: list[Sequence[Span]] = []
         if prev is not None:
@@ -244,12 +272,15 @@ class FrameEncoder:
             heads_now[key] = heads
             if prev is not None:
                 entry = {**head, "names": table.entries[self._base_names.get(key, 0):]}
+                if key in reset:
+                    entry["reset"] = True
+                known = key in self._base_heads   # in the base frame; a newcomer is sent whole
                 base_kernels = self._base_kernels.get(key, {})
                 changed = [k for k_id, k in by_id.items() if base_kernels.get(k_id) != k]
-                if changed:  # only the kernels that changed; none: left out
+                if changed or not known:  # only the kernels that changed; none: left out
                     entry["kernels"] = changed
                 # lanes that are all as in the base frame (same heads, nothing new) are left out
-                if (self._base_heads.get(key) != heads
+                if (not known or self._base_heads[key] != heads
                         or any(d["spans"] or d["spans_skipped"] for d in delta_lanes)):
                     entry["lanes"] = delta_lanes
                 delta_traced.append(entry)
@@ -273,6 +304,7 @@ class FrameEncoder:
         self._tables = tables
         self._base_kernels = kernels_now
         self._base_heads = heads_now
+        self._base_progress = {(t.session, t.pid): (t.records, t.state) for t in snap.traced}
         self._base_lanes = lanes_now
         self._base_names = {key: len(table) for key, table in tables.items()}
         return Frame(snapshot=snap, seq=snap.seq, full=full, delta=delta,

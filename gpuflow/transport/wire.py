@@ -228,9 +228,10 @@ class StreamReader:
         before = {(t["session"], t["pid"]): t for t in self.last.get("traced", [])} if delta else {}
         for t in frame["traced"]:
             key = (t["session"], t["pid"])
-            names = (self.names.get(key, []) if delta else []) + list(t["names"])
+            fresh = not delta or key not in before or t.get("reset", False)
+            names = ([] if fresh else self.names.get(key, [])) + list(t["names"])
             tables[key] = names
-            if not delta or key not in before:   # whole: a full frame, or a process new to the stream
+            if fresh:   # whole: a full frame, a process new to the stream, or one replacing its namesake
                 if "kernels" not in t or "lanes" not in t:
                     raise ValueError(f"kernels or lanes left out for traced process {key}, unknown to "
                                      "the last frame")

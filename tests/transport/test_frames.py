@@ -398,3 +398,85 @@ def test_a_delta_carries_only_the_kernels_that_changed_and_reads_back_in_order()
         got = reader.read(d)["traced"][0]["kernels"]
         assert got == plain(hub.latest())["traced"][0]["kernels"]
     assert [k["name"] for k in got] == ["a", "b", "c"]
+
+
+def test_a_process_new_to_a_delta_travels_whole_even_with_no_kernels_and_no_lanes():
+    # seen on the H200: a traced process appears (its ring found, nothing decoded yet) in a delta;
+    # "no kernel changed" must not leave out the kernels the client has never had
+    hub = hub_with(make_snapshot(seq=1))
+    enc = FrameEncoder(hub, boot_epoch=1)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    hub.publish(traced_snapshot(2, ()))
+    d = body(enc.current().delta)
+    assert d["traced"][0]["kernels"] == [] and d["traced"][0]["lanes"] == []
+    assert reader.read(d)["traced"][0]["kernels"] == []
+    hub.publish(traced_snapshot(3, ()))   # now known: nothing changed, both left out
+    d = body(enc.current().delta)
+    assert "kernels" not in d["traced"][0] and "lanes" not in d["traced"][0]
+    assert reader.read(d)["traced"][0]["lanes"] == []
+
+
+def _history_snapshot(seq: int, procs: dict[int, tuple[int, int]], step: int) -> object:
+    """pid -> (kernel count, lane count): a snapshot whose traced processes have those, with
+    kernel counts and lane executions that grow with ``step``."""
+    traced = []
+    for pid, (n_kernels, n_lanes) in sorted(procs.items()):
+        kernels = tuple(sorted((KernelStat(f"k{i}", f"_Z1k{i}v", step + i, 100 * (step + i), 100, 100)
+                                for i in range(n_kernels)),
+                               key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+        lanes = tuple(busy_lane(13 + j, [step], step) for j in range(n_lanes))
+        traced.append(TracedProcess(pid=pid, session="s1", name="p", cupti_status="ok", records=step,
+                                    kernels=kernels, lanes=lanes))
+    return make_snapshot(seq=seq, traced=tuple(traced))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from([1, 2, 3]),
+                                st.tuples(st.integers(0, 2), st.integers(0, 2)), max_size=3),
+                min_size=2, max_size=6),
+       st.lists(st.booleans(), min_size=6, max_size=6))
+def test_any_history_of_processes_coming_and_going_reads_back_exactly(history, repeat):
+    # processes appear, leave, come back, with or without kernels and lanes; a snapshot may repeat
+    # the one before (nothing changed); every delta must read back to the plain snapshot
+    seq = 0
+    hub = enc = reader = None
+    for step, (procs, again) in enumerate(zip(history, repeat), 1):
+        for _ in range(2 if again else 1):   # again: the same contents in the next snapshot
+            seq += 1
+            snap = _history_snapshot(seq, procs, step)
+            if hub is None:
+                hub = hub_with(snap)
+                enc = FrameEncoder(hub, boot_epoch=1, span_rate=None)
+                reader = StreamReader()
+                got = reader.read(body(enc.current().full))
+            else:
+                hub.publish(snap)
+                got = reader.read(body(enc.current().delta))
+            want = plain(snap)["traced"]
+            assert [(t["pid"], t["kernels"]) for t in got["traced"]] == [(t["pid"], t["kernels"]) for t in want]
+            assert [[(l["stream"], l["executions"]) for l in t["lanes"]] for t in got["traced"]] == \
+                [[(l["stream"], l["executions"]) for l in t["lanes"]] for t in want]
+
+
+def test_a_process_that_reuses_a_pid_replaces_its_namesake_instead_of_merging_into_it():
+    from dataclasses import replace
+    old_k = (KernelStat("old", "_Z3oldv", 50, 5000, 100, 100, 50),)
+    new_k = (KernelStat("new", "_Z3newv", 2, 200, 100, 100, 2),)
+    hub = hub_with(traced_snapshot(1, (busy_lane(13, range(40, 51), 50),), kernels=old_k))
+    enc = FrameEncoder(hub, boot_epoch=1, span_rate=None)
+    reader = StreamReader()
+    reader.read(body(enc.current().full))
+    # the same pid, a new process: 2 launches, its spans' seqs start again from 1
+    fresh = traced_snapshot(2, (busy_lane(13, [1, 2], 2),), kernels=new_k)
+    hub.publish(fresh)
+    d = body(enc.current().delta)
+    t = d["traced"][0]
+    assert t["reset"] is True and [n[0] for n in t["names"]] == ["new", LONG]   # a fresh table
+    got = reader.read(d)["traced"][0]
+    assert [(k["name"], k["count"]) for k in got["kernels"]] == [("new", 2)]
+    assert [s["seq"] for s in got["lanes"][0]["spans"]] == [1, 2]
+    hub.publish(replace(fresh, seq=3))   # and after that, ordinary deltas again
+    d = body(enc.current().delta)
+    assert "reset" not in d["traced"][0]
+    assert [(k["name"], k["count"]) for k in reader.read(d)["traced"][0]["kernels"]] == [("new", 2)]

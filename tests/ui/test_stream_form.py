@@ -159,3 +159,20 @@ def test_a_delta_with_only_the_changed_kernels_updates_the_table_in_the_agents_o
     assert hook(page, "resyncs") == 0 and hook(page, "badFrames") == 0
     kernels = page.evaluate(f"window.__gpuflow.kernelsOf({PID})")
     assert [(x["name"], x["count"]) for x in kernels] == [(A, 3), (B, 2)]
+
+
+def test_a_process_new_to_a_delta_with_nothing_yet_and_one_reusing_a_pid_read_whole(page, agent):
+    from dataclasses import replace
+
+    empty = replace(snapshot(2, (span(1),), 1, ()), traced=(
+        TracedProcess(pid=PID, session="s", name="canned", cupti_status="starting"),))
+    old = snapshot(3, tuple(span(s) for s in range(1, 31)), 30, (KernelStat(B, "_Z1bv", 30, 600_000, 20_000, 20_000, 30),))
+    reused = snapshot(4, (span(1), span(2)), 2, (KernelStat(A, "_Z1av", 2, 40_000, 20_000, 20_000, 2),))
+    frames = encoded([replace(empty, seq=1, traced=()), empty, old, reused])
+    assert b'"reset":true' in frames[3] and b'"kernels":[]' in frames[1]
+    serve(page, agent, frames)
+    until(page, "window.__gpuflow.frames >= 4 && !window.__gpuflow.pendingDraw")
+    assert hook(page, "resyncs") == 0 and hook(page, "badFrames") == 0
+    kernels = page.evaluate(f"window.__gpuflow.kernelsOf({PID})")
+    assert [(x["name"], x["count"]) for x in kernels] == [(A, 2)]
+    assert page.evaluate(f"window.__gpuflow.laneSeqs({PID})")[0]["seqs"] == [1, 2]
