@@ -4,8 +4,16 @@
  * fixed offsets of cupti_records.h. Unknown kinds are skipped and counted; CUPTI's own dropped
  * records are added to the ring's dropped_cupti. Runs on CUPTI's threads, the flusher thread or
  * (for requests) the application's threads: no blocking, no exit, no crash on odd input.
+ *
+ * While the flusher thread runs, the completion callback only queues the buffer (as Kineto
+ * does) and the flusher translates it after its next cuptiActivityFlushAll: CUPTI calls the
+ * callback from inside its flush, and whatever the callback spends there (a 1 MiB buffer holds
+ * ~5,000 kernel records) is spent inside CUPTI, which the launching threads may be waiting on.
+ * The queue holds at most every pool buffer, in completion order; without a flusher the
+ * callback translates at once, as it must.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -122,6 +130,75 @@ static void translate(rp_ring *r, const CUpti_Activity *rec)
     }
 }
 
+/* Every record of one completed buffer into the ring. */
+static void translate_buffer(uint8_t *buffer, size_t valid)
+{
+    uint64_t n = 0;
+    CUpti_Activity *rec = NULL;
+    while (valid > 0 && g_gf.cupti.ActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS &&
+           rec) {
+        translate(g_gf.ring, rec);
+        n++;
+    }
+    if (n) {
+        __atomic_add_fetch(&g_gf.records_seen, n, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_gf.last_activity_ns, gf_now_mono_ns(), __ATOMIC_RELAXED);
+    }
+}
+
+/* completed buffers waiting for the flusher: a FIFO of at most every pool buffer */
+#define GF_PENDING_SLOTS (GF_POOL_BUFFERS + 1u)
+static struct {
+    uint8_t *buffer;
+    size_t valid;
+} g_pending[GF_PENDING_SLOTS];
+static uint32_t g_pending_head, g_pending_tail;
+static pthread_mutex_t g_pending_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a few stores */
+static pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;   /* one translator at a time */
+
+static int pending_push(uint8_t *buffer, size_t valid)
+{
+    int ok = 0;
+    pthread_mutex_lock(&g_pending_mu);
+    uint32_t next = (g_pending_tail + 1u) % GF_PENDING_SLOTS;
+    if (next != g_pending_head) {
+        g_pending[g_pending_tail].buffer = buffer;
+        g_pending[g_pending_tail].valid = valid;
+        g_pending_tail = next;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&g_pending_mu);
+    return ok;
+}
+
+static int pending_pop(uint8_t **buffer, size_t *valid)
+{
+    int ok = 0;
+    pthread_mutex_lock(&g_pending_mu);
+    if (g_pending_head != g_pending_tail) {
+        *buffer = g_pending[g_pending_head].buffer;
+        *valid = g_pending[g_pending_head].valid;
+        g_pending_head = (g_pending_head + 1u) % GF_PENDING_SLOTS;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&g_pending_mu);
+    return ok;
+}
+
+void gf_drain_completed(void)
+{
+    if (g_gf.child || !g_gf.ring || getpid() != g_gf.pid)
+        return;
+    pthread_mutex_lock(&g_drain_mu);
+    uint8_t *buffer;
+    size_t valid;
+    while (pending_pop(&buffer, &valid)) {
+        translate_buffer(buffer, valid);
+        gf_pool_put(buffer, valid);
+    }
+    pthread_mutex_unlock(&g_drain_mu);
+}
+
 void CUPTIAPI gf_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                   size_t valid)
 {
@@ -131,23 +208,15 @@ void CUPTIAPI gf_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffe
     /* A forked child never touches the ring or CUPTI; past the exit flush the ring is frozen
      * (pushes are refused there, so nothing is written after producer_exited). */
     if (!g_gf.child && g_gf.collecting && g_gf.ring && getpid() == g_gf.pid) {
-        const gf_cupti *c = &g_gf.cupti;
-        uint64_t n = 0;
-        if (valid > 0) {
-            CUpti_Activity *rec = NULL;
-            while (c->ActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS && rec) {
-                translate(g_gf.ring, rec);
-                n++;
-            }
-        }
         size_t dropped = 0;
-        if (c->ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+        if (g_gf.cupti.ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
             rp_add_cupti_dropped(g_gf.ring, dropped);
         rp_add_buffers_completed(g_gf.ring, 1);
-        if (n) {
-            __atomic_add_fetch(&g_gf.records_seen, n, __ATOMIC_RELAXED);
+        if (valid > 0)
             __atomic_store_n(&g_gf.last_activity_ns, gf_now_mono_ns(), __ATOMIC_RELAXED);
-        }
+        if (g_gf.deferred && gf_pool_owns(buffer) && pending_push(buffer, valid))
+            return; /* the flusher translates it and gives it back to the pool */
+        translate_buffer(buffer, valid);
     }
     if (gf_pool_put(buffer, valid) != 0)
         __atomic_add_fetch(&g_gf.buffers_foreign, 1, __ATOMIC_RELAXED);

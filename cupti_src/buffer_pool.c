@@ -50,18 +50,23 @@ uint8_t *gf_pool_get(void)
 
 int gf_pool_put(uint8_t *buf, size_t used)
 {
-    if (!g_base || buf < g_base)
+    if (!gf_pool_owns(buf))
         return -1;
-    size_t off = (size_t)(buf - g_base);
-    if (off % GF_POOL_BUFFER_SIZE != 0 || off / GF_POOL_BUFFER_SIZE >= GF_POOL_BUFFERS)
-        return -1;
-    size_t i = off / GF_POOL_BUFFER_SIZE;
+    size_t i = (size_t)(buf - g_base) / GF_POOL_BUFFER_SIZE;
     size_t n = used + ZERO_MARGIN;
     if (n > GF_POOL_BUFFER_SIZE)
         n = GF_POOL_BUFFER_SIZE;
     memset(buf, 0, n);
     __atomic_store_n(&g_used[i], 0, __ATOMIC_RELEASE);
     return 0;
+}
+
+int gf_pool_owns(const uint8_t *buf)
+{
+    if (!g_base || buf < g_base)
+        return 0;
+    size_t off = (size_t)(buf - g_base);
+    return off % GF_POOL_BUFFER_SIZE == 0 && off / GF_POOL_BUFFER_SIZE < GF_POOL_BUFFERS;
 }
 
 uint64_t gf_pool_empty_count(void)

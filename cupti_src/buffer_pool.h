@@ -27,6 +27,9 @@ uint8_t *gf_pool_get(void);
  * is not one of ours (left alone). */
 int gf_pool_put(uint8_t *buf, size_t used);
 
+/* 1 when `buf` is one of the pool's buffers. */
+int gf_pool_owns(const uint8_t *buf);
+
 /* Times gf_pool_get found no free buffer. */
 uint64_t gf_pool_empty_count(void);
 

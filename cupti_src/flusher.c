@@ -175,6 +175,7 @@ static void *flusher_main(void *arg)
         pthread_mutex_unlock(&g_mu);
         if (gf_live() && getpid() == g_gf.pid) {
             gf_flush(0);
+            gf_drain_completed();
             uint64_t now = gf_now_mono_ns();
             if (now >= next_sync) {
                 gf_clock_sync();
@@ -205,6 +206,7 @@ int gf_flusher_start(void)
     if (rc != 0)
         return -rc;
     g_started = 1;
+    g_gf.deferred = 1;
     return 0;
 }
 
@@ -213,6 +215,7 @@ void gf_flusher_stop(void)
     if (!g_started)
         return;
     g_started = 0;
+    g_gf.deferred = 0; /* from here on the callback translates at once */
     pthread_mutex_lock(&g_mu);
     g_stop = 1;
     pthread_cond_broadcast(&g_cv);

@@ -128,8 +128,10 @@ static void on_exit_flush(void)
         return;
     if (g_gf.collecting) {
         gf_flusher_stop();
+        gf_drain_completed(); /* the queued buffers first: records stay in completion order */
         gf_flush(0);
         gf_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        gf_drain_completed();
         gf_clock_sync();
         uint64_t empty = gf_pool_empty_count();
         if (empty && rp_status(g_gf.ring) == GPUFLOW_STATUS_OK) {
@@ -139,6 +141,7 @@ static void on_exit_flush(void)
             rp_set_status(g_gf.ring, GPUFLOW_STATUS_OK, d);
         }
     }
+    gf_drain_completed(); /* what a fatal CUPTI error (collecting off) left queued */
     g_gf.exiting = 1;
     rp_mark_exited(g_gf.ring);
 }

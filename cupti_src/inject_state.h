@@ -32,6 +32,7 @@ typedef struct gf_state {
     volatile int collecting;      /* activity enabled and ours */
     volatile int child;           /* set in the pthread_atfork child handler */
     volatile int exiting;         /* the exit flush has started */
+    volatile int deferred;        /* the flusher runs: completed buffers wait for it (activity.c) */
     /* activity seen (for the stolen-callbacks probe), updated by the buffer callbacks */
     volatile uint64_t last_activity_ns;
     volatile uint64_t buffers_requested;
@@ -57,6 +58,7 @@ uint64_t gf_now_wall_ns(void);
 void CUPTIAPI gf_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
 void CUPTIAPI gf_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                                   size_t valid);
+void gf_drain_completed(void);          /* translate the queued completed buffers (flusher, exit) */
 
 /* flusher.c */
 int gf_flusher_start(void);
