@@ -9,8 +9,11 @@
  * does) and the flusher translates it after its next cuptiActivityFlushAll: CUPTI calls the
  * callback from inside its flush, and whatever the callback spends there (a 1 MiB buffer holds
  * ~5,000 kernel records) is spent inside CUPTI, which the launching threads may be waiting on.
- * The queue holds at most every pool buffer, in completion order; without a flusher the
- * callback translates at once, as it must.
+ * The queue holds at most every pool buffer, in completion order; once GF_KICK_PENDING
+ * buffers wait (CUPTI's own thread completes full buffers between flushes, and a long
+ * GPUFLOW_FLUSH_MS would otherwise let them pile up until the pool runs dry) the flusher is
+ * woken to translate them at once. Without a flusher the callback translates at once, as it
+ * must.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -148,6 +151,7 @@ static void translate_buffer(uint8_t *buffer, size_t valid)
 
 /* completed buffers waiting for the flusher: a FIFO of at most every pool buffer */
 #define GF_PENDING_SLOTS (GF_POOL_BUFFERS + 1u)
+#define GF_KICK_PENDING  (GF_POOL_BUFFERS / 4u) /* this many waiting: wake the flusher */
 static struct {
     uint8_t *buffer;
     size_t valid;
@@ -156,19 +160,20 @@ static uint32_t g_pending_head, g_pending_tail;
 static pthread_mutex_t g_pending_mu = PTHREAD_MUTEX_INITIALIZER; /* held for a few stores */
 static pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;   /* one translator at a time */
 
-static int pending_push(uint8_t *buffer, size_t valid)
+/* Queue a completed buffer: the number now waiting, or 0 when the queue is full. */
+static uint32_t pending_push(uint8_t *buffer, size_t valid)
 {
-    int ok = 0;
+    uint32_t waiting = 0;
     pthread_mutex_lock(&g_pending_mu);
     uint32_t next = (g_pending_tail + 1u) % GF_PENDING_SLOTS;
     if (next != g_pending_head) {
         g_pending[g_pending_tail].buffer = buffer;
         g_pending[g_pending_tail].valid = valid;
         g_pending_tail = next;
-        ok = 1;
+        waiting = (g_pending_tail + GF_PENDING_SLOTS - g_pending_head) % GF_PENDING_SLOTS;
     }
     pthread_mutex_unlock(&g_pending_mu);
-    return ok;
+    return waiting;
 }
 
 static int pending_pop(uint8_t **buffer, size_t *valid)
@@ -214,8 +219,14 @@ void CUPTIAPI gf_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffe
         rp_add_buffers_completed(g_gf.ring, 1);
         if (valid > 0)
             __atomic_store_n(&g_gf.last_activity_ns, gf_now_mono_ns(), __ATOMIC_RELAXED);
-        if (g_gf.deferred && gf_pool_owns(buffer) && pending_push(buffer, valid))
-            return; /* the flusher translates it and gives it back to the pool */
+        if (g_gf.deferred && gf_pool_owns(buffer)) {
+            uint32_t waiting = pending_push(buffer, valid);
+            if (waiting) { /* the flusher translates it and gives it back to the pool */
+                if (waiting == GF_KICK_PENDING)
+                    gf_flusher_kick();
+                return;
+            }
+        }
         translate_buffer(buffer, valid);
     }
     if (gf_pool_put(buffer, valid) != 0)

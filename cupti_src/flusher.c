@@ -33,7 +33,7 @@ static pthread_t g_thread;
 static int g_started;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv;
-static int g_stop, g_done;
+static int g_stop, g_done, g_kick;
 
 /* probe state, flusher thread only */
 static uint64_t g_probe_start, g_probe_last, g_next_probe, g_stolen_last;
@@ -168,8 +168,16 @@ static void *flusher_main(void *arg)
         uint64_t ns = (uint64_t)dl.tv_nsec + (uint64_t)g_gf.flush_ms * 1000000ull;
         dl.tv_sec += (time_t)(ns / 1000000000ull);
         dl.tv_nsec = (long)(ns % 1000000000ull);
-        while (!g_stop && pthread_cond_timedwait(&g_cv, &g_mu, &dl) != ETIMEDOUT)
-            ;
+        for (;;) { /* until the period is over; a kick translates the queue and waits on */
+            while (!g_stop && !g_kick && pthread_cond_timedwait(&g_cv, &g_mu, &dl) != ETIMEDOUT)
+                ;
+            if (g_stop || !g_kick)
+                break;
+            g_kick = 0;
+            pthread_mutex_unlock(&g_mu);
+            gf_drain_completed();
+            pthread_mutex_lock(&g_mu);
+        }
         if (g_stop)
             break;
         pthread_mutex_unlock(&g_mu);
@@ -208,6 +216,14 @@ int gf_flusher_start(void)
     g_started = 1;
     g_gf.deferred = 1;
     return 0;
+}
+
+void gf_flusher_kick(void)
+{
+    pthread_mutex_lock(&g_mu); /* never held by the flusher while it is inside CUPTI */
+    g_kick = 1;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
 }
 
 void gf_flusher_stop(void)

@@ -63,6 +63,7 @@ void gf_drain_completed(void);          /* translate the queued completed buffer
 /* flusher.c */
 int gf_flusher_start(void);
 void gf_flusher_stop(void);             /* bounded wait; safe when not started */
+void gf_flusher_kick(void);             /* wake the flusher to translate queued buffers now */
 void gf_clock_sync(void);               /* push a CLOCK_SYNC record now */
 void gf_flush(uint32_t flag);           /* cuptiActivityFlushAll(flag) when live */
 void gf_probe_on_api_call(void);        /* subscriber callback: a launch API call was seen */

@@ -63,7 +63,7 @@ def inject_lib(inject_build) -> str:
 def fake_cupti(tmp_path_factory) -> str:
     inc = need_cuda_headers()
     out = tmp_path_factory.mktemp("fakecupti") / "libcupti_fake.so"
-    cmd = ["gcc", "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", f"-I{inc}",
+    cmd = ["gcc", "-shared", "-fPIC", "-pthread", "-O2", "-std=c11", "-Wall", "-Wextra", f"-I{inc}",
            str(Path(__file__).with_name("fake_cupti.c")), "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -18,15 +18,21 @@
  *   FAKE_CUPTI_STEAL=1            after the batch, every FlushAll(0) simulates 10 kernel
  *                                 launches (through the subscriber callback, if enabled) that
  *                                 never reach the registered buffers: a thief took them
+ *   FAKE_CUPTI_WORKER=n           0.2 s after the callbacks are registered, a thread of the fake
+ *                                 completes n buffers of one kernel each ("_Z6workerv",
+ *                                 correlation 100000 + i), as CUPTI's own thread does when
+ *                                 buffers fill between flushes
  * The scripted batch is delivered on the first cuptiActivityFlushAll(0); a forced flush
  * (flag 1) delivers one more kernel, "_Z4latev".
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
@@ -228,6 +234,28 @@ static void late(writer *w)
     kernel(w, LATE, 100000, 100100, 9999);
 }
 
+static const char WORKER[] = "_Z6workerv";
+static uint32_t g_worker_i;
+
+static void one_worker_kernel(writer *w)
+{
+    kernel(w, WORKER, 200000 + 10 * (uint64_t)g_worker_i, 200005 + 10 * (uint64_t)g_worker_i,
+           100000 + g_worker_i);
+}
+
+static void *worker_main(void *arg)
+{
+    long n = (long)(intptr_t)arg;
+    struct timespec pause = {0, 200 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    for (long i = 0; i < n; i++) {
+        g_worker_i = (uint32_t)i;
+        deliver(one_worker_kernel);
+    }
+    logf_("worker done %ld", n);
+    return NULL;
+}
+
 /* ---------------------------------------------------------------- the CUPTI API ------------ */
 
 EXPORT CUptiResult cuptiGetVersion(uint32_t *v)
@@ -290,6 +318,10 @@ EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFu
     logf_("callbacks");
     g_req = req;
     g_done = done;
+    long workers = envl("FAKE_CUPTI_WORKER", 0);
+    pthread_t t;
+    if (workers > 0 && pthread_create(&t, NULL, worker_main, (void *)(intptr_t)workers) == 0)
+        pthread_detach(t);
     return CUPTI_SUCCESS;
 }
 

@@ -7,14 +7,16 @@ exit flush, fork safety and the stolen-callbacks probe.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
 import ringproducer as rpm
-from inject_helpers import run_injected
+from inject_helpers import INJECTED_CHILD, run_injected
 from ringread import read_ring, shm_path
 
 
@@ -275,3 +277,43 @@ def test_an_idle_program_is_not_called_stolen(inject_lib, fake_cupti, session_id
     calls = log.read_text().splitlines()
     assert any(c.startswith("callback 1 1 ") for c in calls)
     assert any(c.startswith("callback 0 1 ") for c in calls)
+
+
+def run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, buffers: int):
+    """A child whose "CUPTI" thread completes `buffers` one-kernel buffers 0.2 s in, with a
+    10 s flush period. Returns (the kernels in its ring 1 s in, the kernels after its exit)."""
+    import time
+    env = fake_env(session_id, fake_cupti, tmp_path / "log", FAKE_CUPTI_WORKER=buffers,
+                   GPUFLOW_FLUSH_MS=10000)
+    env = {**{k: v for k, v in os.environ.items()
+              if not k.startswith(("GPUFLOW_", "FAKE_CUPTI_", "NVTX_INJECTION", "CUDA_INJECTION"))},
+           **env}
+    child = subprocess.Popen([sys.executable, "-c", INJECTED_CHILD, inject_lib, "time.sleep(1.5)"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pid = json.loads(child.stdout.readline())["pid"]
+        time.sleep(1.0)
+        live = ring_of(session_id, pid).of_type(rpm.REC_KERNEL)
+    finally:
+        _, err = child.communicate(timeout=30)
+    assert child.returncode == 0, err
+    return live, ring_of(session_id, pid).of_type(rpm.REC_KERNEL)
+
+
+def test_many_buffers_completed_between_flushes_wake_the_flusher(inject_lib, fake_cupti,
+                                                                 session_id, tmp_path):
+    # the 16th queued buffer wakes the flusher: translated long before the 10 s period is over
+    live, _ = run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, 20)
+    assert [k["correlation"] for k in live] == list(range(100000, 100020))
+
+
+def test_queued_buffers_wait_for_the_flusher_and_keep_their_order_at_exit(inject_lib, fake_cupti,
+                                                                         session_id, tmp_path):
+    # 10 buffers: the callback only queues them (nothing in the ring 1 s in, the flush period
+    # being 10 s); the exit translates them first, then flushes: the scripted batch, the late one
+    live, kernels = run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, 10)
+    assert live == []
+    names = [k["name"] for k in kernels]
+    assert [k["correlation"] for k in kernels[:10]] == list(range(100000, 100010))
+    assert set(names[:10]) == {"_Z6workerv"} and names[-1] == "_Z4latev"
+    assert len(names) == 10 + 12 + 1
