@@ -1,7 +1,9 @@
 // launch_storm.cu — tiny kernels launched back to back: the worst case for tracing overhead.
 //
 // Prints `per_launch_us=<x> launches=<n>` for the timed region only (after a warm-up), so
-// bench/overhead.py compares bare, the minimal-CUPTI floor and gpuflow run on the same number.
+// bench/overhead.py compares bare, the minimal-CUPTI floor and gpuflow run on the same number,
+// and `per_launch_us_median=<y>`: the median over 10 equal segments of that region, which a
+// burst of noise in one segment does not move (bench/overhead.py records both).
 // Usage: launch_storm [launches=200000] [batch=1000]
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -25,16 +27,30 @@ int main(int argc, char **argv) {
     CHECK(cudaMemset(d, 0, sizeof(int)));
     for (int i = 0; i < 2000; ++i) tiny_kernel<<<1, 32>>>(d);   // warm-up
     CHECK(cudaDeviceSynchronize());
-    double t0 = now_s();
+    enum { SEGMENTS = 10 };
+    double seg[SEGMENTS];
+    double t0 = now_s(), ts = t0;
+    int s = 0;
     for (long i = 0; i < launches; ++i) {
         tiny_kernel<<<1, 32>>>(d);
         if ((i + 1) % batch == 0) CHECK(cudaDeviceSynchronize());
+        if (s < SEGMENTS && i + 1 == (launches * (s + 1)) / SEGMENTS) {   // segment s ends here
+            CHECK(cudaDeviceSynchronize());
+            double t = now_s();
+            long n = launches * (s + 1) / SEGMENTS - launches * s / SEGMENTS;
+            seg[s++] = n > 0 ? (t - ts) * 1e6 / n : 0;
+            ts = t;
+        }
     }
     CHECK(cudaDeviceSynchronize());
     double t1 = now_s();
+    for (int a = 1; a < s; ++a)   // insertion sort: s <= 10
+        for (int b = a; b > 0 && seg[b - 1] > seg[b]; --b) { double x = seg[b]; seg[b] = seg[b - 1]; seg[b - 1] = x; }
+    double median = s ? (s % 2 ? seg[s / 2] : (seg[s / 2 - 1] + seg[s / 2]) / 2) : 0;
     int h = 0;
     CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
     if (h != launches + 2000) { fprintf(stderr, "wrong count %d\n", h); return 1; }
-    printf("per_launch_us=%.4f launches=%ld elapsed_s=%.4f\n", (t1 - t0) * 1e6 / launches, launches, t1 - t0);
+    printf("per_launch_us=%.4f launches=%ld elapsed_s=%.4f per_launch_us_median=%.4f\n",
+           (t1 - t0) * 1e6 / launches, launches, t1 - t0, median);
     return 0;
 }

@@ -4,7 +4,8 @@ Used two ways by scripts/gpu-check: traced by ``gpuflow run --summary-json`` and
 (CUPTI allows one subscriber), under torch.profiler with ``--profile-out`` (per-kernel-name counts
 from the Kineto trace, whose kernel events come from the same CUPTI activity records). The two
 per-kernel-name count tables must be equal. bench/overhead.py also uses it for the training-loop
-overhead figure: ``timed_s`` covers the steps after warm-up only.
+overhead figure: ``timed_s`` covers the steps after warm-up only; ``step_ms_median`` is the
+median step of them, which a burst of noise in a few steps does not move.
 
 Constraints: needs torch with CUDA; fixed seed, fixed shapes, a synchronize each step.
 """
@@ -15,6 +16,7 @@ import argparse
 import collections
 import json
 import os
+import statistics
 import tempfile
 import time
 
@@ -31,24 +33,29 @@ def build(torch):
     return model, opt, x, y
 
 
-def train(torch, steps: int, warmup: int, seconds: float = 0.0) -> float:
-    """Run warm-up + ``steps`` steps, or, with ``seconds``, steps until that much time has passed."""
+def train(torch, steps: int, warmup: int, seconds: float = 0.0) -> tuple[float, list[float]]:
+    """Run warm-up + ``steps`` steps, or, with ``seconds``, steps until that much time has passed.
+    Returns the time of the steps after warm-up and each of their durations."""
     model, opt, x, y = build(torch)
     loss_fn = torch.nn.CrossEntropyLoss()
     t0 = 0.0
     step = 0
+    step_s: list[float] = []
     start = time.perf_counter()
     while (time.perf_counter() - start < seconds) if seconds > 0 else (step < warmup + steps):
         step += 1
         if step - 1 == warmup:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
+        ts = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         torch.cuda.synchronize()
-    return time.perf_counter() - t0 if t0 else 0.0
+        if t0:
+            step_s.append(time.perf_counter() - ts)
+    return (time.perf_counter() - t0 if t0 else 0.0), step_s
 
 
 def kernel_counts_from_trace(path: str) -> dict[str, int]:
@@ -72,12 +79,14 @@ def main() -> int:
     import torch
 
     if not args.profile_out:
-        print(f"timed_s={train(torch, args.steps, args.warmup, args.seconds):.6f} steps={args.steps}")
+        timed, step_s = train(torch, args.steps, args.warmup, args.seconds)
+        median_ms = statistics.median(step_s) * 1000 if step_s else 0.0
+        print(f"timed_s={timed:.6f} steps={args.steps} step_ms_median={median_ms:.4f}")
         return 0
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        elapsed = train(torch, args.steps, args.warmup)
+        elapsed, _ = train(torch, args.steps, args.warmup)
         torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "trace.json")

@@ -60,14 +60,22 @@ def run_bench(*args: str) -> subprocess.CompletedProcess:
                            *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
-def test_the_bench_keeps_adding_rounds_while_unresolved_and_ends_with_the_verdict():
-    noisy = "w=x:" + sys.executable + " -c \"import random; print('x=%f' % random.uniform(1, 2))\""
-    out = run_bench("--rounds", "1", "--seconds", "15", "--workload", noisy)
+def test_the_bench_keeps_adding_rounds_while_unresolved_and_ends_with_the_verdict(tmp_path):
+    # x is noisy, y (another measure of the same runs) is steady, n never changes
+    noisy = ("w=x:" + sys.executable + " -c \"import random; "
+             "print('x=%f y=%f n=5' % (random.uniform(1, 2), random.uniform(1, 1.0001)))\"")
+    out = run_bench("--rounds", "1", "--seconds", "15", "--workload", noisy, "--json-out", str(tmp_path / "o.json"))
     assert out.returncode == 0, out.stderr
     last = out.stdout.strip().splitlines()[-1]
-    assert last.startswith("overhead_above_floor_pct=") and "verdict=unresolved" in last
+    assert last.startswith("overhead_above_floor_pct=") and " ci90=" in last and " verdict=" in last
     rounds_run = int(out.stdout.split(" rounds;")[0].split("\n")[-1])
-    assert rounds_run > 1   # --seconds bought more than the one round asked for
+    # below MIN_ROUNDS there is no interval, so it is unresolved: --seconds bought those rounds
+    assert rounds_run >= MIN_ROUNDS
+    assert "also n:" not in out.stdout and "also wall" not in out.stdout
+    assert out.stdout.split("also y: ")[1].split("\n")[0].endswith(" met")
+    import json
+    saved = json.loads((tmp_path / "o.json").read_text())["w"]
+    assert set(saved["other_metrics"]) == {"y"} and len(saved["runs"]["gpuflow"]) == rounds_run
 
 
 @pytest.mark.parametrize("spec, message", [("abc", "expected CPUs"), ("0-4095", "not all")])
