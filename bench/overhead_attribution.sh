@@ -3,15 +3,22 @@
 #
 # Times one workload (a command printing METRIC=<value>) under variants that add one piece of
 # GPUFlow at a time, interleaved round by round, and prints medians:
-#   bare | floor (bench/floor) | floor+nvtx (NVTX_INJECTION64_PATH set) | inject (libgpuflow_inject.so
-#   alone, no agent: ring fills and drops) | inject-nonvtx | run (gpuflow run) | run-nonvml (NVML off)
+#   bare | floor (bench/floor) | floor-nvtx (NVTX_INJECTION64_PATH set) | floor-clock (the floor with
+#   GPUFlow's CLOCK_MONOTONIC timestamp callback) | floor-sub (the floor with GPUFlow's CUPTI
+#   subscriber) | inject (libgpuflow_inject.so alone, no agent: ring fills and drops) |
+#   inject-nonvtx | run (gpuflow run) | run-nonvml (NVML off)
+# VARIANTS="bare floor floor-clock run" picks some (default: all, in that order).
 # Usage: bench/overhead_attribution.sh FLOOR_LIB METRIC ROUNDS -- CMD ARGS...
 set -uo pipefail
 FLOOR=$1; METRIC=$2; ROUNDS=$3; shift 4
 PY=${PYTHON:-python3}
 INJECT=$($PY -c "from gpuflow.cli.injection import inject_library_path as p; print(p())")
 CUPTI=$($PY -c "from gpuflow.cli.injection import cupti_library_candidates as c; print(c()[0])")
-VARIANTS="bare floor floor-nvtx inject inject-nonvtx run run-nonvml"
+VARIANTS=${VARIANTS:-"bare floor floor-nvtx floor-clock floor-sub inject inject-nonvtx run run-nonvml"}
+for v in $VARIANTS; do   # refuse a typo before spending device time
+  case $v in bare|floor|floor-nvtx|floor-clock|floor-sub|inject|inject-nonvtx|run|run-nonvml) ;;
+    *) echo "unknown variant $v" >&2; exit 2 ;; esac
+done
 declare -A RES
 one() {
   local v=$1; shift
@@ -20,6 +27,8 @@ one() {
     bare) out=$("$@") ;;
     floor) out=$(CUDA_INJECTION64_PATH=$FLOOR "$@") ;;
     floor-nvtx) out=$(CUDA_INJECTION64_PATH=$FLOOR NVTX_INJECTION64_PATH=$CUPTI "$@") ;;
+    floor-clock) out=$(CUDA_INJECTION64_PATH=$FLOOR FLOOR_CLOCK=1 "$@") ;;
+    floor-sub) out=$(CUDA_INJECTION64_PATH=$FLOOR FLOOR_SUBSCRIBE=1 "$@") ;;
     inject) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_SESSION=attr$$ GPUFLOW_CUPTI_PATH=$CUPTI NVTX_INJECTION64_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 "$@") ;;
     inject-nonvtx) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_SESSION=attr$$ GPUFLOW_CUPTI_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 "$@") ;;
     run) out=$($PY -m gpuflow run --port 0 --no-summary -- "$@" 2>/dev/null) ;;

@@ -7,6 +7,10 @@
  * Whatever gpuflow run costs above this is GPUFlow's own cost (ring, names, flusher thread,
  * consumer). At exit it force-flushes and prints its counts to stderr, so a run can be checked.
  *
+ * Two of GPUFlow's CUPTI-side choices can be added one at a time, for bench/overhead_attribution.sh:
+ *   FLOOR_CLOCK=1      register a CLOCK_MONOTONIC timestamp callback before enabling (as GPUFlow)
+ *   FLOOR_SUBSCRIBE=1  subscribe and enable the RESOURCE context-destroy callback (as GPUFlow)
+ *
  * Build: cc -O2 -shared -fPIC -I$CUDA_HOME/include -o libcupti_floor.so cupti_floor.c \
  *        -L$CUDA_HOME/targets/x86_64-linux/lib -lcupti -Wl,-rpath,$CUDA_HOME/targets/x86_64-linux/lib
  */
@@ -14,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #define BUF_SIZE (1u << 20)
 
@@ -49,9 +54,31 @@ static void at_exit(void) {
             atomic_load(&buffers));
 }
 
+static uint64_t CUPTIAPI monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void CUPTIAPI on_callback(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+    (void)u; (void)d; (void)id; (void)data;
+}
+
+static int env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] == '1';
+}
+
 __attribute__((visibility("default"))) int InitializeInjection(void) {
     static int once;
     if (once++) return 1;
+    if (env_on("FLOOR_SUBSCRIBE")) {
+        CUpti_SubscriberHandle sub;
+        if (cuptiSubscribe(&sub, on_callback, NULL) == CUPTI_SUCCESS)
+            cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+    }
+    if (env_on("FLOOR_CLOCK"))
+        cuptiActivityRegisterTimestampCallback(monotonic_ns);
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) return 1;
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
