@@ -176,3 +176,44 @@ def test_a_process_new_to_a_delta_with_nothing_yet_and_one_reusing_a_pid_read_wh
     kernels = page.evaluate(f"window.__gpuflow.kernelsOf({PID})")
     assert [(x["name"], x["count"]) for x in kernels] == [(A, 2)]
     assert page.evaluate(f"window.__gpuflow.laneSeqs({PID})")[0]["seqs"] == [1, 2]
+
+
+def random_history(seed: int):
+    """Snapshots in which up to three traced processes come, go, come back, gain or lose kernel
+    names (a pid reused) and lanes, or stay as they were."""
+    import random
+    rng = random.Random(seed)
+    out, contents = [], {}
+    for seq in range(1, 9):
+        if seq == 1 or rng.random() < 0.75:   # else: the same contents again
+            contents = {pid: (rng.randint(0, 3), rng.randint(0, 2)) for pid in (101, 102, 103)
+                        if rng.random() < 0.6}
+        traced = []
+        for pid, (n_kernels, n_lanes) in sorted(contents.items()):
+            kernels = tuple(sorted((KernelStat(f"k{i}", f"_Z2k{i}v", seq + i, 1000 * (seq + i), 10, 90, seq + i)
+                                    for i in range(n_kernels)),
+                                   key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+            lanes = tuple(Lane(device=0, context=1, stream=13 + j, label=f"s{j}", executions=seq,
+                               spans_elided=seq - 1, spans=(span(seq, f"k{j}"),)) for j in range(n_lanes))
+            traced.append(TracedProcess(pid=pid, session="s", name="p", cupti_status="ok", records=seq,
+                                        kernels=kernels, lanes=lanes))
+        out.append(make_snapshot(seq=seq, traced=tuple(traced), timestamp=1_764_473_412.5 + seq * 0.05))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_any_history_of_processes_reads_back_in_the_page_as_the_agent_has_it(page, agent, seed):
+    snaps = random_history(seed)
+    serve(page, agent, encoded(snaps))
+    until(page, f"window.__gpuflow.frames >= {len(snaps)} && !window.__gpuflow.pendingDraw")
+    assert hook(page, "resyncs") == 0 and hook(page, "badFrames") == 0
+    last = snaps[-1]
+    for pid in (101, 102, 103):
+        t = next((t for t in last.traced if t.pid == pid), None)
+        got = page.evaluate(f"window.__gpuflow.kernelsOf({pid})")
+        if t is None:
+            assert got is None
+            continue
+        assert [(k["name"], k["count"]) for k in got] == [(k.name, k.count) for k in t.kernels]
+        lanes = page.evaluate(f"window.__gpuflow.laneSeqs({pid})")
+        assert [L["seqs"] for L in lanes] == [[last.seq]] * len(t.lanes)
