@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpuflow.collectors.nvml.collector import NvmlCollector  # noqa: E402
 from gpuflow.collectors.nvml.fake_backend import FakeBackend, scenario_names  # noqa: E402
+from gpuflow.collectors.nvml.procinfo import read_small_file  # noqa: E402
 from gpuflow.core.context import AgentConfig  # noqa: E402
 
 
@@ -52,19 +53,11 @@ def read_proc(pid: int) -> tuple[Any, ...] | None:
     base = f"/proc/{pid}"
     try:
         uid = os.stat(base).st_uid
-        comm = _read(base + "/comm")
-        cmdline = _read(base + "/cmdline")
+        comm = read_small_file(base + "/comm")
+        cmdline = read_small_file(base + "/cmdline")
     except OSError:
         return None
     return uid, comm, cmdline
-
-
-def _read(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, 65536)
-    finally:
-        os.close(fd)
 
 
 def _guarded(f: Callable[..., Any], *args: Any) -> Any:

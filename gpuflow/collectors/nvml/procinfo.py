@@ -63,13 +63,13 @@ class LinuxProcReader:
         except OSError:
             uid = None
         try:
-            comm: bytes | None = _read(base + "/comm")
+            comm: bytes | None = read_small_file(base + "/comm")
         except (FileNotFoundError, ProcessLookupError):
             return None
         except OSError:
             comm = None
         try:
-            cmdline: bytes | None = _read(base + "/cmdline")
+            cmdline: bytes | None = read_small_file(base + "/cmdline")
         except (FileNotFoundError, ProcessLookupError):
             return None
         except OSError:
@@ -97,7 +97,8 @@ def _facts(uid: int | None, comm: bytes | None, cmdline: bytes | None) -> ProcFa
     return ProcFacts(name, None if uid is None else user_name(uid), argv)
 
 
-def _read(path: str) -> bytes:
+def read_small_file(path: str) -> bytes:
+    """A /proc file's first 64 KiB, in one read (no buffered file object)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         return os.read(fd, 65536)
