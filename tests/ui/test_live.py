@@ -32,6 +32,22 @@ def expected_graph(snap: dict) -> tuple[list[str], list[str]]:
     return sorted(nodes), sorted(edges)
 
 
+
+def lanes_at_one_seq(page, agent, tries: int):
+    """The page's kept lanes and /api/snapshot's lanes (key -> span seqs), caught at one seq."""
+    for _ in range(tries):
+        seq, lanes = page.evaluate("(() => { const t = window.__gpuflow.lanesKept[0];"
+                                   " return [window.__gpuflow.lastSeq, window.__gpuflow.laneSeqs(t.pid)]; })()")
+        snap = agent.snapshot()
+        if snap["seq"] == seq:
+            break
+        time.sleep(0.03)
+    else:
+        pytest.fail("never caught the page and /api/snapshot at the same seq")
+    served = {f"{l['device']}:{l['context']}:{l['stream']}": [s["seq"] for s in l["spans"]]
+              for l in snap["traced"][0]["lanes"]}
+    return lanes, served
+
 def test_nodes_and_edges_match_the_snapshot(page, agent):
     open_live(page, agent)
     snap = agent.snapshot()
@@ -132,17 +148,7 @@ def test_traced_strip_states_lanes_and_showing_n_of_m(page, agent):
 def test_delta_frames_rebuild_exactly_the_agents_lanes(page, agent):
     open_live(page, agent, frames=4)
     assert hook(page, "deltaFrames") >= 2
-    for _ in range(40):
-        seq, lanes = page.evaluate("(() => { const t = window.__gpuflow.lanesKept[0];"
-                                   " return [window.__gpuflow.lastSeq, window.__gpuflow.laneSeqs(t.pid)]; })()")
-        snap = agent.snapshot()
-        if snap["seq"] == seq:
-            break
-        time.sleep(0.03)
-    else:
-        pytest.fail("never caught the page and /api/snapshot at the same seq")
-    served = {f"{l['device']}:{l['context']}:{l['stream']}": [s["seq"] for s in l["spans"]]
-              for l in snap["traced"][0]["lanes"]}
+    lanes, served = lanes_at_one_seq(page, agent, tries=40)
     assert {l["key"]: l["seqs"] for l in lanes} == served
     assert hook(page, "resyncs") == 0
 
@@ -254,17 +260,7 @@ def test_a_busy_program_shows_each_lanes_newest_spans_and_says_how_many(page, bu
     # every delta carries only each lane's newest spans (the stream's span budget) and says how
     # many it skipped: the page then keeps just those, never a sample with a hole in it
     open_live(page, busy_agent, frames=4)
-    for _ in range(60):
-        seq, lanes = page.evaluate("(() => { const t = window.__gpuflow.lanesKept[0];"
-                                   " return [window.__gpuflow.lastSeq, window.__gpuflow.laneSeqs(t.pid)]; })()")
-        snap = busy_agent.snapshot()
-        if snap["seq"] == seq:
-            break
-        time.sleep(0.03)
-    else:
-        pytest.fail("never caught the page and /api/snapshot at the same seq")
-    served = {f"{l['device']}:{l['context']}:{l['stream']}": [s["seq"] for s in l["spans"]]
-              for l in snap["traced"][0]["lanes"]}
+    lanes, served = lanes_at_one_seq(page, busy_agent, tries=60)
     held = {l["key"]: l["seqs"] for l in lanes}
     assert set(held) == set(served) and len(held) == 16
     for key, seqs in held.items():
