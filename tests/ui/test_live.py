@@ -32,7 +32,6 @@ def expected_graph(snap: dict) -> tuple[list[str], list[str]]:
     return sorted(nodes), sorted(edges)
 
 
-
 def lanes_at_one_seq(page, agent, tries: int):
     """The page's kept lanes and /api/snapshot's lanes (key -> span seqs), caught at one seq."""
     for _ in range(tries):
