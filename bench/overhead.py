@@ -44,7 +44,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead_stats import MODES, above_floor_pct, interval, resolved  # noqa: E402
+from overhead_stats import MODES, above_floor_pct, interval, resolved, rounds_to_resolve  # noqa: E402
 
 BUDGET_PCT = 1.0
 #: sets the program's CPUs, then becomes the program (exec: same pid, nothing left in between)
@@ -172,7 +172,7 @@ def main() -> int:
           f"verdict against {BUDGET_PCT:g} %")
     print(f"{'workload':<10} {'metric':<14} {'bare':>12} {'floor':>12} {'gpuflow':>12} "
           f"{'floor %':>8} {'gpuflow %':>9} {'above floor %':>13} {'90 % interval':>17} verdict")
-    for name, metric, _ in workloads:
+    for name, metric, cmd in workloads:
         med = {m: statistics.median(results[name][m]) for m in MODES}
         floor_pct = (med["floor"] - med["bare"]) / med["bare"] * 100
         total_pct = (med["gpuflow"] - med["bare"]) / med["bare"] * 100
@@ -180,12 +180,18 @@ def main() -> int:
         ci = interval(results[name])
         verdict = resolved(ci, BUDGET_PCT)
         spread = {m: (min(results[name][m]), max(results[name][m])) for m in MODES}
-        summary[name] = {"metric": metric, "median": med, "runs": results[name], "floor_pct": floor_pct,
+        # the command without its directory (a temporary build folder): bench/overhead_pool.py
+        # refuses to pool runs of different commands
+        summary[name] = {"metric": metric, "command": [os.path.basename(cmd[0]), *cmd[1:]],
+                         "median": med, "runs": results[name], "floor_pct": floor_pct,
                          "gpuflow_pct": total_pct, "above_floor_pct": above, "ci90": list(ci),
                          "verdict": verdict}
         print(f"{name:<10} {metric:<14} {med['bare']:>12.4f} {med['floor']:>12.4f} {med['gpuflow']:>12.4f} "
               f"{floor_pct:>8.1f} {total_pct:>9.1f} {above:>13.2f} {ci[0]:>8.2f}..{ci[1]:<7.2f} {verdict}")
         print(f"{'':<10} {'min..max':<14} " + " ".join(f"{lo:>5.4g}..{hi:<5.4g}" for lo, hi in spread.values()))
+        need = rounds_to_resolve(r, above, ci, BUDGET_PCT) if verdict == "unresolved" else None
+        if need:   # more than one call holds: pool calls with bench/overhead_pool.py
+            print(f"{'':<10} about {need} rounds would resolve it at this spread, if the estimate held")
         summary[name]["other_metrics"] = other_metrics(metric, printed[name])
         for other, o in summary[name]["other_metrics"].items():
             print(f"{'':<10} also {other}: above floor {o['above_floor_pct']:.2f} % "

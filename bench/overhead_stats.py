@@ -15,6 +15,7 @@ given seed, cheap enough to recompute after every round.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from typing import Mapping, Sequence
@@ -58,3 +59,19 @@ def resolved(ci: tuple[float, float], budget_pct: float) -> str:
     if lo > budget_pct:
         return "missed"
     return "unresolved"
+
+
+def rounds_to_resolve(rounds: int, estimate: float, ci: tuple[float, float],
+                      budget_pct: float) -> int | None:
+    """About how many rounds an unresolved figure needs: the interval narrows as 1/sqrt(rounds),
+    so it stops containing the budget once its half-width falls below the estimate's distance
+    from it. A forecast, not a promise: it assumes the estimate stays where it is. ``rounds``
+    when already resolved, None when it cannot say (no interval yet, or the estimate sits on
+    the budget)."""
+    lo, hi = ci
+    if resolved(ci, budget_pct) != "unresolved":
+        return rounds
+    gap = abs(estimate - budget_pct)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or gap == 0:
+        return None
+    return math.ceil(rounds * ((hi - lo) / 2 / gap) ** 2)

@@ -76,6 +76,8 @@ def test_the_bench_keeps_adding_rounds_while_unresolved_and_ends_with_the_verdic
     import json
     saved = json.loads((tmp_path / "o.json").read_text())["w"]
     assert set(saved["other_metrics"]) == {"y"} and len(saved["runs"]["gpuflow"]) == rounds_run
+    # the command without its directory, so bench/overhead_pool.py can refuse unlike runs
+    assert saved["command"][0] == Path(sys.executable).name and saved["command"][1] == "-c"
 
 
 @pytest.mark.parametrize("spec, message", [("abc", "expected CPUs"), ("0-4095", "not all")])
