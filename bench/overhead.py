@@ -20,8 +20,11 @@ agent on the other half; ``--pin 2,3`` gives the program CPUs 2 and 3 and the ag
 In every mode the program is started through the same small exec shim that sets its affinity,
 so it does not migrate across every CPU (less noise); the program's own threads, GPUFlow's
 injected ones included, share its CPUs, while the agent's CPU time is left out of the figure
-(say so when quoting it). Tried on the H200 with halves: the torch loop, confined to 8 CPUs,
-got slower and no steadier.
+(say so when quoting it). Tried on the H200 with halves (the torch loop, confined to 8 CPUs,
+got slower and no steadier) and with 2 CPUs (no steadier either).
+
+An unresolved workload gets a forecast of the rounds it would need; more than one call holds
+are gathered by pooling several runs' ``--json-out`` files with bench/overhead_pool.py.
 
 Usage: python bench/overhead.py --floor-lib libcupti_floor.so --workload NAME=METRIC:CMD... [--rounds 5]
        [--seconds S] [--pin [CPUS]]
@@ -191,7 +194,7 @@ def main() -> int:
         print(f"{'':<10} {'min..max':<14} " + " ".join(f"{lo:>5.4g}..{hi:<5.4g}" for lo, hi in spread.values()))
         need = rounds_to_resolve(r, above, ci, BUDGET_PCT) if verdict == "unresolved" else None
         if need:   # more than one call holds: pool calls with bench/overhead_pool.py
-            print(f"{'':<10} about {need} rounds would resolve it at this spread, if the estimate held")
+            print(f"{'':<10} about {need} rounds in all would resolve it at this spread, if the estimate held")
         summary[name]["other_metrics"] = other_metrics(metric, printed[name])
         for other, o in summary[name]["other_metrics"].items():
             print(f"{'':<10} also {other}: above floor {o['above_floor_pct']:.2f} % "

@@ -87,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     except PoolError as exc:
         print(f"overhead_pool: {exc}", file=sys.stderr)
         return 2
-    found = sorted({w for f in files for w in f}, key=lambda w: min(
-        i for i, f in enumerate(files) if w in f))
+    found: list[str] = []   # in the order the runs list them
+    for f in files:
+        found += [w for w in f if w not in found]
     names = args.workload or found
     missing = [w for w in names if w not in found]
     if missing:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{ci[0]:>8.2f}..{ci[1]:<7.2f} {verdict}")
         if verdict == "unresolved":
             need = rounds_to_resolve(n, above, ci, BUDGET_PCT)
-            print(f"{'':<10} " + (f"about {need} rounds would resolve it at this spread, if the estimate held"
+            print(f"{'':<10} " + (f"about {need} rounds in all would resolve it at this spread, if the estimate held"
                                   if need else "no forecast: too few rounds, or the estimate sits on the budget"))
         if above > worst[0]:
             worst = (above, ci)
