@@ -43,21 +43,9 @@
 #include "gpuflow_ring.h"
 #include "inject_state.h"
 
-/* what gpuflow_inject.c and flusher.c provide to activity.c inside the real library */
+/* what gpuflow_inject.c provides to the rest of the library (flusher.c's clock and kick are
+ * linked as they are; its thread is never started here) */
 gf_state g_gf;
-uint64_t gf_now_mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-uint64_t gf_now_wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-void gf_flusher_kick(void) {}
 
 /* framing: [u32 size][u32 pad][record], as tests/inject/fake_cupti.c writes and reads it */
 static CUptiResult next_record(uint8_t *buf, size_t valid, CUpti_Activity **rec)
@@ -172,9 +160,7 @@ static void *consumer(void *arg)
 
 static double now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
+    return (double)gf_now_mono_ns();
 }
 
 static int cmp_double(const void *a, const void *b)

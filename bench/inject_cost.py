@@ -1,6 +1,6 @@
 """The injected library's CPU cost per CUPTI record against the minimal CUPTI collector's, without
 a GPU: builds bench/inject_cost.c with libgpuflow_inject.so's own sources (activity.c,
-buffer_pool.c, ring_producer.c, compiled as setup.py compiles them) and runs it.
+buffer_pool.c, ring_producer.c, flusher.c, compiled as setup.py compiles them) and runs it.
 
 bench/overhead.py times real programs on a GPU, where one process's speed varies by 6–15 % on
 the lent machines. The work GPUFlow adds *inside* the traced process beyond the floor is per
@@ -34,7 +34,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARY_SOURCES = ["cupti_src/activity.c", "cupti_src/buffer_pool.c", "cupti_src/ring_producer.c"]
+LIBRARY_SOURCES = ["cupti_src/activity.c", "cupti_src/buffer_pool.c", "cupti_src/ring_producer.c",
+                   "cupti_src/flusher.c"]
 # setup.py's flags for libgpuflow_inject.so, less what only a shared object needs
 CFLAGS = ["-std=c11", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"]
 
