@@ -20,8 +20,13 @@ the rate the producers actually achieved (records pushed per second, all of them
 their own counts); drops; and the records the agent decoded, which must equal what the producers
 wrote. ``--tracemalloc`` also prints the Python allocation sites holding the most memory at the end.
 
-Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>``;
-goal rss_mb <= 150 (../shared/docs/design.md, performance budgets).
+Also measured: the agent's CPU time (this process's user + system, every thread of it) while
+the producers run, in cores: what tracing at that record rate costs the machine beside the
+program (``--processes 1 --rate 200000`` is the launch storm's rate on an H200).
+
+Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>
+agent_cpu_cores=<agent CPU seconds per second>``; goal rss_mb <= 150 (../shared/docs/design.md,
+performance budgets).
 
 Constraints: Linux, gcc, /dev/shm with room for the rings (8 x 16 MiB by default); no GPU.
 """
@@ -32,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import secrets
 import subprocess
 import sys
@@ -233,6 +239,7 @@ def main() -> int:
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
               f"Python {platform.python_version()}; agent RSS at start {base['VmRSS'] / 1024:.1f} MB", flush=True)
         started = time.monotonic()
+        cpu_start = resource.getrusage(resource.RUSAGE_SELF)
         procs = [subprocess.Popen([driver, lib, session, str(args.rate), str(args.seconds), str(args.capacity),
                                    str(i)], stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
         samples: list[tuple[float, dict[str, int]]] = []
@@ -251,6 +258,8 @@ def main() -> int:
         reports = [json.loads(p.stdout.read()) for p in procs]  # type: ignore[union-attr]
         for p in procs:
             p.wait()
+        cpu_end = resource.getrusage(resource.RUSAGE_SELF)   # this process only: the agent's threads
+        cpu_wall = time.monotonic() - started
         collector = agent.context.slots["cupti"]
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # the final drains: every process exited, every ring removed
@@ -298,7 +307,11 @@ def main() -> int:
           f"(anon {peak[1]['RssAnon'] / 1024:.1f}, file {peak[1]['RssFile'] / 1024:.1f}, "
           f"shmem {peak[1]['RssShmem'] / 1024:.1f}), from t={settle:.0f}s on min/max {min(steady) / 1024:.1f}/"
           f"{max(steady) / 1024:.1f} MB, final {final['VmRSS'] / 1024:.1f} MB; VmHWM {final['VmHWM'] / 1024:.1f} MB")
-    print(f"rss_mb={peak[1]['VmRSS'] / 1024:.1f} records_per_s={pushed / elapsed:.0f} dropped={ring_drops}")
+    cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
+    print(f"agent CPU: {cpu_s:.2f} s user+system over the producers' {cpu_wall:.1f} s = {cpu_s / cpu_wall:.3f} "
+          f"cores (draining, decoding, building snapshots, and the consumer's to_json_dict standing in for SSE)")
+    print(f"rss_mb={peak[1]['VmRSS'] / 1024:.1f} records_per_s={pushed / elapsed:.0f} dropped={ring_drops} "
+          f"agent_cpu_cores={cpu_s / cpu_wall:.3f}")
     return 0
 
 
