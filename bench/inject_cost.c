@@ -252,8 +252,13 @@ int main(int argc, char **argv)
     snprintf(session, sizeof session, "cost%d", (int)getpid());
     rp_ring *ring;
     int rc = rp_open(&ring, session, getpid(), GF_DEFAULT_CAPACITY, RP_OPEN_REPLACE_STALE);
-    if (rc != 0 || gf_pool_init() != 0) {
+    if (rc != 0) {
         fprintf(stderr, "inject_cost: cannot open a ring in /dev/shm (%s)\n", strerror(-rc));
+        return 1;
+    }
+    if ((rc = gf_pool_init()) != 0) {
+        fprintf(stderr, "inject_cost: cannot reserve the buffer pool (%s)\n", strerror(-rc));
+        rp_close(ring, 1);
         return 1;
     }
     int fd = shm_open(rp_name(ring), O_RDWR, 0);
