@@ -302,9 +302,13 @@ def run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, buffers: int):
 
 def test_many_buffers_completed_between_flushes_wake_the_flusher(inject_lib, fake_cupti,
                                                                  session_id, tmp_path):
-    # the 16th queued buffer wakes the flusher: translated long before the 10 s period is over
+    # the 16th queued buffer wakes the flusher: those 16 are translated long before the 10 s
+    # period is over. The 4 after them may or may not have been queued when it drained (a race
+    # between the two threads); those it missed wait for the next period, as designed.
     live, _ = run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, 20)
-    assert [k["correlation"] for k in live] == list(range(100000, 100020))
+    correlations = [k["correlation"] for k in live]
+    assert 16 <= len(correlations) <= 20
+    assert correlations == list(range(100000, 100000 + len(correlations)))
 
 
 def test_queued_buffers_wait_for_the_flusher_and_keep_their_order_at_exit(inject_lib, fake_cupti,
