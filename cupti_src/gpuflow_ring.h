@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define GPUFLOW_RING_MAGIC      0x31474e5257465047ULL /* "GPFWRNG1" read little-endian */
-#define GPUFLOW_RING_VERSION    1u
+#define GPUFLOW_RING_VERSION    2u
 #define GPUFLOW_HEADER_SIZE     4096u
 #define GPUFLOW_RECORD_SIZE     64u
 #define GPUFLOW_SESSION_MAX     32u   /* bytes incl. NUL */
@@ -120,6 +120,8 @@ typedef struct gpuflow_ring_header {
     volatile uint32_t producer_exited;  /* 664: 1 once the producer's exit flush completed */
     uint32_t _pad3;                     /* 668 */
     volatile uint64_t buffers_completed;/* 672: CUPTI buffers handed to the producer */
+    volatile uint64_t translate_cpu_ns; /* 680: CPU time the producer spent turning CUPTI's
+                                         * buffers into ring records and recycling them (v2) */
 } gpuflow_ring_header;
 
 typedef struct gpuflow_kernel_payload {   /* record bytes 32..63 */

@@ -54,6 +54,7 @@ struct rp_ring {
     uint64_t incomplete;
     uint64_t cupti_dropped;
     uint64_t buffers;
+    uint64_t translate_ns;
     int frozen;
     char name[RP_NAME_BUF];
     rp_name_entry *names;
@@ -641,6 +642,16 @@ void rp_add_buffers_completed(rp_ring *r, uint64_t n)
     if (!r->frozen) {
         r->buffers += n;
         store_u64(&r->hdr->buffers_completed, r->buffers);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+void rp_add_translate_cpu_ns(rp_ring *r, uint64_t ns)
+{
+    pthread_mutex_lock(&r->lock);
+    if (!r->frozen) {
+        r->translate_ns += ns;
+        store_u64(&r->hdr->translate_cpu_ns, r->translate_ns);
     }
     pthread_mutex_unlock(&r->lock);
 }

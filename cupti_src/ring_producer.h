@@ -101,6 +101,7 @@ uint32_t rp_status(rp_ring *r);
 void rp_set_info(rp_ring *r, uint32_t cupti_version, uint32_t flush_ms);
 void rp_add_cupti_dropped(rp_ring *r, uint64_t n);
 void rp_add_buffers_completed(rp_ring *r, uint64_t n);
+void rp_add_translate_cpu_ns(rp_ring *r, uint64_t ns);
 /* Publish producer_exited = 1 (release) and freeze the ring. */
 void rp_mark_exited(rp_ring *r);
 

@@ -37,7 +37,7 @@ CUPTI_SRC = ROOT / "cupti_src"
 
 # gpuflow_ring.h, mirrored for tests (tests/inject checks these against the header).
 MAGIC = 0x31474E5257465047
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 4096
 RECORD_SIZE = 64
 NAME_CHUNK_TEXT = 48
@@ -90,6 +90,7 @@ class RingHeader(ctypes.Structure):
         ("producer_exited", ctypes.c_uint32),
         ("_pad3", ctypes.c_uint32),
         ("buffers_completed", ctypes.c_uint64),
+        ("translate_cpu_ns", ctypes.c_uint64),
     ]
 
 

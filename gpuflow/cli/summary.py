@@ -48,6 +48,10 @@ def format_process(t: TracedProcess, top: int = TOP_KERNELS) -> list[str]:
         lines.append(f"  DROPPED: {t.dropped_ring} records (ring full), {t.dropped_cupti} (inside CUPTI): "
                      "the totals below are lower bounds")
     lines.extend(format_totals(t.kernels, t.transfers, top))
+    if t.translate_cpu_ns and t.records:
+        lines.append(f"  GPUFlow inside the process: {format_duration(t.translate_cpu_ns)} of CPU turning "
+                     f"CUPTI's records into its ring ({t.translate_cpu_ns / t.records:.0f} ns a record, "
+                     "mostly on its flusher thread)")
     return lines
 
 

@@ -73,4 +73,5 @@ def fold(retired: RetiredTraced | None, t: TracedProcess) -> RetiredTraced:
         dropped_cupti=r.dropped_cupti + t.dropped_cupti,
         kernels=merge_kernels(r.kernels, t.kernels),
         transfers=merge_transfers(r.transfers, t.transfers),
+        translate_cpu_ns=r.translate_cpu_ns + t.translate_cpu_ns,
     )

@@ -171,6 +171,9 @@ class TracedProcess:
     kernels: tuple[KernelStat, ...] = ()  #: in kernel_order (total_ns descending first)
     transfers: tuple[TransferStat, ...] = ()
     lanes: tuple[Lane, ...] = ()
+    #: GPUFlow's own cost inside the process, as its injected library measured it: CPU time spent
+    #: turning CUPTI's records into ring records and recycling their buffers
+    translate_cpu_ns: int = 0
     window_start_us: int | None = None  #: earliest span start shown on any lane
     window_end_us: int | None = None  #: latest span end shown on any lane
     behind_live_ms: float | None = None  #: now - window_end, at the time of the snapshot
@@ -201,6 +204,7 @@ class RetiredTraced:
     dropped_cupti: int = 0
     kernels: tuple[KernelStat, ...] = ()  #: in kernel_order (total_ns descending first)
     transfers: tuple[TransferStat, ...] = ()
+    translate_cpu_ns: int = 0  #: summed
 
     @property
     def complete(self) -> bool:

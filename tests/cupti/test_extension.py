@@ -59,8 +59,9 @@ def test_compiled_constants_match_the_layout(both_impls):
         L.MAGIC, L.VERSION, L.HEADER_SIZE, L.RECORD_SIZE, L.NAME_CHUNK_TEXT, L.NAME_MAX,
         L.MIN_CAPACITY, L.MAX_CAPACITY)
     assert (h["OFF_HEAD"], h["OFF_TAIL"], h["OFF_DROPPED_RING"], h["OFF_PRODUCER_EXITED"],
-            h["OFF_BUFFERS_COMPLETED"]) == (L.OFF_HEAD, L.OFF_TAIL, L.OFF_DROPPED_RING,
-                                            L.OFF_PRODUCER_EXITED, L.OFF_BUFFERS_COMPLETED)
+            h["OFF_BUFFERS_COMPLETED"], h["OFF_TRANSLATE_CPU_NS"]) == (
+        L.OFF_HEAD, L.OFF_TAIL, L.OFF_DROPPED_RING, L.OFF_PRODUCER_EXITED, L.OFF_BUFFERS_COMPLETED,
+        L.OFF_TRANSLATE_CPU_NS)
     lim = _decoder_c.LIMITS
     assert (lim["NAME_ID_LIMIT"], lim["MAX_LANES"], lim["MAX_CONTEXTS"], lim["MAX_DEVICES"],
             lim["N_REASONS"], lim["DIR_D2D"], lim["DIR_P2P"], lim["DIR_MEMSET"]) == (
@@ -73,8 +74,9 @@ def test_layout_matches_the_producers_header_struct():
     H = ringproducer.RingHeader
     offsets = {name: getattr(H, name).offset for name, *_ in H._fields_}
     assert (offsets["head"], offsets["tail"], offsets["dropped_ring"], offsets["dropped_cupti"],
-            offsets["incomplete"], offsets["producer_exited"], offsets["buffers_completed"]) == (
+            offsets["incomplete"], offsets["producer_exited"], offsets["buffers_completed"],
+            offsets["translate_cpu_ns"]) == (
         L.OFF_HEAD, L.OFF_TAIL, L.OFF_DROPPED_RING, L.OFF_DROPPED_CUPTI, L.OFF_INCOMPLETE,
-        L.OFF_PRODUCER_EXITED, L.OFF_BUFFERS_COMPLETED)
+        L.OFF_PRODUCER_EXITED, L.OFF_BUFFERS_COMPLETED, L.OFF_TRANSLATE_CPU_NS)
     assert L.HEADER_STRUCT.size == offsets["_pad0"] and ctypes.sizeof(H) <= L.HEADER_SIZE
     assert (ringproducer.MAGIC, ringproducer.VERSION, ringproducer.RECORD_SIZE) == (L.MAGIC, L.VERSION, L.RECORD_SIZE)

@@ -38,7 +38,7 @@ def chunk(name_id, offset, total, text=b"", flags=1):
 # -- header problems ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("magic", 0x1234, "bad magic"),
-    ("version", 2, "unsupported ring version 2"),
+    ("version", 1, "unsupported ring version 1"),
     ("header_size", 2048, "header_size is 2048"),
     ("record_size", 128, "record_size is 128"),
     ("capacity", 1000, "capacity 1000 is not a power of two"),

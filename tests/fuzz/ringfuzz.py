@@ -49,9 +49,10 @@ HEADER = struct.Struct("<QIIIIiI32sqqIIq256s")
 #: byte offsets of the header fields a case may damage
 OFF = {"magic": 0, "version": 8, "header_size": 12, "record_size": 16, "capacity": 20,
        "producer_pid": 24, "status": 28, "head": 512, "tail": 576, "dropped_ring": 640,
-       "dropped_cupti": 648, "incomplete": 656, "producer_exited": 664, "buffers_completed": 672}
+       "dropped_cupti": 648, "incomplete": 656, "producer_exited": 664, "buffers_completed": 672,
+       "translate_cpu_ns": 680}
 WIDTH = {"magic": 8, "head": 8, "tail": 8, "dropped_ring": 8, "dropped_cupti": 8, "incomplete": 8,
-         "buffers_completed": 8}
+         "buffers_completed": 8, "translate_cpu_ns": 8}
 COMMON = struct.Struct("<HHIQQII")           # type, flags, device, start, end, context, stream
 KERNEL_PAYLOAD = struct.Struct("<IIIHHHHHHII")  # corr, name_id, grid x/y/z, block x/y/z, regs, smem, graph
 COPY_PAYLOAD = struct.Struct("<IBBBxQIIII")     # corr, copy/src/dst kind, bytes, src/dst dev, value, graph
@@ -555,7 +556,7 @@ def _drains(rng: random.Random, total: int) -> list[tuple[Any, ...]]:
 
 HEADER_DAMAGE = (
     ("magic", (0, 1, MAGIC ^ 1, MAGIC ^ (1 << 63), U64_MAX)),
-    ("version", (0, 2, 3, 1 << 31, (1 << 32) - 1)),
+    ("version", (0, 1, 3, 1 << 31, (1 << 32) - 1)),
     ("header_size", (0, 64, 2048, 4095, 4097, 8192, (1 << 32) - 1)),
     ("record_size", (0, 32, 63, 65, 128, (1 << 32) - 1)),
     ("capacity", (0, 1, 2, 512, 1000, 1023, 1025, 2048, 1536, 1 << 26, 1 << 27, (1 << 31), (1 << 32) - 1)),

@@ -35,7 +35,7 @@ def expected_verdict(case: F.Case) -> str:
     tail = int.from_bytes(buf[576:584], "little")
     if magic == 0:
         return "RingNotReady"
-    if (magic != F.MAGIC or version != 1 or header_size != 4096 or record_size != 64
+    if (magic != F.MAGIC or version != F.VERSION or header_size != 4096 or record_size != 64
             or cap not in [1 << k for k in range(10, 27)] or len(buf) < 4096 + 64 * cap
             or not tail <= head <= tail + cap):
         return "RingFormatError"
@@ -44,7 +44,7 @@ def expected_verdict(case: F.Case) -> str:
 
 damage = st.fixed_dictionaries({}, optional={
     "magic": st.sampled_from([0, 1, F.MAGIC ^ 1, F.MAGIC ^ (1 << 63), F.MAGIC]) | U64,
-    "version": st.sampled_from([0, 1, 2, (1 << 32) - 1]) | U32,
+    "version": st.sampled_from([0, 1, 2, 3, (1 << 32) - 1]) | U32,
     "header_size": st.sampled_from([0, 4095, 4096, 4097, 8192]) | U32,
     "record_size": st.sampled_from([0, 32, 63, 64, 65, 128]) | U32,
     "capacity": st.sampled_from([0, 1, 512, 1000, 1023, 1024, 1025, 2048, 1 << 26, 1 << 27]) | U32,
@@ -85,7 +85,7 @@ def test_both_twins_refuse_a_header_with_the_same_error_and_message(twins, case)
     F.compare(twins, case)
 
 
-fields_under_the_decoder = st.sampled_from([("magic", F.MAGIC ^ 4), ("version", 2), ("header_size", 8192),
+fields_under_the_decoder = st.sampled_from([("magic", F.MAGIC ^ 4), ("version", F.VERSION + 1), ("header_size", 8192),
                                             ("record_size", 32), ("capacity", 2048), ("capacity", 512)])
 
 
@@ -95,7 +95,7 @@ def test_a_header_rewritten_under_an_open_decoder_stops_draining_and_keeps_the_f
                                                                                         restore):
     name, value = change
     width = F.WIDTH.get(name, 4)
-    original = {"magic": F.MAGIC, "version": 1, "header_size": 4096, "record_size": 64, "capacity": 1024}[name]
+    original = {"magic": F.MAGIC, "version": F.VERSION, "header_size": 4096, "record_size": 64, "capacity": 1024}[name]
     records = F.name_chunks(1, b"_Z1kv") + [F.kernel(1, start=i, end=i + 5) for i in range(before)]
     steps = [("drain", None), ("poke", F.OFF[name], value.to_bytes(width, "little")),
              ("publish", [F.kernel(1)]), ("drain", None)]

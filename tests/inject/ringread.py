@@ -40,7 +40,7 @@ def read_header(buf: bytes) -> dict:
     tail, = struct.unpack_from("<Q", buf, 576)
     dropped_ring, dropped_cupti, incomplete = struct.unpack_from("<QQQ", buf, 640)
     exited, = struct.unpack_from("<I", buf, 664)
-    buffers, = struct.unpack_from("<Q", buf, 672)
+    buffers, translate_ns = struct.unpack_from("<QQ", buf, 672)
     return dict(magic=magic, version=version, header_size=header_size, record_size=record_size,
                 capacity=capacity, producer_pid=pid, status=status,
                 session=session.split(b"\0", 1)[0].decode(), clock_cupti_ns=clock_cupti,
@@ -48,7 +48,8 @@ def read_header(buf: bytes) -> dict:
                 started_wall_ns=started,
                 status_detail=detail.split(b"\0", 1)[0].decode("utf-8", "replace"),
                 head=head, tail=tail, dropped_ring=dropped_ring, dropped_cupti=dropped_cupti,
-                incomplete=incomplete, producer_exited=exited, buffers_completed=buffers)
+                incomplete=incomplete, producer_exited=exited, buffers_completed=buffers,
+                translate_cpu_ns=translate_ns)
 
 
 def parse_record(raw: bytes) -> dict:

@@ -167,6 +167,9 @@ def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, session
     assert "flush 10 ms" in h["status_detail"] and h["cupti_version"] == 130001
     assert h["producer_exited"] == 1 and h["dropped_cupti"] == 5 and h["dropped_ring"] == 0
     assert h["incomplete"] == 1 and h["buffers_completed"] == 2
+    # its own cost is reported: CPU time spent translating and recycling the two buffers
+    # (each re-zeroes its records plus a margin: microseconds, never zero, never seconds)
+    assert 0 < h["translate_cpu_ns"] < 1_000_000_000
 
     kernels = rd.of_type(rpm.REC_KERNEL)
     by_name: dict[str, int] = {}

@@ -49,7 +49,7 @@ def test_header_layout_matches_the_c_header(tmp_path):
           F(magic) F(version) F(header_size) F(record_size) F(capacity) F(producer_pid)
           F(status) F(session) F(clock_cupti_ns) F(clock_wall_ns) F(cupti_version) F(flush_ms)
           F(started_wall_ns) F(status_detail) F(head) F(tail) F(dropped_ring) F(dropped_cupti)
-          F(incomplete) F(producer_exited) F(buffers_completed)
+          F(incomplete) F(producer_exited) F(buffers_completed) F(translate_cpu_ns)
           printf("MAGIC %llu\\nVERSION %u\\nHEADER %u\\nRECORD %u\\nCHUNK %u\\nNAMEMAX %u\\n",
                  (unsigned long long)GPUFLOW_RING_MAGIC, GPUFLOW_RING_VERSION,
                  GPUFLOW_HEADER_SIZE, GPUFLOW_RECORD_SIZE, GPUFLOW_NAME_CHUNK_TEXT,

@@ -66,6 +66,9 @@ def test_one_traced_process_comes_out_exact(packaged_injection, fake_cupti, tmp_
         "h2d": 4096, "d2h": 8192, "d2d": 100, "p2p": 1 << 20, "memset": 256}
     assert (t["dropped_ring"], t["dropped_cupti"], t["complete"]) == (0, 0, True)
     assert "13 kernel launches" in done.stderr and not left
+    # GPUFlow's own cost in the process travels from the ring header to the summary
+    assert 0 < t["translate_cpu_ns"] < 1_000_000_000
+    assert "GPUFlow inside the process: " in done.stderr and " ns a record" in done.stderr
 
 
 def test_forty_processes_fold_beyond_the_kept_ones_and_stay_exact(packaged_injection, fake_cupti, tmp_path):
@@ -76,6 +79,7 @@ def test_forty_processes_fold_beyond_the_kept_ones_and_stay_exact(packaged_injec
     assert done.returncode == 0, done.stderr
     (retired,) = doc["traced_retired"]
     assert len(doc["traced"]) == 32 and retired["processes"] == 8 and retired["complete"]
+    assert retired["translate_cpu_ns"] > 0   # the folded processes' own costs, summed
     assert launches(doc) == {name: 40 * n for name, n in PER_PROCESS.items()}
     assert "8 earlier exited processes, folded together" in done.stderr and not left
 

@@ -63,6 +63,7 @@ cdef extern from *:
     #define gpuflow_off_dropped_ring offsetof(gpuflow_ring_header, dropped_ring)
     #define gpuflow_off_producer_exited offsetof(gpuflow_ring_header, producer_exited)
     #define gpuflow_off_buffers_completed offsetof(gpuflow_ring_header, buffers_completed)
+    #define gpuflow_off_translate_cpu_ns offsetof(gpuflow_ring_header, translate_cpu_ns)
     #define gpuflow_sizeof_record sizeof(gpuflow_record)
     """
     const signed char *gpuflow_copy_dir
@@ -71,6 +72,7 @@ cdef extern from *:
     const size_t gpuflow_off_dropped_ring
     const size_t gpuflow_off_producer_exited
     const size_t gpuflow_off_buffers_completed
+    const size_t gpuflow_off_translate_cpu_ns
     const size_t gpuflow_sizeof_record
 
 LIMITS = {"NAME_ID_LIMIT": NAME_ID_LIMIT, "MAX_LANES": MAX_LANES, "MAX_CONTEXTS": MAX_CONTEXTS,
@@ -83,7 +85,8 @@ HEADER_CONSTANTS = {"MAGIC": GPUFLOW_RING_MAGIC, "VERSION": GPUFLOW_RING_VERSION
                     "OFF_HEAD": gpuflow_off_head, "OFF_TAIL": gpuflow_off_tail,
                     "OFF_DROPPED_RING": gpuflow_off_dropped_ring,
                     "OFF_PRODUCER_EXITED": gpuflow_off_producer_exited,
-                    "OFF_BUFFERS_COMPLETED": gpuflow_off_buffers_completed}
+                    "OFF_BUFFERS_COMPLETED": gpuflow_off_buffers_completed,
+                    "OFF_TRANSLATE_CPU_NS": gpuflow_off_translate_cpu_ns}
 
 cdef object _DIRECTIONS = L.DIRECTIONS
 cdef str _KERNEL = "kernel"

@@ -18,7 +18,7 @@ from gpuflow.core.snapshot import TRANSFER_DIRECTIONS
 
 # -- gpuflow_ring.h ------------------------------------------------------------------------
 MAGIC = 0x31474E5257465047  # "GPFWRNG1" read little-endian
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 4096
 RECORD_SIZE = 64
 SESSION_MAX = 32
@@ -52,6 +52,7 @@ OFF_DROPPED_CUPTI = 648
 OFF_INCOMPLETE = 656
 OFF_PRODUCER_EXITED = 664
 OFF_BUFFERS_COMPLETED = 672
+OFF_TRANSLATE_CPU_NS = 680   # version 2
 
 #: magic, version, header_size, record_size, capacity, producer_pid, status, session,
 #: clock_cupti_ns, clock_wall_ns, cupti_version, flush_ms, started_wall_ns, status_detail
@@ -256,4 +257,5 @@ def _read_header(mv: memoryview) -> dict[str, Any]:
         "incomplete": U64.unpack_from(mv, OFF_INCOMPLETE)[0],
         "producer_exited": U32.unpack_from(mv, OFF_PRODUCER_EXITED)[0],
         "buffers_completed": U64.unpack_from(mv, OFF_BUFFERS_COMPLETED)[0],
+        "translate_cpu_ns": U64.unpack_from(mv, OFF_TRANSLATE_CPU_NS)[0],
     }

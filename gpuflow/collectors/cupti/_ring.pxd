@@ -74,6 +74,7 @@ cdef extern from "gpuflow_ring.h":
         uint64_t incomplete
         uint32_t producer_exited
         uint64_t buffers_completed
+        uint64_t translate_cpu_ns
 
     ctypedef struct gpuflow_kernel_payload:
         uint32_t correlation

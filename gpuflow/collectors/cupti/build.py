@@ -163,6 +163,7 @@ class TracedBuilder:
             kernels=kernels,
             transfers=transfers,
             lanes=tuple(lanes),
+            translate_cpu_ns=header["translate_cpu_ns"],
             window_start_us=window_start,
             window_end_us=window_end,
             behind_live_ms=behind,
