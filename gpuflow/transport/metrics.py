@@ -177,6 +177,9 @@ class SnapshotCollector:
                                      labels=TRACED_LABELS + ["direction"])
         xcount = CounterMetricFamily("gpuflow_traced_transfers", "Copies and memsets",
                                      labels=TRACED_LABELS + ["direction"])
+        own_cpu = CounterMetricFamily("gpuflow_traced_translate_cpu_seconds",
+                                      "GPUFlow's own CPU time inside the traced process (turning "
+                                      "CUPTI's records into its ring)", labels=TRACED_LABELS)
         folded = CounterMetricFamily("gpuflow_traced_folded_processes",
                                      "Exited traced processes folded into the session's roll-up",
                                      labels=["session"])
@@ -193,10 +196,11 @@ class SnapshotCollector:
             dropped.add_metric(labels + ["cupti"], t.dropped_cupti)
             launches.add_metric(labels, sum(k.count for k in t.kernels))
             ktime.add_metric(labels, sum(k.total_ns for k in t.kernels) / 1e9)
+            own_cpu.add_metric(labels, t.translate_cpu_ns / 1e9)
             for x in t.transfers:
                 xbytes.add_metric(labels + [x.direction], x.bytes)
                 xcount.add_metric(labels + [x.direction], x.count)
-        yield from (records, dropped, launches, ktime, xbytes, xcount, folded)
+        yield from (records, dropped, launches, ktime, xbytes, xcount, own_cpu, folded)
 
 
 def make_registry(collector: SnapshotCollector) -> CollectorRegistry:

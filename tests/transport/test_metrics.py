@@ -82,7 +82,7 @@ def test_traced_counters_with_the_setting():
         pid=77, session="s", name="bench", records=500, dropped_ring=3,
         kernels=(KernelStat("k1", "_Z2k1", 10, 2_000_000_000, 1, 5),
                  KernelStat("k2", "_Z2k2", 5, 500_000_000, 1, 5)),
-        transfers=(TransferStat("h2d", 4, 4096, 100),),
+        transfers=(TransferStat("h2d", 4, 4096, 100),), translate_cpu_ns=12_500_000,
     )
     m = scrape(hub_with(make_snapshot(traced=(traced,))), metrics_per_process=True)
     assert one(m, "gpuflow_traced_records_total", pid="77").value == 500
@@ -92,6 +92,7 @@ def test_traced_counters_with_the_setting():
     assert one(m, "gpuflow_traced_kernel_seconds_total", pid="77").value == pytest.approx(2.5)
     assert one(m, "gpuflow_traced_transfer_bytes_total", direction="h2d").value == 4096
     assert one(m, "gpuflow_traced_transfers_total", direction="h2d").value == 4
+    assert one(m, "gpuflow_traced_translate_cpu_seconds_total", pid="77").value == pytest.approx(0.0125)
 
 
 def test_no_snapshot_yet_only_transport_series():
