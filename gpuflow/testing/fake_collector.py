@@ -208,6 +208,7 @@ class FakeScenario:
             transfers=tuple(TransferStat(d, *t.transfers[d])
                             for d in TRANSFER_DIRECTIONS if d in t.transfers),
             lanes=lanes,
+            translate_cpu_ns=t.next_seq * 30,   # about what the injected library spends a record
             window_start_us=min(starts) if starts else None,
             window_end_us=window_end,
             behind_live_ms=None if window_end is None else round(now * 1e3 - window_end / 1e3, 3),

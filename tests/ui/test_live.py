@@ -192,6 +192,20 @@ def test_hovering_a_span_tells_what_ran(page, agent):
     shot(page, "live-hover-span")
 
 
+def test_hovering_a_traced_process_tells_its_own_cost(page, agent):
+    # the node's details carry GPUFlow's own CPU time in the process, from the snapshot
+    open_live(page, agent)
+    pid = hook(page, "lanesKept")[0]["pid"]
+    r = page.evaluate(f"window.__gpuflow.nodeRect('p:{pid}')")
+    page.mouse.move(r["x"] + 12, r["y"] + 6)          # the title, above the lane strip
+    until(page, "window.__gpuflow.hover && window.__gpuflow.hover.tip !== null")
+    tip = hook(page, "hover")["tip"]
+    assert "GPUFlow CPU" in tip and " in the process · " in tip and " ns a record" in tip
+    # 30 ns a record, as the fake collector reports it
+    assert "30 ns a record" in tip
+    shot(page, "live-hover-process")
+
+
 def test_isolate_fit_escape_pan(page, agent):
     open_live(page, agent)
     snap = agent.snapshot()
