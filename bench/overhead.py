@@ -47,7 +47,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead_stats import MODES, above_floor_pct, interval, resolved, rounds_to_resolve  # noqa: E402
+from overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved  # noqa: E402
 
 BUDGET_PCT = 1.0
 #: sets the program's CPUs, then becomes the program (exec: same pid, nothing left in between)
@@ -192,9 +192,9 @@ def main() -> int:
         print(f"{name:<10} {metric:<14} {med['bare']:>12.4f} {med['floor']:>12.4f} {med['gpuflow']:>12.4f} "
               f"{floor_pct:>8.1f} {total_pct:>9.1f} {above:>13.2f} {ci[0]:>8.2f}..{ci[1]:<7.2f} {verdict}")
         print(f"{'':<10} {'min..max':<14} " + " ".join(f"{lo:>5.4g}..{hi:<5.4g}" for lo, hi in spread.values()))
-        need = rounds_to_resolve(r, above, ci, BUDGET_PCT) if verdict == "unresolved" else None
+        need = forecast(r, above, ci, BUDGET_PCT)
         if need:   # more than one call holds: pool calls with bench/overhead_pool.py
-            print(f"{'':<10} about {need} rounds in all would resolve it at this spread, if the estimate held")
+            print(f"{'':<10} {need}")
         summary[name]["other_metrics"] = other_metrics(metric, printed[name])
         for other, o in summary[name]["other_metrics"].items():
             print(f"{'':<10} also {other}: above floor {o['above_floor_pct']:.2f} % "
@@ -204,10 +204,8 @@ def main() -> int:
     if args.json_out:
         with open(args.json_out, "w") as fh:
             json.dump(summary, fh, indent=1)
-    found = {v["verdict"] for v in summary.values()}
-    overall = "missed" if "missed" in found else "unresolved" if "unresolved" in found else "met"
     print(f"overhead_above_floor_pct={worst_pct:.2f} floor_pct={worst_floor:.1f} workloads={len(workloads)} "
-          f"ci90={worst_ci[0]:.2f}..{worst_ci[1]:.2f} verdict={overall}")
+          f"ci90={worst_ci[0]:.2f}..{worst_ci[1]:.2f} verdict={overall(v['verdict'] for v in summary.values())}")
     return 0
 
 

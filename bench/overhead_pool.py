@@ -27,7 +27,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead_stats import MODES, above_floor_pct, interval, resolved, rounds_to_resolve  # noqa: E402
+from overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved  # noqa: E402
 
 BUDGET_PCT = 1.0
 
@@ -127,14 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<10} {next(iter(metrics[name])):<14} {used:>4} {n:>6} {floor_pct:>8.1f} {above:>13.2f} "
               f"{ci[0]:>8.2f}..{ci[1]:<7.2f} {verdict}")
         if verdict == "unresolved":
-            need = rounds_to_resolve(n, above, ci, BUDGET_PCT)
-            print(f"{'':<10} " + (f"about {need} rounds in all would resolve it at this spread, if the estimate held"
-                                  if need else "no forecast: too few rounds, or the estimate sits on the budget"))
+            print(f"{'':<10} " + (forecast(n, above, ci, BUDGET_PCT)
+                                  or "no forecast: too few rounds, or the estimate sits on the budget"))
         if above > worst[0]:
             worst = (above, ci)
-    overall = "missed" if "missed" in verdicts else "unresolved" if "unresolved" in verdicts else "met"
     print(f"pooled_overhead_above_floor_pct={worst[0]:.2f} runs={len(args.runs)} workloads={len(names)} "
-          f"ci90={worst[1][0]:.2f}..{worst[1][1]:.2f} verdict={overall}")
+          f"ci90={worst[1][0]:.2f}..{worst[1][1]:.2f} verdict={overall(verdicts)}")
     return 0
 
 

@@ -61,6 +61,13 @@ def resolved(ci: tuple[float, float], budget_pct: float) -> str:
     return "unresolved"
 
 
+def overall(verdicts) -> str:
+    """The verdict over several workloads: ``missed`` if any missed, else ``unresolved`` if any
+    is, else ``met``."""
+    found = set(verdicts)
+    return "missed" if "missed" in found else "unresolved" if "unresolved" in found else "met"
+
+
 def rounds_to_resolve(rounds: int, estimate: float, ci: tuple[float, float],
                       budget_pct: float) -> int | None:
     """About how many rounds an unresolved figure needs: the interval narrows as 1/sqrt(rounds),
@@ -75,3 +82,12 @@ def rounds_to_resolve(rounds: int, estimate: float, ci: tuple[float, float],
     if not (math.isfinite(lo) and math.isfinite(hi)) or gap == 0:
         return None
     return math.ceil(rounds * ((hi - lo) / 2 / gap) ** 2)
+
+
+def forecast(rounds: int, estimate: float, ci: tuple[float, float], budget_pct: float) -> str | None:
+    """The line the benches print under an unresolved figure (:func:`rounds_to_resolve`), or
+    None when it is resolved or there is no forecast to give."""
+    if resolved(ci, budget_pct) != "unresolved":
+        return None
+    need = rounds_to_resolve(rounds, estimate, ci, budget_pct)
+    return f"about {need} rounds in all would resolve it at this spread, if the estimate held" if need else None
