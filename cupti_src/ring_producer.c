@@ -624,36 +624,31 @@ void rp_set_info(rp_ring *r, uint32_t cupti_version, uint32_t flush_ms)
     pthread_mutex_unlock(&r->lock);
 }
 
-void rp_add_cupti_dropped(rp_ring *r, uint64_t n)
+/* Add n to one of the header's counters (and its private copy), unless the ring is frozen. */
+static void add_counter(rp_ring *r, uint64_t *mine, volatile uint64_t *published, uint64_t n)
 {
-    if (!n)
-        return;
     pthread_mutex_lock(&r->lock);
     if (!r->frozen) {
-        r->cupti_dropped += n;
-        store_u64(&r->hdr->dropped_cupti, r->cupti_dropped);
+        *mine += n;
+        store_u64(published, *mine);
     }
     pthread_mutex_unlock(&r->lock);
+}
+
+void rp_add_cupti_dropped(rp_ring *r, uint64_t n)
+{
+    if (n)
+        add_counter(r, &r->cupti_dropped, &r->hdr->dropped_cupti, n);
 }
 
 void rp_add_buffers_completed(rp_ring *r, uint64_t n)
 {
-    pthread_mutex_lock(&r->lock);
-    if (!r->frozen) {
-        r->buffers += n;
-        store_u64(&r->hdr->buffers_completed, r->buffers);
-    }
-    pthread_mutex_unlock(&r->lock);
+    add_counter(r, &r->buffers, &r->hdr->buffers_completed, n);
 }
 
 void rp_add_translate_cpu_ns(rp_ring *r, uint64_t ns)
 {
-    pthread_mutex_lock(&r->lock);
-    if (!r->frozen) {
-        r->translate_ns += ns;
-        store_u64(&r->hdr->translate_cpu_ns, r->translate_ns);
-    }
-    pthread_mutex_unlock(&r->lock);
+    add_counter(r, &r->translate_ns, &r->hdr->translate_cpu_ns, ns);
 }
 
 void rp_mark_exited(rp_ring *r)
