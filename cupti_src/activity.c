@@ -15,6 +15,14 @@
  * woken to translate them at once. Without a flusher the callback translates at once, as it
  * must. Whichever thread translates adds its CPU time for it to the ring header
  * (translate_cpu_ns): GPUFlow's own cost in the process, reported to the user.
+ *
+ * GPUFLOW_AB_PERIOD_MS=P (benchmarking only; bench/overhead_ab.py): time is cut into periods of
+ * P ms of CLOCK_MONOTONIC, and in the odd ones (floor(now / P) odd when a batch of buffers is
+ * translated) kernel, copy and memset records are only counted and stepped over, as the
+ * minimal CUPTI collector (bench/floor) does; names, contexts and devices are still translated.
+ * A program that times its own progress on the same clock is then measured with GPUFlow's
+ * per-record work on and off in alternation, in one process: the between-process spread that
+ * swamps a side-by-side comparison cancels. One clock read per batch; unset, one branch.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -135,14 +143,31 @@ static void translate(rp_ring *r, const CUpti_Activity *rec)
     }
 }
 
-/* Every record of one completed buffer into the ring. */
-static void translate_buffer(uint8_t *buffer, size_t valid)
+/* In an off period of GPUFLOW_AB_PERIOD_MS (odd periods of CLOCK_MONOTONIC): 1, else 0. */
+static int ab_off_now(void)
+{
+    uint32_t p = g_gf.ab_period_ms;
+    return p ? (int)((gf_now_mono_ns() / ((uint64_t)p * 1000000ull)) & 1u) : 0;
+}
+
+/* The records an A/B off period steps over: the per-launch ones. */
+static int ab_skipped_kind(const CUpti_Activity *rec)
+{
+    uint32_t k = cr_u32(rec, CR_KIND);
+    return k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_MEMCPY ||
+           k == CUPTI_ACTIVITY_KIND_MEMCPY2 || k == CUPTI_ACTIVITY_KIND_MEMSET;
+}
+
+/* Every record of one completed buffer into the ring (in an A/B off period: all but the
+ * per-launch ones, which are only counted). */
+static void translate_buffer(uint8_t *buffer, size_t valid, int ab_off)
 {
     uint64_t n = 0;
     CUpti_Activity *rec = NULL;
     while (valid > 0 && g_gf.cupti.ActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS &&
            rec) {
-        translate(g_gf.ring, rec);
+        if (!ab_off || !ab_skipped_kind(rec))
+            translate(g_gf.ring, rec);
         n++;
     }
     if (n) {
@@ -224,10 +249,13 @@ void gf_drain_completed(void)
     uint8_t *buffer;
     size_t valid;
     uint64_t t0 = 0;
+    int ab_off = 0;
     while (pending_pop(&buffer, &valid)) {
-        if (!t0)
+        if (!t0) {
             t0 = thread_cpu_ns();
-        translate_buffer(buffer, valid);
+            ab_off = ab_off_now();
+        }
+        translate_buffer(buffer, valid, ab_off);
         recycle(buffer, valid);
     }
     if (t0)
@@ -259,7 +287,7 @@ void CUPTIAPI gf_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffe
             }
         }
         uint64_t t0 = thread_cpu_ns();
-        translate_buffer(buffer, valid);
+        translate_buffer(buffer, valid, ab_off_now());
         recycle(buffer, valid);
         add_cpu_since(t0);
         return;

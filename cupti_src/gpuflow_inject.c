@@ -58,19 +58,21 @@ static uint32_t parse_capacity(const char *s)
     return c;
 }
 
-static uint32_t parse_flush_ms(const char *s)
+/* A period in milliseconds from the environment: unset, empty, not all digits or 0 gives
+ * `dflt`; anything else is clamped to [lo, hi]. */
+static uint32_t parse_ms(const char *s, uint32_t dflt, uint32_t lo, uint32_t hi)
 {
     if (!s || !*s || !all_digits(s))
-        return GF_DEFAULT_FLUSH_MS;
+        return dflt;
     char *end = NULL;
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || end == s || *end || v == 0)
-        return GF_DEFAULT_FLUSH_MS;
-    if (v < GF_MIN_FLUSH_MS)
-        return GF_MIN_FLUSH_MS;
-    if (v > GF_MAX_FLUSH_MS)
-        return GF_MAX_FLUSH_MS;
+        return dflt;
+    if (v < lo)
+        return lo;
+    if (v > hi)
+        return hi;
     return (uint32_t)v;
 }
 
@@ -280,9 +282,14 @@ static uint32_t start_collection(char *detail, size_t len)
         nvtx_note = setenv("NVTX_INJECTION64_PATH", c->path, 1) == 0
                         ? "; NVTX_INJECTION64_PATH named another CUPTI, now this one"
                         : "; NVTX_INJECTION64_PATH names another CUPTI";
+    char ab_note[96] = "";
+    if (g_gf.ab_period_ms)
+        snprintf(ab_note, sizeof ab_note,
+                 "; A/B benchmark: kernels and copies of every other %u ms not recorded",
+                 g_gf.ab_period_ms);
     char full[2 * GPUFLOW_DETAIL_MAX];
-    snprintf(full, sizeof full, "%s; %s clock; flush %u ms%s%s%s%s", loaded,
-             g_gf.own_clock ? "monotonic" : "CUPTI default", g_gf.flush_ms,
+    snprintf(full, sizeof full, "%s; %s clock; flush %u ms%s%s%s%s%s", loaded,
+             g_gf.own_clock ? "monotonic" : "CUPTI default", g_gf.flush_ms, ab_note,
              flusher ? "; no flusher thread" : "", ml ? "; not enabled:" : "", missing,
              nvtx_note);
     copy_truncated(detail, len, full);
@@ -301,7 +308,10 @@ GF_EXPORT int InitializeInjection(void)
         fprintf(stderr, "gpuflow: GPUFLOW_SESSION is not a valid session id; not tracing\n");
         return 1;
     }
-    g_gf.flush_ms = parse_flush_ms(getenv("GPUFLOW_FLUSH_MS"));
+    g_gf.flush_ms = parse_ms(getenv("GPUFLOW_FLUSH_MS"), GF_DEFAULT_FLUSH_MS, GF_MIN_FLUSH_MS,
+                             GF_MAX_FLUSH_MS);
+    g_gf.ab_period_ms = parse_ms(getenv("GPUFLOW_AB_PERIOD_MS"), 0, GF_MIN_AB_PERIOD_MS,
+                                 GF_MAX_AB_PERIOD_MS);
     uint32_t capacity = parse_capacity(getenv("GPUFLOW_RING_CAPACITY"));
     int rc = rp_open(&g_gf.ring, session, (int)g_gf.pid, capacity, RP_OPEN_REPLACE_STALE);
     if (rc != 0) {

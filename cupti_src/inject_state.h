@@ -21,6 +21,8 @@
 #define GF_MIN_FLUSH_MS     5u
 #define GF_MAX_FLUSH_MS     10000u
 #define GF_CLOCK_SYNC_MS    1000u /* a CLOCK_SYNC record at least this often */
+#define GF_MIN_AB_PERIOD_MS 10u
+#define GF_MAX_AB_PERIOD_MS 60000u
 
 typedef struct gf_state {
     pid_t pid;                    /* owner: every hook checks it (fork without exec) */
@@ -28,6 +30,7 @@ typedef struct gf_state {
     gf_cupti cupti;
     CUpti_SubscriberHandle sub;
     uint32_t flush_ms;
+    uint32_t ab_period_ms;        /* GPUFLOW_AB_PERIOD_MS, benchmarking only (activity.c); 0: off */
     int own_clock;                /* our CLOCK_MONOTONIC timestamp callback is registered */
     volatile int collecting;      /* activity enabled and ours */
     volatile int child;           /* set in the pthread_atfork child handler */

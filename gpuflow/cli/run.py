@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import sys
 import time
@@ -53,6 +54,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         describe_start(settled_snapshot(serving.agent.hub, timeout=1.0), serving.url, err)
         err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
+        ab_period = os.environ.get("GPUFLOW_AB_PERIOD_MS", "").strip()
+        if ab_period.isdigit() and int(ab_period) > 0:   # what the injected library honours
+            err.write(f"gpuflow: GPUFLOW_AB_PERIOD_MS={ab_period} (benchmarking): kernels and copies "
+                      "finished in every other period are stepped over, not recorded: the "
+                      "counts and lanes below are partial\n")
         err.flush()
         env = child_environment(paths, session, args.ring_capacity, args.flush_ms)
         try:

@@ -22,6 +22,8 @@
  *                                 completes n buffers of one kernel each ("_Z6workerv",
  *                                 correlation 100000 + i), as CUPTI's own thread does when
  *                                 buffers fill between flushes
+ *   FAKE_CUPTI_WORKER_GAP_MS=g    the worker waits g ms between its buffers and logs
+ *                                 "worker <i> <CLOCK_MONOTONIC ns>" as it completes each
  * The scripted batch is delivered on the first cuptiActivityFlushAll(0); a forced flush
  * (flag 1) delivers one more kernel, "_Z4latev".
  */
@@ -248,8 +250,18 @@ static void *worker_main(void *arg)
     long n = (long)(intptr_t)arg;
     struct timespec pause = {0, 200 * 1000 * 1000};
     nanosleep(&pause, NULL);
+    long gap_ms = envl("FAKE_CUPTI_WORKER_GAP_MS", 0);
+    struct timespec gap = {gap_ms / 1000, (gap_ms % 1000) * 1000000L};
     for (long i = 0; i < n; i++) {
         g_worker_i = (uint32_t)i;
+        if (gap_ms > 0) {
+            if (i)
+                nanosleep(&gap, NULL);
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            logf_("worker %ld %llu", i,
+                  (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec);
+        }
         deliver(one_worker_kernel);
     }
     logf_("worker done %ld", n);

@@ -324,3 +324,57 @@ def test_queued_buffers_wait_for_the_flusher_and_keep_their_order_at_exit(inject
     assert [k["correlation"] for k in kernels[:10]] == list(range(100000, 100010))
     assert set(names[:10]) == {"_Z6workerv"} and names[-1] == "_Z4latev"
     assert len(names) == 10 + 12 + 1
+
+
+# -------------------------------------------------------- GPUFLOW_AB_PERIOD_MS (benchmarking) -----
+
+def test_ab_periods_step_over_kernels_in_odd_periods_only(inject_lib, fake_cupti, session_id,
+                                                          tmp_path):
+    # 120 one-kernel buffers, one every 10 ms, in 100 ms A/B periods: a buffer reaches the ring
+    # exactly when the flusher translated it in an even period. It translates a buffer within a
+    # flush period (5 ms) of its completion, so a buffer completed well inside a period (20 ms
+    # from its edges) lands by that period's parity; those near an edge may go either way.
+    period_ms = 100
+    log = tmp_path / "cupti.log"
+    env = fake_env(session_id, fake_cupti, log, FAKE_CUPTI_WORKER=120, FAKE_CUPTI_WORKER_GAP_MS=10,
+                   GPUFLOW_FLUSH_MS=5, GPUFLOW_AB_PERIOD_MS=period_ms)
+    proc, info = run_injected(inject_lib, env, body="time.sleep(1.8)")
+    assert proc.returncode == 0, proc.stderr
+    completed = {}
+    for line in log.read_text().splitlines():
+        if line.startswith("worker ") and "done" not in line:
+            _, i, ns = line.split()
+            completed[100000 + int(i)] = int(ns)
+    assert len(completed) == 120
+    rd = ring_of(session_id, info["pid"])
+    recorded = {k["correlation"] for k in rd.of_type(rpm.REC_KERNEL) if k["name"] == "_Z6workerv"}
+    period_ns = period_ms * 1_000_000
+    clear = {c: (ns // period_ns) % 2 == 0 for c, ns in completed.items()
+             if 20_000_000 <= ns % period_ns <= period_ns - 20_000_000}
+    assert len(clear) >= 40
+    wrong = {c for c, even in clear.items() if even != (c in recorded)}
+    assert not wrong, f"{len(wrong)} of {len(clear)} buffers in the wrong period"
+    assert 0.3 * 120 <= len(recorded) <= 0.7 * 120
+    # names, contexts and devices are never stepped over; the status says what was left out
+    assert [s["name"] for s in rd.of_type(rpm.REC_STREAM_NAME)] == ["compute"]
+    assert rd.of_type(rpm.REC_DEVICE) and rd.of_type(rpm.REC_CONTEXT)
+    detail = rd.header["status_detail"]
+    assert "A/B benchmark: kernels and copies of every other 100 ms not recorded" in detail
+
+
+@pytest.mark.parametrize("value", ["", "0", "abc", "-5", "10ms"])
+def test_ab_period_is_off_unless_a_positive_number(inject_lib, fake_cupti, session_id, tmp_path,
+                                                   value):
+    env = fake_env(session_id, fake_cupti, FAKE_CUPTI_WORKER=30, FAKE_CUPTI_WORKER_GAP_MS=10,
+                   GPUFLOW_FLUSH_MS=5, GPUFLOW_AB_PERIOD_MS=value)
+    proc, info = run_injected(inject_lib, env, body="time.sleep(0.8)")
+    assert proc.returncode == 0, proc.stderr
+    rd = ring_of(session_id, info["pid"])
+    assert len([k for k in rd.of_type(rpm.REC_KERNEL) if k["name"] == "_Z6workerv"]) == 30
+    assert "A/B" not in rd.header["status_detail"]
+
+
+def test_ab_period_is_clamped(inject_lib, fake_cupti, session_id):
+    proc, info = run_injected(inject_lib, fake_env(session_id, fake_cupti, GPUFLOW_AB_PERIOD_MS=3))
+    assert proc.returncode == 0, proc.stderr
+    assert "every other 10 ms" in ring_of(session_id, info["pid"]).header["status_detail"]

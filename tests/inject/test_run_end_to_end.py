@@ -35,10 +35,10 @@ def packaged_injection(fake_cupti):
         pytest.skip(str(exc))
 
 
-def gpuflow_run(fake_cupti, tmp_path, *cmd):
+def gpuflow_run(fake_cupti, tmp_path, *cmd, extra_env=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "FAKE_CUPTI_"))}
     env.update({"GPUFLOW_CUPTI_PATH": fake_cupti, "GPUFLOW_DISABLED_PLUGINS": "nvml",
-                "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1", "FAKE_CUPTI_KERNELS": "10"})
+                "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1", "FAKE_CUPTI_KERNELS": "10", **(extra_env or {})})
     summary = tmp_path / "summary.json"
     before = set(glob.glob("/dev/shm/gpuflow-*"))
     done = subprocess.run([sys.executable, "-m", "gpuflow", "run", "--port", "0", "--flush-ms", "10",
@@ -69,6 +69,16 @@ def test_one_traced_process_comes_out_exact(packaged_injection, fake_cupti, tmp_
     # GPUFlow's own cost in the process travels from the ring header to the summary
     assert 0 < t["translate_cpu_ns"] < 1_000_000_000
     assert "GPUFlow inside the process: " in done.stderr and " ns a record" in done.stderr
+
+
+def test_an_ab_benchmark_run_says_its_counts_are_partial(packaged_injection, fake_cupti, tmp_path):
+    done, doc, _ = gpuflow_run(fake_cupti, tmp_path, sys.executable, "-c", CHILD,
+                               extra_env={"GPUFLOW_AB_PERIOD_MS": "250"})
+    assert done.returncode == 0, done.stderr
+    assert "GPUFLOW_AB_PERIOD_MS=250 (benchmarking)" in done.stderr
+    assert "partial" in done.stderr
+    (t,) = doc["traced"]
+    assert "every other 250 ms not recorded" in json.dumps(t)
 
 
 def test_forty_processes_fold_beyond_the_kept_ones_and_stay_exact(packaged_injection, fake_cupti, tmp_path):
