@@ -75,12 +75,16 @@ def cpu_split(spec: str) -> tuple[set[int], set[int]]:
 
 
 def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
-             pin: tuple[set[int], set[int]] | None = None) -> tuple[float, dict[str, float]]:
+             pin: tuple[set[int], set[int]] | None = None,
+             extra_env: dict[str, str] | None = None) -> tuple[float, dict[str, float]]:
     """One run: the metric's value, and every ``name=<number>`` the program printed (plus the
-    process wall time as ``wall``), so other measures of the same runs can be compared."""
+    process wall time as ``wall``), so other measures of the same runs can be compared.
+    ``extra_env`` reaches the program (through ``gpuflow run`` in that mode)."""
     env = dict(os.environ)
-    for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION"):
+    for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION",
+                "GPUFLOW_AB_PERIOD_MS", "PROGRESS_TRACE"):
         env.pop(var, None)
+    env.update(extra_env or {})
     if mode == "floor":
         env["CUDA_INJECTION64_PATH"] = floor_lib
     argv = cmd

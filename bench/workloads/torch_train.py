@@ -7,6 +7,10 @@ per-kernel-name count tables must be equal. bench/overhead.py also uses it for t
 overhead figure: ``timed_s`` covers the steps after warm-up only; ``step_ms_median`` is the
 median step of them, which a burst of noise in a few steps does not move.
 
+With PROGRESS_TRACE=<file> set it also writes, after the run, one line ``<CLOCK_MONOTONIC ns>
+<steps done>`` at the start of the timed region and after every step: bench/overhead_ab.py reads
+its speed in alternating periods from it.
+
 Constraints: needs torch with CUDA; fixed seed, fixed shapes, a synchronize each step.
 """
 
@@ -33,9 +37,11 @@ def build(torch):
     return model, opt, x, y
 
 
-def train(torch, steps: int, warmup: int, seconds: float = 0.0) -> tuple[float, list[float]]:
+def train(torch, steps: int, warmup: int, seconds: float = 0.0,
+          progress: list[int] | None = None) -> tuple[float, list[float]]:
     """Run warm-up + ``steps`` steps, or, with ``seconds``, steps until that much time has passed.
-    Returns the time of the steps after warm-up and each of their durations."""
+    Returns the time of the steps after warm-up and each of their durations; ``progress`` gets
+    the CLOCK_MONOTONIC time at the start of the timed region and at the end of every step."""
     model, opt, x, y = build(torch)
     loss_fn = torch.nn.CrossEntropyLoss()
     t0 = 0.0
@@ -47,6 +53,8 @@ def train(torch, steps: int, warmup: int, seconds: float = 0.0) -> tuple[float, 
         if step - 1 == warmup:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
+            if progress is not None:
+                progress.append(time.monotonic_ns())
         ts = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
@@ -55,6 +63,8 @@ def train(torch, steps: int, warmup: int, seconds: float = 0.0) -> tuple[float, 
         torch.cuda.synchronize()
         if t0:
             step_s.append(time.perf_counter() - ts)
+            if progress is not None:
+                progress.append(time.monotonic_ns())
     return (time.perf_counter() - t0 if t0 else 0.0), step_s
 
 
@@ -79,7 +89,12 @@ def main() -> int:
     import torch
 
     if not args.profile_out:
-        timed, step_s = train(torch, args.steps, args.warmup, args.seconds)
+        trace_path = os.environ.get("PROGRESS_TRACE")
+        progress: list[int] | None = [] if trace_path else None
+        timed, step_s = train(torch, args.steps, args.warmup, args.seconds, progress)
+        if trace_path:
+            with open(trace_path, "w") as fh:
+                fh.writelines(f"{ns} {done}\n" for done, ns in enumerate(progress or []))
         median_ms = statistics.median(step_s) * 1000 if step_s else 0.0
         print(f"timed_s={timed:.6f} steps={args.steps} step_ms_median={median_ms:.4f}")
         return 0

@@ -1,0 +1,151 @@
+"""GPUFlow's own cost measured inside one process: ``gpuflow run`` with its per-record work
+switched on and off in alternating periods (bench/ab_phases.py), on a real GPU.
+
+Each round runs every workload twice under ``gpuflow run``, in alternating order:
+
+* **ab** — with ``GPUFLOW_AB_PERIOD_MS``: in every other period the injected library steps over
+  kernel, copy and memset records as the minimal CUPTI collector does, so neither it nor the
+  agent does any work for them; the program's progress trace gives its per-unit time in the on
+  periods against the off ones. That difference is what GPUFlow's per-record work (translation
+  into the ring on the flusher thread, the agent's drain, decode and span building) costs the
+  program, each process its own control;
+* **aa** — the same, without the variable: nothing alternates, so the same analysis must read
+  about 0. It checks the method (a periodic disturbance locked to the periods would show here).
+
+What it does not see: whatever GPUFlow costs the same in both periods — the subscriber and
+timestamp callback set up once, the NVML polling, the agent's idle loop. bench/overhead.py's
+side-by-side comparison with the floor includes those; docs/overhead.md reports both.
+
+The period (default 370 ms) is kept off multiples of the agent's 1 s NVML poll and 50 ms drain,
+so neither keeps falling into the same side.
+
+Usage: python bench/overhead_ab.py --workload NAME=METRIC:CMD... [--rounds 8] [--seconds S]
+       [--period-ms 370] [--guard-ms 100] [--json-out F]
+  e.g. --workload 'storm=per_launch_us:./launch_storm 1000000'
+Last line: ``ab_above_off_pct=<worst> ci90=<lo>..<hi> verdict=<v> aa_pct=<x> aa_ci90=<lo>..<hi>
+workloads=<n> processes=<k>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_phases import mean_interval, on_vs_off_pct, parse_trace, phase_totals  # noqa: E402
+from overhead import run_once  # noqa: E402
+from overhead_stats import overall, resolved  # noqa: E402
+
+BUDGET_PCT = 1.0
+ARMS = ("ab", "aa")
+
+
+def one_process(arm: str, cmd: list[str], metric: str, period_ms: int, guard_ms: int,
+                scratch: str) -> dict:
+    """Run the workload once under gpuflow run; its on-vs-off figure and what it printed."""
+    trace = os.path.join(scratch, "progress.txt")
+    if os.path.exists(trace):
+        os.unlink(trace)
+    env = {"PROGRESS_TRACE": trace}
+    if arm == "ab":
+        env["GPUFLOW_AB_PERIOD_MS"] = str(period_ms)
+    value, printed = run_once("gpuflow", cmd, metric, floor_lib="", extra_env=env)
+    try:
+        with open(trace) as fh:
+            points = parse_trace(fh.read(), source=f"{arm} progress trace")
+    except FileNotFoundError:
+        raise RuntimeError(f"{cmd[0]} wrote no progress trace: does it honour PROGRESS_TRACE?") from None
+    totals = phase_totals(points, period_ms * 1_000_000, guard_ms * 1_000_000)
+    return {"pct": on_vs_off_pct(totals), metric: value, "on_intervals": totals["on"][2],
+            "off_intervals": totals["off"][2]}
+
+
+def summarize(values: list[float]) -> dict:
+    ci = mean_interval(values)
+    return {"pct": statistics.fmean(values) if values else float("nan"), "ci90": list(ci),
+            "per_process": values}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", action="append", required=True, metavar="NAME=METRIC:CMD")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=0.0,
+                    help="after --rounds, add rounds while a workload is unresolved and time allows")
+    ap.add_argument("--period-ms", type=int, default=370)
+    ap.add_argument("--guard-ms", type=int, default=100)
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    if not 10 <= args.period_ms <= 60000 or not 0 <= args.guard_ms < args.period_ms:
+        ap.error("--period-ms must be 10..60000 (what the library accepts) and --guard-ms below it")
+    workloads = []
+    for spec in args.workload:
+        try:
+            name, rest = spec.split("=", 1)
+            metric, cmd = rest.split(":", 1)
+        except ValueError:
+            ap.error(f"--workload {spec!r}: expected NAME=METRIC:CMD")
+        workloads.append((name, metric, shlex.split(cmd)))
+    started = time.monotonic()
+    runs: dict[str, dict[str, list[dict]]] = {w[0]: {a: [] for a in ARMS} for w in workloads}
+
+    def verdicts() -> dict[str, str]:
+        return {n: resolved(mean_interval([r["pct"] for r in runs[n]["ab"]]), BUDGET_PCT)
+                for n, _, _ in workloads}
+
+    r, longest = 0, 0.0
+    with tempfile.TemporaryDirectory(prefix="gpuflow-ab-") as scratch:
+        while r < args.rounds or ("unresolved" in verdicts().values()
+                                  and time.monotonic() - started + longest <= args.seconds):
+            t0 = time.monotonic()
+            order = ARMS if r % 2 == 0 else ARMS[::-1]
+            for name, metric, cmd in workloads:
+                for arm in order:
+                    try:
+                        result = one_process(arm, cmd, metric, args.period_ms, args.guard_ms, scratch)
+                    except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+                        print(f"overhead_ab: {name} ({arm}): {exc}", file=sys.stderr)
+                        return 1
+                    runs[name][arm].append(result)
+                    print(f"round {r + 1}/{args.rounds}+ {name} {arm} on_vs_off_pct={result['pct']:.3f} "
+                          f"{metric}={result[metric]:.6g} intervals={result['on_intervals']}/"
+                          f"{result['off_intervals']}", flush=True)
+            longest = max(longest, time.monotonic() - t0)
+            r += 1
+    summary = {}
+    print(f"{r} rounds, period {args.period_ms} ms, guard {args.guard_ms} ms; per-unit time with "
+          f"GPUFlow's per-record work on vs off, mean over processes, 90 % bootstrap interval")
+    worst = None
+    for name, metric, cmd in workloads:
+        ab = summarize([x["pct"] for x in runs[name]["ab"]])
+        aa = summarize([x["pct"] for x in runs[name]["aa"]])
+        ab["verdict"] = resolved(tuple(ab["ci90"]), BUDGET_PCT)
+        aa["covers_zero"] = aa["ci90"][0] <= 0 <= aa["ci90"][1]
+        summary[name] = {"command": [os.path.basename(cmd[0]), *cmd[1:]], "metric": metric,
+                         "period_ms": args.period_ms, "guard_ms": args.guard_ms, "ab": ab, "aa": aa,
+                         "runs": runs[name]}
+        print(f"{name:<8} ab {ab['pct']:+.3f} % [{ab['ci90'][0]:+.3f}..{ab['ci90'][1]:+.3f}] {ab['verdict']}   "
+              f"aa (control) {aa['pct']:+.3f} % [{aa['ci90'][0]:+.3f}..{aa['ci90'][1]:+.3f}]"
+              + ("" if aa["covers_zero"] else "  the control moved: this method is biased here"))
+        if worst is None or ab["pct"] > summary[worst]["ab"]["pct"]:
+            worst = name
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump(summary, fh, indent=1)
+    w = summary[worst]
+    print(f"ab_above_off_pct={w['ab']['pct']:.3f} ci90={w['ab']['ci90'][0]:.3f}..{w['ab']['ci90'][1]:.3f} "
+          f"verdict={overall(s['ab']['verdict'] for s in summary.values())} aa_pct={w['aa']['pct']:.3f} "
+          f"aa_ci90={w['aa']['ci90'][0]:.3f}..{w['aa']['ci90'][1]:.3f} workloads={len(workloads)} "
+          f"processes={sum(len(s['runs']['ab']) + len(s['runs']['aa']) for s in summary.values())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

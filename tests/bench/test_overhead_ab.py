@@ -1,0 +1,144 @@
+"""bench/ab_phases.py and bench/overhead_ab.py: a program's speed with GPUFlow's per-record work
+on vs off, read from its progress trace — exact on constructed traces, malformed traces refused
+with the line, and the whole runner through a real ``gpuflow run`` on a program that slows itself
+down by a known amount in the on periods (the GPU's part, the library stepping over records, is
+tested against the fake CUPTI in tests/inject/test_inject_library.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from ab_phases import MIN_PROCESSES, mean_interval, on_vs_off_pct, parse_trace, phase_totals  # noqa: E402
+
+MS = 1_000_000
+
+
+def trace_of(on_unit_ns: int, off_unit_ns: int, period_ns: int, total_ns: int, start_ns: int = 7 * MS):
+    """A trace whose units take on_unit_ns in even periods and off_unit_ns in odd ones."""
+    points = [(start_ns, 0.0)]
+    t, units = start_ns, 0.0
+    while t < start_ns + total_ns:
+        t += on_unit_ns if (t // period_ns) % 2 == 0 else off_unit_ns
+        units += 1
+        points.append((t, units))
+    return points
+
+
+def test_a_known_slowdown_in_the_on_periods_is_read_back():
+    points = trace_of(1_030_000, 1_000_000, 100 * MS, 5_000 * MS)
+    totals = phase_totals(points, 100 * MS, 20 * MS)
+    assert totals["on"][2] > 1000 and totals["off"][2] > 1000
+    assert on_vs_off_pct(totals) == pytest.approx(3.0, abs=0.01)
+    # the opposite way round reads as negative: nothing is assumed about the sign
+    assert on_vs_off_pct(phase_totals(trace_of(1_000_000, 1_030_000, 100 * MS, 5_000 * MS),
+                                      100 * MS, 20 * MS)) == pytest.approx(-2.91, abs=0.01)
+
+
+def test_intervals_across_a_period_edge_or_inside_the_guard_are_left_out():
+    period = 100 * MS
+    points = [(0, 0), (10 * MS, 1), (30 * MS, 2), (90 * MS, 3), (130 * MS, 4),   # 90→130 straddles
+              (150 * MS, 5), (190 * MS, 7)]
+    totals = phase_totals(points, period, 25 * MS)
+    # on: 30→90 only (0→10 and 10→30 start inside the guard); off: 150→190 only
+    # (130→150 starts 30 ms in: counted too)
+    assert totals["on"] == (pytest.approx(0.060), 1.0, 1)
+    assert totals["off"] == (pytest.approx(0.060), 3.0, 2)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "fewer than two"),
+    ("5 0\n", "fewer than two"),
+    ("5 0\nfive 1\n", "trace:2"),
+    ("5 0\n6 1 2\n", "trace:2"),
+    ("5 0\n5 1\n", "time must increase"),
+    ("5 2\n6 1\n", "units must not decrease"),
+])
+def test_malformed_traces_are_refused_with_the_line(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_trace(text)
+
+
+def test_a_run_too_short_for_both_sides_is_an_error_not_a_figure():
+    points = [(0, 0), (10 * MS, 1), (50 * MS, 2)]   # all inside period 0
+    with pytest.raises(ValueError, match="no whole interval"):
+        on_vs_off_pct(phase_totals(points, 370 * MS, 10 * MS))
+    with pytest.raises(ValueError, match="period"):
+        phase_totals(points, 100 * MS, 100 * MS)
+
+
+def test_no_interval_from_too_few_processes_and_a_fair_one_from_enough():
+    assert mean_interval([1.0] * (MIN_PROCESSES - 1)) == (float("-inf"), float("inf"))
+    lo, hi = mean_interval([0.5, 1.5, 1.0, 0.8, 1.2, 0.9, 1.1])
+    assert lo < 1.0 < hi and hi - lo < 0.6
+
+
+# A "workload" that honours PROGRESS_TRACE and, when it can see GPUFLOW_AB_PERIOD_MS, works 4 %
+# slower in the even (on) periods: what GPUFlow's per-record work would look like if it cost 4 %.
+SLOW_WHEN_ON = r"""
+import os, time
+period = int(os.environ.get("GPUFLOW_AB_PERIOD_MS") or 0) * 1_000_000
+points = [(time.monotonic_ns(), 0)]
+end = time.monotonic() + 1.2
+units = 0
+while time.monotonic() < end:
+    now = time.monotonic_ns()
+    unit = 2_000_000 * (1.04 if period and (now // period) % 2 == 0 else 1.0)
+    while time.monotonic_ns() - now < unit:
+        pass
+    units += 1
+    points.append((time.monotonic_ns(), units))
+with open(os.environ["PROGRESS_TRACE"], "w") as fh:
+    fh.writelines(f"{ns} {u}\n" for ns, u in points)
+print(f"units={units}")
+"""
+
+
+def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads_none(tmp_path):
+    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
+    try:
+        find_injection_paths()
+    except InjectionUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must build the injection library and find a libcupti: {exc}")
+        pytest.skip(str(exc))
+    program = tmp_path / "slow_when_on.py"
+    program.write_text(SLOW_WHEN_ON)
+    out = tmp_path / "ab.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "PROGRESS_TRACE"))}
+    env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_ab.py"), "--rounds", "5",
+                           "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
+                           "--workload", f"slow=units:{sys.executable} {program}"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())["slow"]
+    assert len(result["ab"]["per_process"]) == len(result["aa"]["per_process"]) == 5
+    assert 3.0 < result["ab"]["pct"] < 5.0, result["ab"]
+    assert abs(result["aa"]["pct"]) < 1.0, result["aa"]
+    assert result["ab"]["verdict"] == "missed"
+    last = dict(kv.split("=", 1) for kv in done.stdout.strip().splitlines()[-1].split())
+    assert last["verdict"] == "missed" and last["workloads"] == "1" and last["processes"] == "10"
+    assert float(last["ab_above_off_pct"]) == pytest.approx(result["ab"]["pct"], abs=0.001)
+
+
+def test_a_workload_without_a_progress_trace_is_named(tmp_path):
+    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
+    try:
+        find_injection_paths()
+    except InjectionUnavailable as exc:
+        pytest.skip(str(exc))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUFLOW_")}
+    env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_ab.py"), "--rounds", "1",
+                           "--workload", "mute=x:echo x=1"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "wrote no progress trace" in done.stderr
+    assert "Traceback" not in done.stderr
