@@ -16,8 +16,8 @@ What it does not see: whatever GPUFlow costs the same in both periods — the su
 timestamp callback set up once, the NVML polling, the agent's idle loop. bench/overhead.py's
 side-by-side comparison with the floor includes those; docs/overhead.md reports both.
 
-The period (default 370 ms) is kept off multiples of the agent's 1 s NVML poll and 50 ms drain,
-so neither keeps falling into the same side.
+The period (default 370 ms; gpu-check uses 170) is kept off multiples of the agent's 1 s NVML
+poll and 50 ms drain, so neither keeps falling into the same side.
 
 Usage: python bench/overhead_ab.py --workload NAME=METRIC:CMD... [--rounds 8] [--seconds S]
        [--period-ms 370] [--guard-ms 100] [--json-out F]
@@ -48,9 +48,9 @@ ARMS = ("ab", "aa")
 
 
 def one_process(arm: str, cmd: list[str], metric: str, period_ms: int, guard_ms: int,
-                scratch: str) -> dict:
-    """Run the workload once under gpuflow run; its on-vs-off figure and what it printed."""
-    trace = os.path.join(scratch, "progress.txt")
+                trace: str) -> dict:
+    """Run the workload once under gpuflow run, its progress trace going to ``trace``; its
+    on-vs-off figure and what it printed."""
     if os.path.exists(trace):
         os.unlink(trace)
     env = {"PROGRESS_TRACE": trace}
@@ -82,6 +82,8 @@ def main() -> int:
     ap.add_argument("--period-ms", type=int, default=370)
     ap.add_argument("--guard-ms", type=int, default=100)
     ap.add_argument("--json-out")
+    ap.add_argument("--keep-traces", metavar="DIR",
+                    help="keep every process's progress trace here (NAME-ARM-ROUND.txt), to analyse again")
     args = ap.parse_args()
     if not 10 <= args.period_ms <= 60000 or not 0 <= args.guard_ms < args.period_ms:
         ap.error("--period-ms must be 10..60000 (what the library accepts) and --guard-ms below it")
@@ -101,6 +103,8 @@ def main() -> int:
                 for n, _, _ in workloads}
 
     r, longest = 0, 0.0
+    if args.keep_traces:
+        os.makedirs(args.keep_traces, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpuflow-ab-") as scratch:
         while r < args.rounds or ("unresolved" in verdicts().values()
                                   and time.monotonic() - started + longest <= args.seconds):
@@ -108,8 +112,9 @@ def main() -> int:
             order = ARMS if r % 2 == 0 else ARMS[::-1]
             for name, metric, cmd in workloads:
                 for arm in order:
+                    trace = os.path.join(args.keep_traces or scratch, f"{name}-{arm}-{r + 1}.txt")
                     try:
-                        result = one_process(arm, cmd, metric, args.period_ms, args.guard_ms, scratch)
+                        result = one_process(arm, cmd, metric, args.period_ms, args.guard_ms, trace)
                     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
                         print(f"overhead_ab: {name} ({arm}): {exc}", file=sys.stderr)
                         return 1
