@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import sys
 import time
@@ -24,6 +23,7 @@ from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import StartupError, start_serving, warn_if_exposed
 from gpuflow.cli.summary import write_summary
 from gpuflow.cli.watch import settled_snapshot, wait_for_stop_signal
+from gpuflow.core.ab_period import ab_period_ms
 
 LINGER_DRAIN_S = 0.3
 
@@ -54,11 +54,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         describe_start(settled_snapshot(serving.agent.hub, timeout=1.0), serving.url, err)
         err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
-        ab_period = os.environ.get("GPUFLOW_AB_PERIOD_MS", "").strip()
-        if ab_period.isdigit() and int(ab_period) > 0:   # what the injected library honours
-            err.write(f"gpuflow: GPUFLOW_AB_PERIOD_MS={ab_period} (benchmarking): kernels and copies "
-                      "finished in every other period are stepped over, not recorded: the "
-                      "counts and lanes below are partial\n")
+        ab_period = ab_period_ms()
+        if ab_period:
+            err.write(f"gpuflow: GPUFLOW_AB_PERIOD_MS={ab_period} (benchmarking): in every other "
+                      f"{ab_period} ms kernels and copies are stepped over, not recorded, and NVML is "
+                      "not polled: the counts and lanes below are partial\n")
         err.flush()
         env = child_environment(paths, session, args.ring_capacity, args.flush_ms)
         try:

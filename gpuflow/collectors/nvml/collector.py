@@ -51,6 +51,7 @@ from gpuflow.collectors.nvml.readings import (
     read_gpu,
 )
 from gpuflow.collectors.nvml.sampler import Sampler
+from gpuflow.core.ab_period import ab_period_ms, seconds_until_on
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.snapshot import Attachment, Device, HostInfo, Problem, Process, SnapshotPart
 
@@ -117,6 +118,7 @@ class NvmlCollector:
 
         self._stop = threading.Event()
         self._first_sweep = threading.Event()
+        self._ab_period_ms = ab_period_ms()   # 0 unless benchmarking (gpuflow.core.ab_period)
         self._poll_thread: threading.Thread | None = None
         self._sample_thread: threading.Thread | None = None
         self._threaded = False
@@ -188,6 +190,8 @@ class NvmlCollector:
     # -- the poll thread ------------------------------------------------------------------------
     def _poll_loop(self) -> None:
         while not self._stop.is_set():
+            if self._stand_aside():
+                continue
             started = self._monotonic()
             try:
                 self.poll_once()
@@ -198,6 +202,8 @@ class NvmlCollector:
 
     def _sample_loop(self) -> None:
         while not self._stop.is_set():
+            if self._stand_aside():
+                continue
             started = self._monotonic()
             try:
                 self.sample_once()
@@ -206,6 +212,15 @@ class NvmlCollector:
             self._first_sweep.set()
             elapsed = self._monotonic() - started
             self._stop.wait(max(MIN_GAP_S, self.interval_s - elapsed))
+
+    def _stand_aside(self) -> bool:
+        """Under GPUFLOW_AB_PERIOD_MS (benchmarking: gpuflow.core.ab_period), wait out an off
+        period without calling NVML; True when it waited."""
+        gap = seconds_until_on(self._ab_period_ms)
+        if gap <= 0:
+            return False
+        self._stop.wait(gap)
+        return True
 
     def sample_once(self) -> None:
         """One sweep of the slow readings (the sampler thread calls this; so may tests)."""
