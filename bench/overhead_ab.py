@@ -3,17 +3,21 @@ switched on and off in alternating periods (bench/ab_phases.py), on a real GPU.
 
 Each round runs every workload twice under ``gpuflow run``, in alternating order:
 
-* **ab** — with ``GPUFLOW_AB_PERIOD_MS``: in every other period the injected library steps over
-  kernel, copy and memset records as the minimal CUPTI collector does, so neither it nor the
-  agent does any work for them; the program's progress trace gives its per-unit time in the on
-  periods against the off ones. That difference is what GPUFlow's per-record work (translation
-  into the ring on the flusher thread, the agent's drain, decode and span building) costs the
-  program, each process its own control;
+* **ab** — with ``GPUFLOW_AB_PERIOD_MS`` (gpuflow/core/ab_period.py): in every other period the
+  injected library steps over kernel, copy and memset records as the minimal CUPTI collector
+  does, so neither it nor the agent does any work for them, and the agent's NVML collector makes
+  no NVML call; the program's progress trace gives its per-unit time in the on periods against
+  the off ones. That difference is what GPUFlow's per-record work (translation into the ring on
+  the flusher thread, the agent's drain, decode and span building) and its NVML polling cost the
+  program, each process its own control. NVML polls then all fall in the on periods, at about
+  twice their usual density there, so their share is counted up to twice over: the figure errs
+  high, never low;
 * **aa** — the same, without the variable: nothing alternates, so the same analysis must read
   about 0. It checks the method (a periodic disturbance locked to the periods would show here).
 
-What it does not see: whatever GPUFlow costs the same in both periods — the subscriber and
-timestamp callback set up once, the NVML polling, the agent's idle loop. bench/overhead.py's
+What it does not see: whatever GPUFlow costs the same in both periods — the CUPTI subscriber and
+timestamp callback set up once, the flusher's 50 ms wake-ups and its walk over the records it
+steps over (the floor walks them too), the agent's idle loop and HTTP server. bench/overhead.py's
 side-by-side comparison with the floor includes those; docs/overhead.md reports both.
 
 The period (default 370 ms; gpu-check uses 170) is kept off multiples of the agent's 1 s NVML
