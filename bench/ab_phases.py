@@ -14,12 +14,19 @@ Each interval between two trace points counts for a period only if it lies wholl
 starts at least ``guard`` after the period began: work queued in the previous period (the flusher
 translates up to one flush period late; the agent drains 50 ms late) stays out of both sides.
 
+Run as a script, it analyses kept traces again (``bench/overhead_ab.py --keep-traces``) with other
+guards, to show a figure does not hang on the guard chosen before the run:
+``python bench/ab_phases.py DIR --period-ms 170 --guards 0,30,60,100``.
+
 Constraints: pure Python (runs on the GPU machine with nothing installed); a malformed trace is
 an error naming the line, never a silently wrong figure.
 """
 
 from __future__ import annotations
 
+import argparse
+import glob
+import os
 import random
 import statistics
 from typing import Sequence
@@ -86,3 +93,38 @@ def mean_interval(values: Sequence[float], level: float = 0.90, resamples: int =
     means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(resamples))
     tail = (1 - level) / 2
     return means[int(tail * (resamples - 1))], means[int(round((1 - tail) * (resamples - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="analyse kept progress traces (NAME-ARM-ROUND.txt) again")
+    ap.add_argument("directory")
+    ap.add_argument("--period-ms", type=int, required=True, help="the period the run used")
+    ap.add_argument("--guards", default="0,30,60,100", help="guards to try, in ms")
+    args = ap.parse_args()
+    groups: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(glob.glob(os.path.join(args.directory, "*-*-*.txt"))):
+        name, arm, _ = os.path.basename(path)[:-4].rsplit("-", 2)
+        groups.setdefault((name, arm), []).append(path)
+    if not groups:
+        raise SystemExit(f"no NAME-ARM-ROUND.txt traces in {args.directory}")
+    guards = [int(g) for g in args.guards.split(",")]
+    print(f"period {args.period_ms} ms; mean on-vs-off % over processes [90 % interval], per guard")
+    for (name, arm), paths in sorted(groups.items()):
+        cells = []
+        for guard in guards:
+            if guard >= args.period_ms:
+                continue
+            values = []
+            for path in paths:
+                with open(path) as fh:
+                    points = parse_trace(fh.read(), source=path)
+                values.append(on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000,
+                                                         guard * 1_000_000)))
+            lo, hi = mean_interval(values)
+            cells.append(f"guard {guard} ms: {statistics.fmean(values):+.2f} [{lo:+.2f}..{hi:+.2f}]")
+        print(f"{name:<8} {arm} ({len(paths)} processes)  " + "   ".join(cells))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

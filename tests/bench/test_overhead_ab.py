@@ -142,3 +142,20 @@ def test_a_workload_without_a_progress_trace_is_named(tmp_path):
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "wrote no progress trace" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_kept_traces_are_analysed_again_at_other_guards(tmp_path):
+    for arm, on in (("ab", 1_030_000), ("aa", 1_000_000)):
+        for r in range(1, 6):
+            points = trace_of(on, 1_000_000, 100 * MS, 3_000 * MS, start_ns=(7 + r) * MS)
+            (tmp_path / f"storm-{arm}-{r}.txt").write_text("".join(f"{t} {u}\n" for t, u in points))
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "ab_phases.py"), str(tmp_path),
+                           "--period-ms", "100", "--guards", "0,20,150"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[1]: line for line in done.stdout.splitlines()[1:]}
+    assert "guard 0 ms: +3.00" in rows["ab"] and "guard 20 ms: +3.00" in rows["ab"]
+    assert "guard 0 ms: +0.00" in rows["aa"] and "150 ms" not in rows["aa"]   # guard >= period: skipped
+    empty = subprocess.run([sys.executable, str(ROOT / "bench" / "ab_phases.py"), str(tmp_path / "none"),
+                            "--period-ms", "100"], capture_output=True, text=True, timeout=60)
+    assert empty.returncode != 0 and "no NAME-ARM-ROUND.txt traces" in empty.stderr
