@@ -44,7 +44,9 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved  # noqa: E402
@@ -76,10 +78,14 @@ def cpu_split(spec: str) -> tuple[set[int], set[int]]:
 
 def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
              pin: tuple[set[int], set[int]] | None = None,
-             extra_env: dict[str, str] | None = None) -> tuple[float, dict[str, float]]:
+             extra_env: dict[str, str] | None = None,
+             while_running: Callable[[subprocess.Popen], None] | None = None,
+             ) -> tuple[float, dict[str, float]]:
     """One run: the metric's value, and every ``name=<number>`` the program printed (plus the
     process wall time as ``wall``), so other measures of the same runs can be compared.
-    ``extra_env`` reaches the program (through ``gpuflow run`` in that mode)."""
+    ``extra_env`` reaches the program (through ``gpuflow run`` in that mode); ``while_running``
+    is called on a thread with the started process (``gpuflow run`` itself in that mode) and
+    must return once it has exited."""
     env = dict(os.environ)
     for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION",
                 "GPUFLOW_AB_PERIOD_MS", "PROGRESS_TRACE"):
@@ -96,7 +102,21 @@ def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
     if mode == "gpuflow":
         argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--no-summary", "--", *argv]
     t0 = time.perf_counter()
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, preexec_fn=preexec)
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=preexec) as proc:
+        watcher = threading.Thread(target=while_running, args=(proc,), daemon=True) if while_running else None
+        if watcher:
+            watcher.start()
+        try:
+            stdout, stderr = proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            if watcher:
+                watcher.join(timeout=5)
+    result = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     wall = time.perf_counter() - t0
     if result.returncode != 0:
         raise RuntimeError(f"{mode} {cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")

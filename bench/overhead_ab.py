@@ -19,12 +19,20 @@ What it does not see: whatever GPUFlow costs the same in both periods — the CU
 timestamp callback set up once, the flusher's 50 ms wake-ups and its walk over the records it
 steps over (the floor walks them too), the agent's idle loop and HTTP server. bench/overhead.py's
 side-by-side comparison with the floor includes those; docs/overhead.md reports both.
+``--freeze-agent`` takes the whole agent into the alternation: in the ab arm the ``gpuflow run``
+process (every agent thread; not the program, which is its child and never waits on it) is
+stopped with SIGSTOP for each off period and continued for each on period, so all it does —
+idle or not — counts on the on side. What is left outside is only what the injected library
+sets up once inside the program.
 
 The period (default 370 ms; gpu-check uses 170) is kept off multiples of the agent's 1 s NVML
-poll and 50 ms drain, so neither keeps falling into the same side.
+poll and 50 ms drain, so neither keeps falling into the same side. Run one A/B at a time on a
+machine: every run alternates on the same CLOCK_MONOTONIC grid, so two at once each see the
+other's alternation (on a 2-CPU machine, three frozen-agent runs at once moved each other's
+controls by up to 10 %).
 
 Usage: python bench/overhead_ab.py --workload NAME=METRIC:CMD... [--rounds 8] [--seconds S]
-       [--period-ms 370] [--guard-ms 100] [--json-out F]
+       [--period-ms 370] [--guard-ms 100] [--freeze-agent] [--keep-traces DIR] [--json-out F]
   e.g. --workload 'storm=per_launch_us:./launch_storm 1000000'
 Last line: ``ab_above_off_pct=<worst> ci90=<lo>..<hi> verdict=<v> aa_pct=<x> aa_ci90=<lo>..<hi>
 workloads=<n> processes=<k>``.
@@ -36,11 +44,13 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab_phases import mean_interval, on_vs_off_pct, parse_trace, phase_totals  # noqa: E402
@@ -51,16 +61,45 @@ BUDGET_PCT = 1.0
 ARMS = ("ab", "aa")
 
 
+def freeze_in_off_periods(period_ms: int) -> Callable[[subprocess.Popen], None]:
+    """What ``--freeze-agent`` runs beside ``gpuflow run``: SIGSTOP the agent process (not the
+    program, its child) at the start of every odd period and SIGCONT it at every even one, until
+    it exits; it is always left running."""
+    period_ns = period_ms * 1_000_000
+
+    def freezer(proc: subprocess.Popen) -> None:
+        try:
+            while proc.poll() is None:
+                now = time.monotonic_ns()
+                period = now // period_ns
+                os.kill(proc.pid, signal.SIGSTOP if period % 2 else signal.SIGCONT)
+                deadline = (period + 1) * period_ns
+                while proc.poll() is None and time.monotonic_ns() < deadline:
+                    time.sleep(min(0.005, max(0.0, (deadline - time.monotonic_ns()) / 1e9)))
+        except ProcessLookupError:
+            return
+        finally:
+            try:
+                os.kill(proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    return freezer
+
+
 def one_process(arm: str, cmd: list[str], metric: str, period_ms: int, guard_ms: int,
-                trace: str) -> dict:
+                trace: str, freeze_agent: bool = False) -> dict:
     """Run the workload once under gpuflow run, its progress trace going to ``trace``; its
     on-vs-off figure and what it printed."""
     if os.path.exists(trace):
         os.unlink(trace)
     env = {"PROGRESS_TRACE": trace}
+    freezer = None
     if arm == "ab":
         env["GPUFLOW_AB_PERIOD_MS"] = str(period_ms)
-    value, printed = run_once("gpuflow", cmd, metric, floor_lib="", extra_env=env)
+        freezer = freeze_in_off_periods(period_ms) if freeze_agent else None
+    value, printed = run_once("gpuflow", cmd, metric, floor_lib="", extra_env=env,
+                              while_running=freezer)
     try:
         with open(trace) as fh:
             points = parse_trace(fh.read(), source=f"{arm} progress trace")
@@ -86,6 +125,8 @@ def main() -> int:
     ap.add_argument("--period-ms", type=int, default=370)
     ap.add_argument("--guard-ms", type=int, default=100)
     ap.add_argument("--json-out")
+    ap.add_argument("--freeze-agent", action="store_true",
+                    help="in the ab arm, also SIGSTOP gpuflow's agent in the off periods")
     ap.add_argument("--keep-traces", metavar="DIR",
                     help="keep every process's progress trace here (NAME-ARM-ROUND.txt), to analyse again")
     args = ap.parse_args()
@@ -118,7 +159,8 @@ def main() -> int:
                 for arm in order:
                     trace = os.path.join(args.keep_traces or scratch, f"{name}-{arm}-{r + 1}.txt")
                     try:
-                        result = one_process(arm, cmd, metric, args.period_ms, args.guard_ms, trace)
+                        result = one_process(arm, cmd, metric, args.period_ms, args.guard_ms, trace,
+                                             args.freeze_agent)
                     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
                         print(f"overhead_ab: {name} ({arm}): {exc}", file=sys.stderr)
                         return 1
@@ -129,7 +171,8 @@ def main() -> int:
             longest = max(longest, time.monotonic() - t0)
             r += 1
     summary = {}
-    print(f"{r} rounds, period {args.period_ms} ms, guard {args.guard_ms} ms; per-unit time with "
+    print(f"{r} rounds, period {args.period_ms} ms, guard {args.guard_ms} ms"
+          f"{', agent frozen in off periods' if args.freeze_agent else ''}; per-unit time with "
           f"GPUFlow's per-record work on vs off, mean over processes, 90 % bootstrap interval")
     worst = None
     for name, metric, cmd in workloads:
@@ -138,7 +181,8 @@ def main() -> int:
         ab["verdict"] = resolved(tuple(ab["ci90"]), BUDGET_PCT)
         aa["covers_zero"] = aa["ci90"][0] <= 0 <= aa["ci90"][1]
         summary[name] = {"command": [os.path.basename(cmd[0]), *cmd[1:]], "metric": metric,
-                         "period_ms": args.period_ms, "guard_ms": args.guard_ms, "ab": ab, "aa": aa,
+                         "period_ms": args.period_ms, "guard_ms": args.guard_ms,
+                         "freeze_agent": args.freeze_agent, "ab": ab, "aa": aa,
                          "runs": runs[name]}
         print(f"{name:<8} ab {ab['pct']:+.3f} % [{ab['ci90'][0]:+.3f}..{ab['ci90'][1]:+.3f}] {ab['verdict']}   "
               f"aa (control) {aa['pct']:+.3f} % [{aa['ci90'][0]:+.3f}..{aa['ci90'][1]:+.3f}]"
