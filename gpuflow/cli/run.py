@@ -20,10 +20,9 @@ import time
 from gpuflow.cli.child import LaunchError, TracedChild, resolve_command
 from gpuflow.cli.injection import InjectionUnavailable, child_environment, find_injection_paths
 from gpuflow.cli.report import describe_start
-from gpuflow.cli.serving import StartupError, start_serving, warn_if_exposed
+from gpuflow.cli.serving import StartupError, start_serving, warn_if_benchmarking, warn_if_exposed
 from gpuflow.cli.summary import write_summary
 from gpuflow.cli.watch import settled_snapshot, wait_for_stop_signal
-from gpuflow.core.ab_period import ab_period_ms
 
 LINGER_DRAIN_S = 0.3
 
@@ -51,14 +50,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.write(f"gpuflow run: error: {exc}\n")
         return 2
     warn_if_exposed(args)
+    warn_if_benchmarking()
     try:
         describe_start(settled_snapshot(serving.agent.hub, timeout=1.0), serving.url, err)
         err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
-        ab_period = ab_period_ms()
-        if ab_period:
-            err.write(f"gpuflow: GPUFLOW_AB_PERIOD_MS={ab_period} (benchmarking): in every other "
-                      f"{ab_period} ms kernels and copies are stepped over, not recorded, and NVML is "
-                      "not polled: the counts and lanes below are partial\n")
         err.flush()
         env = child_environment(paths, session, args.ring_capacity, args.flush_ms)
         try:

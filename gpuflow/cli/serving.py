@@ -17,6 +17,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
+from gpuflow.core.ab_period import ab_period_ms
 from gpuflow.core.agent import Agent
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.plugins import PluginLoadError, get_plugin_manager
@@ -121,6 +122,17 @@ def start_serving(args: argparse.Namespace, session: str | None = None) -> Servi
     if args.token:
         url += f"?token={args.token}"
     return Serving(agent=agent, server=server, url=url)
+
+
+def warn_if_benchmarking() -> None:
+    """GPUFLOW_AB_PERIOD_MS (gpuflow.core.ab_period) makes GPUFlow stand aside every other
+    period: whoever set it and forgot must not take the partial view for a whole one."""
+    period = ab_period_ms()
+    if period:
+        sys.stderr.write(
+            f"gpuflow: GPUFLOW_AB_PERIOD_MS={period} (benchmarking): in every other {period} ms traced "
+            "kernels and copies are stepped over, not recorded, and NVML is not polled: counts, "
+            "lanes and readings are partial. Unset it for a whole view.\n")
 
 
 def warn_if_exposed(args: argparse.Namespace) -> None:

@@ -16,7 +16,7 @@ from gpuflow.core.hub import SnapshotHub
 from gpuflow.core.snapshot import Snapshot
 
 from gpuflow.cli.report import describe_start
-from gpuflow.cli.serving import StartupError, start_serving, warn_if_exposed
+from gpuflow.cli.serving import StartupError, start_serving, warn_if_benchmarking, warn_if_exposed
 
 
 def wait_for_stop_signal() -> int:
@@ -56,6 +56,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         sys.stderr.write(f"gpuflow watch: error: {exc}\n")
         return 2
     warn_if_exposed(args)
+    warn_if_benchmarking()
     try:
         describe_start(settled_snapshot(serving.agent.hub), serving.url, sys.stdout)
         sys.stdout.write("Press Ctrl-C to stop.\n")

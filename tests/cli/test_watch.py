@@ -41,3 +41,22 @@ def test_watch_with_fake_gpus_serves_them():
         out = stop_gpuflow(proc, signal.SIGTERM)
     assert proc.returncode == 0, out
     assert "8 GPU(s)" in out
+
+
+def test_watch_under_the_benchmarking_switch_says_its_view_is_partial():
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti",
+                      GPUFLOW_AB_PERIOD_MS="200")
+    proc, port = start_gpuflow("watch", "--port", "0", "--interval", "100", env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # NVML is polled in the on periods only, still within a period or two
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
+                snap = json.load(resp)
+            if snap["devices"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert len(snap["devices"]) == 8
+    finally:
+        out = stop_gpuflow(proc, signal.SIGTERM)
+    assert proc.returncode == 0, out
+    assert "GPUFLOW_AB_PERIOD_MS=200 (benchmarking)" in out and "partial" in out
