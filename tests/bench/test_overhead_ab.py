@@ -80,29 +80,41 @@ def test_no_interval_from_too_few_processes_and_a_fair_one_from_enough():
     assert lo < 1.0 < hi and hi - lo < 0.6
 
 
-# A "workload" that honours PROGRESS_TRACE and, when it can see GPUFLOW_AB_PERIOD_MS, works 10 %
-# slower in the even (on) periods: what GPUFlow's per-record work would look like if it cost 10 %
-# (large enough to stand out of a loaded 2-CPU CI machine's noise).
-SLOW_WHEN_ON = r"""
+# A "workload" that honours PROGRESS_TRACE and works 10 % slower whenever {condition} holds: what
+# GPUFlow would look like if that part of it cost 10 % (large enough to stand out of a loaded
+# 2-CPU CI machine's noise).
+SLOWER_WHEN = r"""
 import os, time
-period = int(os.environ.get("GPUFLOW_AB_PERIOD_MS") or 0) * 1_000_000
+{setup}
 points = [(time.monotonic_ns(), 0)]
 end = time.monotonic() + 1.2
 units = 0
 while time.monotonic() < end:
     now = time.monotonic_ns()
-    unit = 2_000_000 * (1.10 if period and (now // period) % 2 == 0 else 1.0)
+    unit = 2_000_000 * (1.10 if {condition} else 1.0)
     while time.monotonic_ns() - now < unit:
         pass
     units += 1
     points.append((time.monotonic_ns(), units))
 with open(os.environ["PROGRESS_TRACE"], "w") as fh:
-    fh.writelines(f"{ns} {u}\n" for ns, u in points)
-print(f"units={units}")
+    fh.writelines(f"{{ns}} {{u}}\n" for ns, u in points)
+print(f"units={{units}}")
 """
+#: slower in the even (on) periods, when it can see GPUFLOW_AB_PERIOD_MS: GPUFlow's per-record work
+SLOW_WHEN_ON = SLOWER_WHEN.format(
+    setup='period = int(os.environ.get("GPUFLOW_AB_PERIOD_MS") or 0) * 1_000_000',
+    condition="period and (now // period) % 2 == 0")
+#: slower whenever its parent — the gpuflow run agent — is running rather than stopped
+SLOW_WHILE_AGENT_RUNS = SLOWER_WHEN.format(
+    setup=("def parent_running():\n"
+           "    with open(f\"/proc/{os.getppid()}/stat\") as fh:\n"
+           "        return fh.read().rsplit(\")\", 1)[1].split()[0] != \"T\""),
+    condition="parent_running()")
 
 
-def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads_none(tmp_path):
+@pytest.fixture
+def injection():
+    """gpuflow run needs the injection library and a libcupti (no GPU): CI must have both."""
     from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
     try:
         find_injection_paths()
@@ -110,15 +122,22 @@ def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads
         if os.environ.get("CI"):
             pytest.fail(f"CI must build the injection library and find a libcupti: {exc}")
         pytest.skip(str(exc))
+
+
+def overhead_ab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """bench/overhead_ab.py with these arguments, its gpuflow run agents without NVML."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "PROGRESS_TRACE"))}
+    env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_ab.py"), *args],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads_none(tmp_path, injection):
     program = tmp_path / "slow_when_on.py"
     program.write_text(SLOW_WHEN_ON)
     out = tmp_path / "ab.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "PROGRESS_TRACE"))}
-    env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_ab.py"), "--rounds", "5",
-                           "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
-                           "--workload", f"slow=units:{sys.executable} {program}"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = overhead_ab("--rounds", "5", "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
+                       "--workload", f"slow=units:{sys.executable} {program}")
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())["slow"]
     assert len(result["ab"]["per_process"]) == len(result["aa"]["per_process"]) == 5
@@ -130,17 +149,8 @@ def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads
     assert float(last["ab_above_off_pct"]) == pytest.approx(result["ab"]["pct"], abs=0.001)
 
 
-def test_a_workload_without_a_progress_trace_is_named(tmp_path):
-    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
-    try:
-        find_injection_paths()
-    except InjectionUnavailable as exc:
-        pytest.skip(str(exc))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUFLOW_")}
-    env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_ab.py"), "--rounds", "1",
-                           "--workload", "mute=x:echo x=1"],
-                          env=env, capture_output=True, text=True, timeout=120)
+def test_a_workload_without_a_progress_trace_is_named(injection):
+    done = overhead_ab("--rounds", "1", "--workload", "mute=x:echo x=1", timeout=120)
     assert done.returncode == 1 and "wrote no progress trace" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -162,48 +172,14 @@ def test_kept_traces_are_analysed_again_at_other_guards(tmp_path):
     assert empty.returncode != 0 and "no NAME-ARM-ROUND.txt traces" in empty.stderr
 
 
-# A "workload" that works 10 % slower whenever its parent — the gpuflow run agent — is running
-# rather than stopped: what the agent would look like if it cost the program 10 %.
-SLOW_WHILE_AGENT_RUNS = r"""
-import os, time
-def parent_running():
-    with open(f"/proc/{os.getppid()}/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[0] != "T"
-points = [(time.monotonic_ns(), 0)]
-end = time.monotonic() + 1.2
-units = 0
-while time.monotonic() < end:
-    now = time.monotonic_ns()
-    unit = 2_000_000 * (1.10 if parent_running() else 1.0)
-    while time.monotonic_ns() - now < unit:
-        pass
-    units += 1
-    points.append((time.monotonic_ns(), units))
-with open(os.environ["PROGRESS_TRACE"], "w") as fh:
-    fh.writelines(f"{ns} {u}\n" for ns, u in points)
-print(f"units={units}")
-"""
-
-
 @pytest.mark.parametrize("freeze", [True, False])
-def test_freeze_agent_stops_the_agent_in_off_periods_only(tmp_path, freeze):
-    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
-    try:
-        find_injection_paths()
-    except InjectionUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must build the injection library and find a libcupti: {exc}")
-        pytest.skip(str(exc))
+def test_freeze_agent_stops_the_agent_in_off_periods_only(tmp_path, injection, freeze):
     program = tmp_path / "slow_while_agent_runs.py"
     program.write_text(SLOW_WHILE_AGENT_RUNS)
     out = tmp_path / "ab.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "PROGRESS_TRACE"))}
-    env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_ab.py"), "--rounds", "5",
-                           "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
-                           *(["--freeze-agent"] if freeze else []),
-                           "--workload", f"agent=units:{sys.executable} {program}"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = overhead_ab("--rounds", "5", "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
+                       *(["--freeze-agent"] if freeze else []),
+                       "--workload", f"agent=units:{sys.executable} {program}")
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())["agent"]
     assert result["freeze_agent"] is freeze

@@ -10,6 +10,17 @@ import urllib.request
 from tests.cli.conftest import gpuflow_env, start_gpuflow, stop_gpuflow
 
 
+def snapshot_with_devices(port: int, timeout: float = 10) -> dict:
+    """The first /api/snapshot that lists devices (or the last one, after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
+            snap = json.load(resp)
+        if snap["devices"] or time.monotonic() > deadline:
+            return snap
+        time.sleep(0.05)
+
+
 def test_watch_without_driver_starts_and_says_why():
     env = gpuflow_env(GPUFLOW_NVML_FAKE="nodriver", GPUFLOW_DISABLED_PLUGINS="cupti")
     proc, port = start_gpuflow("watch", "--port", "0", env=env)
@@ -28,15 +39,8 @@ def test_watch_without_driver_starts_and_says_why():
 def test_watch_with_fake_gpus_serves_them():
     env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti")
     proc, port = start_gpuflow("watch", "--port", "0", "--interval", "100", env=env)
-    try:
-        deadline = time.monotonic() + 10
-        while True:  # the server answers before the first NVML poll has finished
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
-                snap = json.load(resp)
-            if snap["devices"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert len(snap["devices"]) == 8
+    try:  # the server answers before the first NVML poll has finished
+        assert len(snapshot_with_devices(port)["devices"]) == 8
     finally:
         out = stop_gpuflow(proc, signal.SIGTERM)
     assert proc.returncode == 0, out
@@ -47,15 +51,8 @@ def test_watch_under_the_benchmarking_switch_says_its_view_is_partial():
     env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti",
                       GPUFLOW_AB_PERIOD_MS="200")
     proc, port = start_gpuflow("watch", "--port", "0", "--interval", "100", env=env)
-    try:
-        deadline = time.monotonic() + 10
-        while True:  # NVML is polled in the on periods only, still within a period or two
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
-                snap = json.load(resp)
-            if snap["devices"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert len(snap["devices"]) == 8
+    try:  # NVML is polled in the on periods only, still within a period or two
+        assert len(snapshot_with_devices(port)["devices"]) == 8
     finally:
         out = stop_gpuflow(proc, signal.SIGTERM)
     assert proc.returncode == 0, out
