@@ -26,8 +26,12 @@ got slower and no steadier) and with 2 CPUs (no steadier either).
 An unresolved workload gets a forecast of the rounds it would need; more than one call holds
 are gathered by pooling several runs' ``--json-out`` files with bench/overhead_pool.py.
 
+``--no-aslr``: the program starts (in every mode, through the same shim; gpuflow's agent is left
+as it is) with address-space randomisation off, so every process of it has the same layout
+(bench/spread_probe.py measures whether that makes processes' speeds agree).
+
 Usage: python bench/overhead.py --floor-lib libcupti_floor.so --workload NAME=METRIC:CMD... [--rounds 5]
-       [--seconds S] [--pin [CPUS]]
+       [--seconds S] [--pin [CPUS]] [--no-aslr]
   e.g. --workload 'storm=per_launch_us:./launch_storm 200000'
        --workload 'torch=timed_s:python3 bench/workloads/torch_train.py --steps 40'
        --workload 'demo=wall:./demo_workload 200'
@@ -52,8 +56,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved  # noqa: E402
 
 BUDGET_PCT = 1.0
-#: sets the program's CPUs, then becomes the program (exec: same pid, nothing left in between)
-PIN_SHIM = "import os, sys; os.sched_setaffinity(0, {cpus}); os.execvp(sys.argv[1], sys.argv[1:])"
+#: sets the program's CPUs and/or turns address-space randomisation off, then becomes the
+#: program (exec: same pid, nothing left in between; the personality flag survives the exec)
+EXEC_SHIM = """import ctypes, os, sys
+cpus, no_aslr = {cpus!r}, {no_aslr!r}
+if cpus:
+    os.sched_setaffinity(0, cpus)
+if no_aslr:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.personality.restype = ctypes.c_int
+    now = libc.personality(ctypes.c_ulong(0xffffffff))
+    if now == -1 or libc.personality(ctypes.c_ulong(now | 0x0040000)) == -1:
+        sys.exit("cannot turn address-space randomisation off: errno " + str(ctypes.get_errno()))
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+def shimmed(cmd: list[str], cpus: set[int] | None = None, no_aslr: bool = False) -> list[str]:
+    """``cmd`` started through EXEC_SHIM (ADDR_NO_RANDOMIZE = 0x0040000 from linux/personality.h)."""
+    return [sys.executable, "-c", EXEC_SHIM.format(cpus=sorted(cpus or ()), no_aslr=no_aslr), *cmd]
 
 
 def cpu_split(spec: str) -> tuple[set[int], set[int]]:
@@ -80,12 +101,14 @@ def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
              pin: tuple[set[int], set[int]] | None = None,
              extra_env: dict[str, str] | None = None,
              while_running: Callable[[subprocess.Popen], None] | None = None,
+             no_aslr: bool = False,
              ) -> tuple[float, dict[str, float]]:
     """One run: the metric's value, and every ``name=<number>`` the program printed (plus the
     process wall time as ``wall``), so other measures of the same runs can be compared.
     ``extra_env`` reaches the program (through ``gpuflow run`` in that mode); ``while_running``
     is called on a thread with the started process (``gpuflow run`` itself in that mode) and
-    must return once it has exited."""
+    must return once it has exited. ``no_aslr`` starts the program (not gpuflow's agent) with
+    address-space randomisation off."""
     env = dict(os.environ)
     for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION",
                 "GPUFLOW_AB_PERIOD_MS", "PROGRESS_TRACE"):
@@ -97,8 +120,10 @@ def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
     preexec = None
     if pin is not None:
         program_cpus, agent_cpus = pin
-        argv = [sys.executable, "-c", PIN_SHIM.format(cpus=sorted(program_cpus)), *cmd]
+        argv = shimmed(cmd, program_cpus, no_aslr)
         preexec = lambda: os.sched_setaffinity(0, agent_cpus)  # noqa: E731 - the agent's (or shim's) CPUs
+    elif no_aslr:
+        argv = shimmed(cmd, no_aslr=True)
     if mode == "gpuflow":
         argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--no-summary", "--", *argv]
     t0 = time.perf_counter()
@@ -158,11 +183,16 @@ def main() -> int:
                     help="after --rounds, add rounds while a workload is unresolved and time allows")
     ap.add_argument("--pin", nargs="?", const="halves", metavar="CPUS",
                     help="the program on these CPUs (default: half of them), gpuflow's agent on the rest")
+    ap.add_argument("--no-aslr", action="store_true",
+                    help="start the program (in every mode; not gpuflow's agent) with address-space "
+                         "randomisation off")
     args = ap.parse_args()
     started = time.monotonic()
     pin = cpu_split(args.pin) if args.pin else None
     if pin is not None:
         print(f"pinned: program on CPUs {sorted(pin[0])}, agent on {sorted(pin[1])}", flush=True)
+    if args.no_aslr:
+        print("address-space randomisation off for the program in every mode", flush=True)
     workloads = []
     for spec in args.workload:
         name, rest = spec.split("=", 1)
@@ -173,7 +203,7 @@ def main() -> int:
     printed: dict[str, dict[str, list[dict[str, float]]]] = {w[0]: {m: [] for m in MODES} for w in workloads}
     for name, metric, cmd in workloads:  # one untimed warm-up of each mode (disk cache, JIT caches)
         for mode in MODES:
-            run_once(mode, cmd, metric, args.floor_lib, pin)
+            run_once(mode, cmd, metric, args.floor_lib, pin, no_aslr=args.no_aslr)
     def verdicts() -> dict[str, str]:
         return {name: resolved(interval(results[name]), BUDGET_PCT) for name, _, _ in workloads}
 
@@ -186,7 +216,7 @@ def main() -> int:
         order = MODES[r % 3:] + MODES[:r % 3]
         for name, metric, cmd in workloads:
             for mode in order:
-                value, everything = run_once(mode, cmd, metric, args.floor_lib, pin)
+                value, everything = run_once(mode, cmd, metric, args.floor_lib, pin, no_aslr=args.no_aslr)
                 results[name][mode].append(value)
                 printed[name][mode].append(everything)
                 # progress as it comes, so a run stopped by a time limit still leaves its numbers
@@ -207,9 +237,10 @@ def main() -> int:
         ci = interval(results[name])
         verdict = resolved(ci, BUDGET_PCT)
         spread = {m: (min(results[name][m]), max(results[name][m])) for m in MODES}
-        # the command without its directory (a temporary build folder): bench/overhead_pool.py
-        # refuses to pool runs of different commands
-        summary[name] = {"metric": metric, "command": [os.path.basename(cmd[0]), *cmd[1:]],
+        # the command without its directory (a temporary build folder), marked when it ran with
+        # randomisation off: bench/overhead_pool.py refuses to pool runs of different commands
+        command = (["no-aslr:"] if args.no_aslr else []) + [os.path.basename(cmd[0]), *cmd[1:]]
+        summary[name] = {"metric": metric, "command": command,
                          "median": med, "runs": results[name], "floor_pct": floor_pct,
                          "gpuflow_pct": total_pct, "above_floor_pct": above, "ci90": list(ci),
                          "verdict": verdict}
