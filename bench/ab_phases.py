@@ -16,7 +16,9 @@ translates up to one flush period late; the agent drains 50 ms late) stays out o
 
 Run as a script, it analyses kept traces again (``bench/overhead_ab.py --keep-traces``) with other
 guards, to show a figure does not hang on the guard chosen before the run:
-``python bench/ab_phases.py DIR --period-ms 170 --guards 0,30,60,100``.
+``python bench/ab_phases.py DIR --period-ms 170 --guards 0,30,60,100``. Several sources (trace
+directories, or .tar.gz archives of one, as docs/measurements keeps them) pool their processes:
+runs with the same parameters, decided before their numbers were read.
 
 Constraints: pure Python (runs on the GPU machine with nothing installed); a malformed trace is
 an error naming the line, never a silently wrong figure.
@@ -28,8 +30,10 @@ import argparse
 import glob
 import os
 import random
+import re
 import statistics
-from typing import Sequence
+import tarfile
+from typing import Iterator, Sequence
 
 #: fewer processes than this: no interval (a bootstrap over 2-4 values is not one)
 MIN_PROCESSES = 5
@@ -95,34 +99,58 @@ def mean_interval(values: Sequence[float], level: float = 0.90, resamples: int =
     return means[int(tail * (resamples - 1))], means[int(round((1 - tail) * (resamples - 1)))]
 
 
+_TRACE_NAME = re.compile(r"^(.+)-([a-z]+)-(\d+)\.txt$")
+
+
+def kept_traces(source: str) -> Iterator[tuple[str, str, str, str]]:
+    """(workload, arm, where, text) for every NAME-ARM-ROUND.txt trace in a directory or in a
+    .tar.gz archive of one."""
+    if os.path.isfile(source) and source.endswith((".tar.gz", ".tgz")):
+        with tarfile.open(source) as archive:
+            for member in sorted(archive.getmembers(), key=lambda m: m.name):
+                match = _TRACE_NAME.match(os.path.basename(member.name))
+                if member.isfile() and match:
+                    text = archive.extractfile(member).read().decode()
+                    yield match[1], match[2], f"{source}:{member.name}", text
+        return
+    for path in sorted(glob.glob(os.path.join(source, "*-*-*.txt"))):
+        match = _TRACE_NAME.match(os.path.basename(path))
+        if match:
+            with open(path) as fh:
+                yield match[1], match[2], path, fh.read()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="analyse kept progress traces (NAME-ARM-ROUND.txt) again")
-    ap.add_argument("directory")
-    ap.add_argument("--period-ms", type=int, required=True, help="the period the run used")
+    ap.add_argument("sources", nargs="+", metavar="DIR_OR_TAR_GZ",
+                    help="trace directories or .tar.gz archives of one; several pool their processes")
+    ap.add_argument("--period-ms", type=int, required=True, help="the period the runs used")
     ap.add_argument("--guards", default="0,30,60,100", help="guards to try, in ms")
+    ap.add_argument("--only", help="this workload's traces only")
     args = ap.parse_args()
-    groups: dict[tuple[str, str], list[str]] = {}
-    for path in sorted(glob.glob(os.path.join(args.directory, "*-*-*.txt"))):
-        name, arm, _ = os.path.basename(path)[:-4].rsplit("-", 2)
-        groups.setdefault((name, arm), []).append(path)
+    groups: dict[tuple[str, str], list[list[tuple[int, float]]]] = {}
+    for source in args.sources:
+        for name, arm, where, text in kept_traces(source):
+            if args.only is None or name == args.only:
+                try:
+                    groups.setdefault((name, arm), []).append(parse_trace(text, source=where))
+                except ValueError as error:   # names the trace and line
+                    raise SystemExit(str(error)) from None
     if not groups:
-        raise SystemExit(f"no NAME-ARM-ROUND.txt traces in {args.directory}")
+        raise SystemExit(f"no NAME-ARM-ROUND.txt traces{' of ' + args.only if args.only else ''} in "
+                         f"{', '.join(args.sources)}")
     guards = [int(g) for g in args.guards.split(",")]
     print(f"period {args.period_ms} ms; mean on-vs-off % over processes [90 % interval], per guard")
-    for (name, arm), paths in sorted(groups.items()):
+    for (name, arm), traces in sorted(groups.items()):
         cells = []
         for guard in guards:
             if guard >= args.period_ms:
                 continue
-            values = []
-            for path in paths:
-                with open(path) as fh:
-                    points = parse_trace(fh.read(), source=path)
-                values.append(on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000,
-                                                         guard * 1_000_000)))
+            values = [on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000, guard * 1_000_000))
+                      for points in traces]
             lo, hi = mean_interval(values)
             cells.append(f"guard {guard} ms: {statistics.fmean(values):+.2f} [{lo:+.2f}..{hi:+.2f}]")
-        print(f"{name:<8} {arm} ({len(paths)} processes)  " + "   ".join(cells))
+        print(f"{name:<8} {arm} ({len(traces)} processes)  " + "   ".join(cells))
     return 0
 
 

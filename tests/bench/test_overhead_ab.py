@@ -172,6 +172,34 @@ def test_kept_traces_are_analysed_again_at_other_guards(tmp_path):
     assert empty.returncode != 0 and "no NAME-ARM-ROUND.txt traces" in empty.stderr
 
 
+def test_kept_traces_pool_across_directories_and_archives(tmp_path):
+    import tarfile
+    first, second = tmp_path / "run1" / "ab-traces", tmp_path / "run2" / "ab-traces"
+    for folder, rounds in ((first, range(1, 4)), (second, range(1, 4))):
+        folder.mkdir(parents=True)
+        for r in rounds:   # the same names in both runs: pooled, never overwritten
+            points = trace_of(1_050_000 if folder is first else 1_010_000, 1_000_000, 100 * MS, 3_000 * MS)
+            (folder / f"torch-ab-{r}.txt").write_text("".join(f"{t} {u}\n" for t, u in points))
+            (folder / f"storm-ab-{r}.txt").write_text("".join(f"{t} {u}\n" for t, u in points))
+    archive = tmp_path / "run2.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(second, arcname="ab-traces")
+
+    def analyse(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(ROOT / "bench" / "ab_phases.py"), *args, "--period-ms", "100",
+                               "--guards", "20"], capture_output=True, text=True, timeout=60)
+
+    done = analyse(str(first), str(archive), "--only", "torch")
+    assert done.returncode == 0, done.stderr
+    (row,) = done.stdout.splitlines()[1:]
+    assert row.startswith("torch    ab (6 processes)") and "guard 20 ms: +3.00" in row   # mean of 5 % and 1 %
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "torch-ab-1.txt").write_text("5 0\nfive 1\n")
+    done = analyse(str(first), str(broken))
+    assert done.returncode != 0 and "torch-ab-1.txt:2" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("freeze", [True, False])
 def test_freeze_agent_stops_the_agent_in_off_periods_only(tmp_path, injection, freeze):
     program = tmp_path / "slow_while_agent_runs.py"
