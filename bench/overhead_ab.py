@@ -31,8 +31,12 @@ machine: every run alternates on the same CLOCK_MONOTONIC grid, so two at once e
 other's alternation (on a 2-CPU machine, three frozen-agent runs at once moved each other's
 controls by up to 10 %).
 
+``--control-every K`` runs the control in every K-th round only (rounds 1, K+1, …): for a
+campaign that needs many ab processes once the control has read about 0 run after run.
+
 Usage: python bench/overhead_ab.py --workload NAME=METRIC:CMD... [--rounds 8] [--seconds S]
-       [--period-ms 370] [--guard-ms 100] [--freeze-agent] [--keep-traces DIR] [--json-out F]
+       [--period-ms 370] [--guard-ms 100] [--freeze-agent] [--control-every K] [--keep-traces DIR]
+       [--json-out F]
   e.g. --workload 'storm=per_launch_us:./launch_storm 1000000'
 Last line: ``ab_above_off_pct=<worst> ci90=<lo>..<hi> verdict=<v> aa_pct=<x> aa_ci90=<lo>..<hi>
 workloads=<n> processes=<k>``.
@@ -127,11 +131,16 @@ def main() -> int:
     ap.add_argument("--json-out")
     ap.add_argument("--freeze-agent", action="store_true",
                     help="in the ab arm, also SIGSTOP gpuflow's agent in the off periods")
+    ap.add_argument("--control-every", type=int, default=1, metavar="K",
+                    help="run the control (aa) arm in every K-th round only (default every round): "
+                         "more ab processes per hour once the control has shown the method unbiased")
     ap.add_argument("--keep-traces", metavar="DIR",
                     help="keep every process's progress trace here (NAME-ARM-ROUND.txt), to analyse again")
     args = ap.parse_args()
     if not 10 <= args.period_ms <= 60000 or not 0 <= args.guard_ms < args.period_ms:
         ap.error("--period-ms must be 10..60000 (what the library accepts) and --guard-ms below it")
+    if args.control_every < 1:
+        ap.error("--control-every must be at least 1")
     workloads = []
     for spec in args.workload:
         try:
@@ -155,6 +164,8 @@ def main() -> int:
                                   and time.monotonic() - started + longest <= args.seconds):
             t0 = time.monotonic()
             order = ARMS if r % 2 == 0 else ARMS[::-1]
+            if r % args.control_every:
+                order = ("ab",)
             for name, metric, cmd in workloads:
                 for arm in order:
                     trace = os.path.join(args.keep_traces or scratch, f"{name}-{arm}-{r + 1}.txt")
@@ -182,7 +193,8 @@ def main() -> int:
         aa["covers_zero"] = aa["ci90"][0] <= 0 <= aa["ci90"][1]
         summary[name] = {"command": [os.path.basename(cmd[0]), *cmd[1:]], "metric": metric,
                          "period_ms": args.period_ms, "guard_ms": args.guard_ms,
-                         "freeze_agent": args.freeze_agent, "ab": ab, "aa": aa,
+                         "freeze_agent": args.freeze_agent, "control_every": args.control_every,
+                         "ab": ab, "aa": aa,
                          "runs": runs[name]}
         print(f"{name:<8} ab {ab['pct']:+.3f} % [{ab['ci90'][0]:+.3f}..{ab['ci90'][1]:+.3f}] {ab['verdict']}   "
               f"aa (control) {aa['pct']:+.3f} % [{aa['ci90'][0]:+.3f}..{aa['ci90'][1]:+.3f}]"

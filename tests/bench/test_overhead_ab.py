@@ -149,6 +149,20 @@ def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads
     assert float(last["ab_above_off_pct"]) == pytest.approx(result["ab"]["pct"], abs=0.001)
 
 
+def test_the_control_runs_in_every_kth_round_only_when_asked(tmp_path, injection):
+    program = tmp_path / "slow_when_on.py"
+    program.write_text(SLOW_WHEN_ON)
+    traces = tmp_path / "traces"
+    done = overhead_ab("--rounds", "4", "--control-every", "3", "--period-ms", "100", "--guard-ms", "10",
+                       "--keep-traces", str(traces), "--workload", f"slow=units:{sys.executable} {program}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in traces.iterdir()) == [
+        "slow-aa-1.txt", "slow-aa-4.txt", "slow-ab-1.txt", "slow-ab-2.txt", "slow-ab-3.txt", "slow-ab-4.txt"]
+    assert done.stdout.strip().splitlines()[-1].endswith("processes=6")
+    refused = overhead_ab("--control-every", "0", "--workload", "x=y:true")
+    assert refused.returncode == 2 and "--control-every must be at least 1" in refused.stderr
+
+
 def test_a_workload_without_a_progress_trace_is_named(injection):
     done = overhead_ab("--rounds", "1", "--workload", "mute=x:echo x=1", timeout=120)
     assert done.returncode == 1 and "wrote no progress trace" in done.stderr
