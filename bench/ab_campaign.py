@@ -1,0 +1,92 @@
+"""Read a fixed-rule A/B campaign: interim until it holds its processes, then its one verdict.
+
+A campaign (docs/overhead.md, "The campaign that settles the torch loop") pools every ab process
+of ``bench/overhead_ab.py`` runs with the same parameters over several device calls, and is read
+once, when the pool reaches a number of processes fixed before it began. This applies that rule
+mechanically, so the reading does not depend on who reads it or when:
+
+* the sources (trace directories or .tar.gz archives, in the order given, each read in
+  bench/ab_phases.py's order) give the workload's ab processes; only the first ``--target``
+  count;
+* fewer than ``--target``: the line says ``interim`` and gives the pool's figure, which decides
+  nothing;
+* at ``--target``: the mean on-vs-off % over those processes and its 90 % bootstrap interval (the
+  same statistic as bench/overhead_ab.py), at ``--guard-ms``; then the same scaled to the bare run
+  time by ``--floor-over-bare`` (the A/B compares against the off periods, which run at the
+  floor's speed; the issue's figure is a share of the bare time); the verdict against the 1 %
+  budget is read from the scaled interval.
+
+Usage: python bench/ab_campaign.py SOURCE... --workload torch --period-ms 170 --guard-ms 60
+       --target 50 --floor-over-bare 1.134
+Last line: ``campaign workload=<w> processes=<n>/<target> state=<interim|final>
+on_vs_off_pct=<x> ci90=<lo>..<hi> overhead_above_floor_pct=<x> bare_ci90=<lo>..<hi>
+verdict=<met|missed|unresolved|interim>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_phases import kept_traces, mean_interval, on_vs_off_pct, parse_trace, phase_totals  # noqa: E402
+from overhead_stats import resolved  # noqa: E402
+
+BUDGET_PCT = 1.0
+
+
+def campaign_reading(values: list[float], target: int, floor_over_bare: float) -> dict:
+    """The rule applied to the per-process on-vs-off values, in the order run."""
+    counted = values[:target]
+    mean = statistics.fmean(counted) if counted else float("nan")
+    lo, hi = mean_interval(counted)
+    final = len(counted) >= target
+    bare = (mean * floor_over_bare, lo * floor_over_bare, hi * floor_over_bare)
+    return {"processes": len(counted), "target": target, "state": "final" if final else "interim",
+            "on_vs_off_pct": mean, "ci90": (lo, hi), "bare_pct": bare[0], "bare_ci90": (bare[1], bare[2]),
+            "verdict": resolved((bare[1], bare[2]), BUDGET_PCT) if final else "interim"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sources", nargs="+", metavar="DIR_OR_TAR_GZ")
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--period-ms", type=int, required=True)
+    ap.add_argument("--guard-ms", type=int, required=True)
+    ap.add_argument("--target", type=int, required=True, help="ab processes the rule reads at")
+    ap.add_argument("--floor-over-bare", type=float, required=True,
+                    help="the floor's run time over the bare one, fixed with the rule")
+    args = ap.parse_args()
+    if args.target < 5:
+        ap.error("--target must be at least 5 (fewer give no interval)")
+    if not args.floor_over_bare >= 1.0:
+        ap.error("--floor-over-bare must be at least 1 (the floor is never faster than bare)")
+    if not 0 <= args.guard_ms < args.period_ms:
+        ap.error("--guard-ms must be below --period-ms")
+    values = []
+    for source in args.sources:
+        for name, arm, where, text in kept_traces(source):
+            if name != args.workload or arm != "ab":
+                continue
+            try:
+                points = parse_trace(text, source=where)
+                values.append(on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000,
+                                                         args.guard_ms * 1_000_000)))
+            except ValueError as error:   # a malformed trace names its line; a short one does not
+                raise SystemExit(str(error) if where in str(error) else f"{where}: {error}") from None
+    if not values:
+        raise SystemExit(f"no {args.workload}-ab-N.txt traces in {', '.join(args.sources)}")
+    r = campaign_reading(values, args.target, args.floor_over_bare)
+    if len(values) > args.target:
+        print(f"{len(values) - args.target} processes past the target are not counted")
+    print(f"campaign workload={args.workload} processes={r['processes']}/{r['target']} state={r['state']} "
+          f"on_vs_off_pct={r['on_vs_off_pct']:.3f} ci90={r['ci90'][0]:.3f}..{r['ci90'][1]:.3f} "
+          f"overhead_above_floor_pct={r['bare_pct']:.3f} bare_ci90={r['bare_ci90'][0]:.3f}..{r['bare_ci90'][1]:.3f} "
+          f"verdict={r['verdict']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
