@@ -32,8 +32,12 @@ import os
 import random
 import re
 import statistics
+import sys
 import tarfile
 from typing import Iterator, Sequence
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overhead_stats import percentile_bounds  # noqa: E402
 
 #: fewer processes than this: no interval (a bootstrap over 2-4 values is not one)
 MIN_PROCESSES = 5
@@ -94,9 +98,8 @@ def mean_interval(values: Sequence[float], level: float = 0.90, resamples: int =
     if n < MIN_PROCESSES:
         return float("-inf"), float("inf")
     rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(resamples))
-    tail = (1 - level) / 2
-    return means[int(tail * (resamples - 1))], means[int(round((1 - tail) * (resamples - 1)))]
+    return percentile_bounds(sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(resamples)),
+                             level)
 
 
 _TRACE_NAME = re.compile(r"^(.+)-([a-z]+)-(\d+)\.txt$")

@@ -43,11 +43,15 @@ def interval(runs: Mapping[str, Sequence[float]], level: float = 0.90, resamples
     for _ in range(resamples):
         pick = [rng.randrange(n) for _ in range(n)]
         stats.append(above_floor_pct({m: [runs[m][i] for i in pick] for m in MODES}))
-    stats.sort()
+    return percentile_bounds(sorted(stats), level)
+
+
+def percentile_bounds(sorted_stats: Sequence[float], level: float) -> tuple[float, float]:
+    """The two-sided ``level`` percentile interval of bootstrap statistics already sorted (the
+    pick every interval in bench/ uses, so their figures compare)."""
     tail = (1 - level) / 2
-    lo = stats[int(tail * (resamples - 1))]
-    hi = stats[int(round((1 - tail) * (resamples - 1)))]
-    return lo, hi
+    last = len(sorted_stats) - 1
+    return sorted_stats[int(tail * last)], sorted_stats[int(round((1 - tail) * last))]
 
 
 def resolved(ci: tuple[float, float], budget_pct: float) -> str:
