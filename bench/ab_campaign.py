@@ -5,8 +5,8 @@ of ``bench/overhead_ab.py`` runs with the same parameters over several device ca
 once, when the pool reaches a number of processes fixed before it began. This applies that rule
 mechanically, so the reading does not depend on who reads it or when:
 
-* the sources (trace directories or .tar.gz archives, in the order given, each read in
-  bench/ab_phases.py's order) give the workload's ab processes; only the first ``--target``
+* the sources (trace directories or .tar.gz archives, in the order given; within one, by round
+  number) give the workload's ab processes in the order they ran; only the first ``--target``
   count;
 * fewer than ``--target``: the line says ``interim`` and gives the pool's figure, which decides
   nothing;
@@ -65,17 +65,18 @@ def main() -> int:
         ap.error("--floor-over-bare must be at least 1 (the floor is never faster than bare)")
     if not 0 <= args.guard_ms < args.period_ms:
         ap.error("--guard-ms must be below --period-ms")
-    values = []
-    for source in args.sources:
-        for name, arm, where, text in kept_traces(source):
+    ran: list[tuple[int, int, float]] = []   # (source, round, value): the order they ran
+    for index, source in enumerate(args.sources):
+        for name, arm, round_number, where, text in kept_traces(source):
             if name != args.workload or arm != "ab":
                 continue
             try:
                 points = parse_trace(text, source=where)
-                values.append(on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000,
-                                                         args.guard_ms * 1_000_000)))
+                ran.append((index, round_number, on_vs_off_pct(phase_totals(
+                    points, args.period_ms * 1_000_000, args.guard_ms * 1_000_000))))
             except ValueError as error:   # a malformed trace names its line; a short one does not
                 raise SystemExit(str(error) if where in str(error) else f"{where}: {error}") from None
+    values = [value for _, _, value in sorted(ran)]
     if not values:
         raise SystemExit(f"no {args.workload}-ab-N.txt traces in {', '.join(args.sources)}")
     r = campaign_reading(values, args.target, args.floor_over_bare)

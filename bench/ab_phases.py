@@ -105,22 +105,22 @@ def mean_interval(values: Sequence[float], level: float = 0.90, resamples: int =
 _TRACE_NAME = re.compile(r"^(.+)-([a-z]+)-(\d+)\.txt$")
 
 
-def kept_traces(source: str) -> Iterator[tuple[str, str, str, str]]:
-    """(workload, arm, where, text) for every NAME-ARM-ROUND.txt trace in a directory or in a
-    .tar.gz archive of one."""
+def kept_traces(source: str) -> Iterator[tuple[str, str, int, str, str]]:
+    """(workload, arm, round, where, text) for every NAME-ARM-ROUND.txt trace in a directory or
+    in a .tar.gz archive of one, in file-name order."""
     if os.path.isfile(source) and source.endswith((".tar.gz", ".tgz")):
         with tarfile.open(source) as archive:
             for member in sorted(archive.getmembers(), key=lambda m: m.name):
                 match = _TRACE_NAME.match(os.path.basename(member.name))
                 if member.isfile() and match:
                     text = archive.extractfile(member).read().decode()
-                    yield match[1], match[2], f"{source}:{member.name}", text
+                    yield match[1], match[2], int(match[3]), f"{source}:{member.name}", text
         return
     for path in sorted(glob.glob(os.path.join(source, "*-*-*.txt"))):
         match = _TRACE_NAME.match(os.path.basename(path))
         if match:
             with open(path) as fh:
-                yield match[1], match[2], path, fh.read()
+                yield match[1], match[2], int(match[3]), path, fh.read()
 
 
 def main() -> int:
@@ -133,7 +133,7 @@ def main() -> int:
     args = ap.parse_args()
     groups: dict[tuple[str, str], list[list[tuple[int, float]]]] = {}
     for source in args.sources:
-        for name, arm, where, text in kept_traces(source):
+        for name, arm, _, where, text in kept_traces(source):
             if args.only is None or name == args.only:
                 try:
                     groups.setdefault((name, arm), []).append(parse_trace(text, source=where))

@@ -87,3 +87,12 @@ def test_no_traces_or_a_broken_one_is_a_clear_error(tmp_path):
     (tmp_path / "torch-ab-1.txt").write_text("5 0\nfive 1\n")
     done = campaign(str(tmp_path), "--target", "5", "--floor-over-bare", "1.1")
     assert done.returncode != 0 and "torch-ab-1.txt" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_processes_count_in_the_order_they_ran_not_by_file_name(tmp_path):
+    # by file name torch-ab-10 and -11 sort before -2: the rule must take rounds 1..10
+    for r in range(1, 12):
+        write_trace(tmp_path / f"torch-ab-{r}.txt", 1_002_000 if r <= 10 else 1_300_000)
+    fields = last_fields(campaign(str(tmp_path), "--target", "10", "--floor-over-bare", "1.0"))
+    assert fields["state"] == "final"
+    assert float(fields["on_vs_off_pct"]) == pytest.approx(0.2, abs=0.001)
