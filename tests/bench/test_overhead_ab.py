@@ -138,14 +138,21 @@ def overhead_ab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads_none(tmp_path, injection):
-    program = tmp_path / "slow_when_on.py"
-    program.write_text(SLOW_WHEN_ON)
+def run_ab_on(tmp_path: Path, source: str, name: str, *extra: str,
+              rounds: int = 5) -> tuple[subprocess.CompletedProcess, dict]:
+    """The runner on the stand-in workload ``source`` (100 ms periods, 10 ms guard): its output
+    and the workload's entry of its JSON."""
+    program = tmp_path / f"{name}.py"
+    program.write_text(source)
     out = tmp_path / "ab.json"
-    done = overhead_ab("--rounds", "5", "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
-                       "--workload", f"slow=units:{sys.executable} {program}")
+    done = overhead_ab("--rounds", str(rounds), "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
+                       *extra, "--workload", f"{name}=units:{sys.executable} {program}")
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(out.read_text())["slow"]
+    return done, json.loads(out.read_text())[name]
+
+
+def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads_none(tmp_path, injection):
+    done, result = run_ab_on(tmp_path, SLOW_WHEN_ON, "slow")
     assert len(result["ab"]["per_process"]) == len(result["aa"]["per_process"]) == 5
     assert 35.0 < result["ab"]["pct"] < 65.0, result["ab"]
     assert abs(result["aa"]["pct"]) < 12.0, result["aa"]
@@ -156,12 +163,9 @@ def test_the_runner_reads_a_known_cost_through_gpuflow_run_and_its_control_reads
 
 
 def test_the_control_runs_in_every_kth_round_only_when_asked(tmp_path, injection):
-    program = tmp_path / "slow_when_on.py"
-    program.write_text(SLOW_WHEN_ON)
     traces = tmp_path / "traces"
-    done = overhead_ab("--rounds", "4", "--control-every", "3", "--period-ms", "100", "--guard-ms", "10",
-                       "--keep-traces", str(traces), "--workload", f"slow=units:{sys.executable} {program}")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done, _ = run_ab_on(tmp_path, SLOW_WHEN_ON, "slow", "--control-every", "3", "--keep-traces", str(traces),
+                        rounds=4)
     assert sorted(p.name for p in traces.iterdir()) == [
         "slow-aa-1.txt", "slow-aa-4.txt", "slow-ab-1.txt", "slow-ab-2.txt", "slow-ab-3.txt", "slow-ab-4.txt"]
     assert done.stdout.strip().splitlines()[-1].endswith("processes=6")
@@ -222,14 +226,7 @@ def test_kept_traces_pool_across_directories_and_archives(tmp_path):
 
 @pytest.mark.parametrize("freeze", [True, False])
 def test_freeze_agent_stops_the_agent_in_off_periods_only(tmp_path, injection, freeze):
-    program = tmp_path / "slow_while_agent_runs.py"
-    program.write_text(SLOW_WHILE_AGENT_RUNS)
-    out = tmp_path / "ab.json"
-    done = overhead_ab("--rounds", "5", "--period-ms", "100", "--guard-ms", "10", "--json-out", str(out),
-                       *(["--freeze-agent"] if freeze else []),
-                       "--workload", f"agent=units:{sys.executable} {program}")
-    assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(out.read_text())["agent"]
+    _, result = run_ab_on(tmp_path, SLOW_WHILE_AGENT_RUNS, "agent", *(["--freeze-agent"] if freeze else []))
     assert result["freeze_agent"] is freeze
     assert abs(result["aa"]["pct"]) < 12.0, result["aa"]          # never frozen: always slow
     if freeze:
