@@ -131,12 +131,12 @@ def main() -> int:
     ap.add_argument("--guards", default="0,30,60,100", help="guards to try, in ms")
     ap.add_argument("--only", help="this workload's traces only")
     args = ap.parse_args()
-    groups: dict[tuple[str, str], list[list[tuple[int, float]]]] = {}
+    groups: dict[tuple[str, str], list[tuple[str, list[tuple[int, float]]]]] = {}
     for source in args.sources:
         for name, arm, _, where, text in kept_traces(source):
             if args.only is None or name == args.only:
                 try:
-                    groups.setdefault((name, arm), []).append(parse_trace(text, source=where))
+                    groups.setdefault((name, arm), []).append((where, parse_trace(text, source=where)))
                 except ValueError as error:   # names the trace and line
                     raise SystemExit(str(error)) from None
     if not groups:
@@ -149,8 +149,13 @@ def main() -> int:
         for guard in guards:
             if guard >= args.period_ms:
                 continue
-            values = [on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000, guard * 1_000_000))
-                      for points in traces]
+            values = []
+            for where, points in traces:
+                try:
+                    values.append(on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000,
+                                                             guard * 1_000_000)))
+                except ValueError as error:   # too short a trace for this period and guard
+                    raise SystemExit(f"{where}: {error}") from None
             lo, hi = mean_interval(values)
             cells.append(f"guard {guard} ms: {statistics.fmean(values):+.2f} [{lo:+.2f}..{hi:+.2f}]")
         print(f"{name:<8} {arm} ({len(traces)} processes)  " + "   ".join(cells))

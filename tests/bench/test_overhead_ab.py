@@ -222,6 +222,10 @@ def test_kept_traces_pool_across_directories_and_archives(tmp_path):
     (broken / "torch-ab-1.txt").write_text("5 0\nfive 1\n")
     done = analyse(str(first), str(broken))
     assert done.returncode != 0 and "torch-ab-1.txt:2" in done.stderr and "Traceback" not in done.stderr
+    (broken / "torch-ab-1.txt").write_text("5 0\n6 1\n")   # well formed, but inside one period
+    done = analyse(str(broken))
+    assert done.returncode != 0 and "torch-ab-1.txt: the run left no whole interval" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("freeze", [True, False])
