@@ -6,6 +6,9 @@ the inputs are unreadable):
 * ``demo DEMO_STDOUT SUMMARY_JSON`` — per-kernel (mangled name) launch counts and per-direction
   copy counts and bytes printed by examples/demo_workload.cu vs ``gpuflow run --summary-json``;
   also that the lanes carry the NVTX stream names and ``default``.
+* ``patterns PATTERNS_STDOUT SUMMARY_JSON`` — the same for bench/workloads/launch_patterns.cu (a
+  CUDA graph, four launching threads, the stream-ordered allocator, pageable copies) and its
+  lanes ``graph``, ``worker0``..``worker3``, ``alloc``, ``default``.
 * ``torch PROFILE_JSON SUMMARY_JSON`` — per-kernel-name counts from torch.profiler (Kineto trace)
   vs gpuflow's, by demangled name.
 * ``tree SUMMARY_JSON N`` — N traced processes, each with kernels.
@@ -56,7 +59,10 @@ def diff_counts(expected: dict[str, int], got: dict[str, int]) -> list[str]:
     return lines
 
 
-def cmd_demo(stdout_path: str, summary_path: str) -> bool:
+def cmd_counts(label: str, stdout_path: str, summary_path: str, *lanes: str) -> bool:
+    """A workload that prints the ``==== gpuflow-demo-counts ====`` block: its kernel counts by
+    mangled name and copy counts and bytes by direction must equal gpuflow's, and each of
+    ``lanes`` must be a lane label."""
     expected_kernels: dict[str, int] = {}
     expected_copies: dict[str, tuple[int, int]] = {}
     inside = False
@@ -81,16 +87,27 @@ def cmd_demo(stdout_path: str, summary_path: str) -> bool:
         if expected_copies.get(d) != got_copies.get(d):
             problems.append(f"  copies {d}: expected {expected_copies.get(d)}, gpuflow {got_copies.get(d)}")
     labels = sorted({lane["label"] for t in summary["traced"] for lane in t["lanes"]})
-    for wanted in ("compute", "prefetch_h2d", "offload_d2h", "default"):
+    for wanted in lanes:
         if wanted not in labels:
             problems.append(f"  no lane labelled {wanted!r} (labels: {labels})")
-    print(f"demo: {sum(expected_kernels.values())} kernels in {len(expected_kernels)} names expected, "
+    print(f"{label}: {sum(expected_kernels.values())} kernels in {len(expected_kernels)} names expected, "
           f"gpuflow {sum(got_kernels.values())} in {len(got_kernels)}; copies {expected_copies} vs {got_copies}; "
           f"lanes {labels}; drops {drops(summary)}; exit {summary['exit_status']}")
     print("\n".join(problems))
     ok = not problems and summary["exit_status"] == 0 and bool(expected_kernels)
-    print(f"demo_counts_exact={'yes' if ok else 'no'}")
+    print(f"{label}_counts_exact={'yes' if ok else 'no'}")
     return ok
+
+
+def cmd_demo(stdout_path: str, summary_path: str) -> bool:
+    return cmd_counts("demo", stdout_path, summary_path, "compute", "prefetch_h2d", "offload_d2h", "default")
+
+
+def cmd_patterns(stdout_path: str, summary_path: str) -> bool:
+    """bench/workloads/launch_patterns.cu: a CUDA graph, four launching threads, the
+    stream-ordered allocator, pageable synchronous copies."""
+    return cmd_counts("patterns", stdout_path, summary_path, "graph", "worker0", "worker1", "worker2", "worker3",
+                      "alloc", "default")
 
 
 def cmd_torch(profile_path: str, summary_path: str) -> bool:
@@ -141,7 +158,8 @@ def cmd_watch(snapshot_path: str, pid: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    commands = {"demo": cmd_demo, "torch": cmd_torch, "tree": cmd_tree, "watch": cmd_watch}
+    commands = {"demo": cmd_demo, "patterns": cmd_patterns, "torch": cmd_torch, "tree": cmd_tree,
+                "watch": cmd_watch}
     if len(argv) < 2 or argv[1] not in commands:
         print(__doc__)
         return 2
