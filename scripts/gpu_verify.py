@@ -7,8 +7,8 @@ the inputs are unreadable):
   copy counts and bytes printed by examples/demo_workload.cu vs ``gpuflow run --summary-json``;
   also that the lanes carry the NVTX stream names and ``default``.
 * ``patterns PATTERNS_STDOUT SUMMARY_JSON`` — the same for bench/workloads/launch_patterns.cu (a
-  CUDA graph, four launching threads, the stream-ordered allocator, pageable copies) and its
-  lanes ``graph``, ``worker0``..``worker3``, ``alloc``, ``default``.
+  CUDA graph, four launching threads, the stream-ordered allocator, pageable copies, peer copies
+  with two GPUs) and the lanes it lists (``lane <label>`` lines).
 * ``torch PROFILE_JSON SUMMARY_JSON`` — per-kernel-name counts from torch.profiler (Kineto trace)
   vs gpuflow's, by demangled name.
 * ``tree SUMMARY_JSON N`` — N traced processes, each with kernels.
@@ -62,8 +62,9 @@ def diff_counts(expected: dict[str, int], got: dict[str, int]) -> list[str]:
 def cmd_counts(label: str, stdout_path: str, summary_path: str, *lanes: str) -> bool:
     """A workload that prints the ``==== gpuflow-demo-counts ====`` block: its kernel counts by
     mangled name and copy counts and bytes by direction must equal gpuflow's, and each of
-    ``lanes`` must be a lane label."""
+    ``lanes`` and of the block's ``lane <label>`` lines must be a lane label."""
     expected_kernels: dict[str, int] = {}
+    lanes = list(lanes)
     expected_copies: dict[str, tuple[int, int]] = {}
     inside = False
     for line in open(stdout_path):
@@ -79,6 +80,8 @@ def cmd_counts(label: str, stdout_path: str, summary_path: str, *lanes: str) -> 
             _, direction, count, nbytes = line.split()
             if int(count):
                 expected_copies[direction] = (int(count), int(nbytes))
+        elif inside and line.startswith("lane ") and line[5:] not in lanes:
+            lanes.append(line[5:])
     summary = load(summary_path)
     got_kernels = gpuflow_kernels(summary, "mangled")
     got_copies = gpuflow_transfers(summary)
@@ -105,9 +108,9 @@ def cmd_demo(stdout_path: str, summary_path: str) -> bool:
 
 def cmd_patterns(stdout_path: str, summary_path: str) -> bool:
     """bench/workloads/launch_patterns.cu: a CUDA graph, four launching threads, the
-    stream-ordered allocator, pageable synchronous copies."""
-    return cmd_counts("patterns", stdout_path, summary_path, "graph", "worker0", "worker1", "worker2", "worker3",
-                      "alloc", "default")
+    stream-ordered allocator, pageable synchronous copies (and peer copies with two GPUs); it
+    names its lanes itself."""
+    return cmd_counts("patterns", stdout_path, summary_path)
 
 
 def cmd_torch(profile_path: str, summary_path: str) -> bool:

@@ -10,11 +10,13 @@
 //   alloc    the stream-ordered allocator: cudaMallocAsync, a memset and a kernel on the fresh
 //            memory, cudaFreeAsync, N times;
 //   default  synchronous copies from pageable host memory (plain cudaMemcpy, both ways) on the
-//            legacy null stream.
+//            legacy null stream;
+//   peer     only with two GPUs that can reach each other: peer access enabled, a kernel on the
+//            second GPU and peer copies from the first (cudaMemcpyPeerAsync), N times.
 //
 // At the end it prints the same block as demo_workload (kernel <mangled> <launches> <demangled>,
-// copy <h2d|d2h|d2d|memset> <count> <bytes>, total kernels) between "==== gpuflow-demo-counts
-// ====" and "==== end ====", each count incremented after the call that made the work succeeded
+// copy <h2d|d2h|d2d|p2p|memset> <count> <bytes>, total kernels) between "==== gpuflow-demo-counts
+// ====" and "==== end ====", plus one "lane <label>" line per stream name it used, each count incremented after the call that made the work succeeded
 // (a graph launch adds its nodes). First argument: N (default 50). Every CUDA call is checked; a
 // failure prints the call and exits 1.
 //
@@ -74,7 +76,8 @@ struct CopyCount {
 };
 
 static std::map<std::string, std::pair<std::string, long long>> g_kernels; // mangled -> (demangled, launches)
-static CopyCount g_h2d, g_d2h, g_d2d, g_memset;
+static CopyCount g_h2d, g_d2h, g_d2d, g_p2p, g_memset;
+static std::vector<std::string> g_lanes;
 
 static std::string mangled_of(const void *fn)
 {
@@ -109,6 +112,7 @@ static void graph_phase(int launches)
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     nvtxNameCudaStreamA(s, "graph");
+    g_lanes.push_back("graph");
     float *d_x, *d_y, *h_y;
     CHECK(cudaMalloc(&d_x, BYTES));
     CHECK(cudaMalloc(&d_y, BYTES));
@@ -184,6 +188,8 @@ static void threads_phase(int launches)
                                   mangled_of((const void *)&worker_step<2>),
                                   mangled_of((const void *)&worker_step<3>)};
     WorkerResult results[4];
+    for (int w = 0; w < 4; w++)
+        g_lanes.push_back("worker" + std::to_string(w));
     std::vector<std::thread> threads;
     threads.emplace_back(worker<0>, launches, &results[0]);
     threads.emplace_back(worker<1>, launches, &results[1]);
@@ -203,6 +209,7 @@ static void allocator_phase(int rounds)
     cudaStream_t s;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     nvtxNameCudaStreamA(s, "alloc");
+    g_lanes.push_back("alloc");
     const std::string fill = mangled_of((const void *)&fill_fresh);
     for (int i = 0; i < rounds; i++) {
         float *d = nullptr;
@@ -230,6 +237,55 @@ static void pageable_phase(int rounds)
         add(g_d2h, 1, BYTES);
     }
     CHECK(cudaFree(d));
+    g_lanes.push_back("default");
+}
+
+__global__ void peer_touch(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] -= 1.0f;
+}
+
+// Returns whether it ran: two GPUs that can access each other's memory.
+static bool peer_phase(int rounds)
+{
+    int devices = 0, can = 0;
+    CHECK(cudaGetDeviceCount(&devices));
+    if (devices < 2)
+        return false;
+    CHECK(cudaDeviceCanAccessPeer(&can, 1, 0));
+    if (!can)
+        return false;
+    float *src, *dst;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&src, BYTES));
+    CHECK(cudaMemset(src, 0, BYTES));
+    add(g_memset, 1, BYTES);
+    CHECK(cudaSetDevice(1));
+    cudaError_t e = cudaDeviceEnablePeerAccess(0, 0);
+    if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+        CHECK(e);
+    (void)cudaGetLastError(); // clear an "already enabled"
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    nvtxNameCudaStreamA(s, "peer");
+    g_lanes.push_back("peer");
+    CHECK(cudaMalloc(&dst, BYTES));
+    const std::string touch = mangled_of((const void *)&peer_touch);
+    for (int i = 0; i < rounds; i++) {
+        CHECK(cudaMemcpyPeerAsync(dst, 1, src, 0, BYTES, s));
+        add(g_p2p, 1, BYTES);
+        peer_touch<<<blocks(N_ELEMS, 256), 256, 0, s>>>(dst, N_ELEMS);
+        CHECK(cudaGetLastError());
+        g_kernels[touch].second++;
+    }
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(dst));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(src));
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -244,11 +300,13 @@ int main(int argc, char **argv)
     threads_phase(n * 4);
     allocator_phase(n);
     pageable_phase(n / 5 + 1);
+    const bool peer = peer_phase(n);
     CHECK(cudaDeviceSynchronize());
 
     long long total = 0;
     std::printf("launch_patterns: %d graph launches, 4 threads x %d launches, %d allocations, %d "
-                "pageable round trips\n", n, n * 4, n, n / 5 + 1);
+                "pageable round trips, %s\n", n, n * 4, n, n / 5 + 1,
+                peer ? "peer copies between GPU 0 and 1" : "no peer phase (needs two GPUs with peer access)");
     std::printf("==== gpuflow-demo-counts ====\n");
     for (const auto &kv : g_kernels) {
         std::printf("kernel %s %lld %s\n", kv.first.c_str(), kv.second.second, kv.second.first.c_str());
@@ -257,7 +315,10 @@ int main(int argc, char **argv)
     std::printf("copy h2d %lld %lld\n", g_h2d.count, g_h2d.bytes);
     std::printf("copy d2h %lld %lld\n", g_d2h.count, g_d2h.bytes);
     std::printf("copy d2d %lld %lld\n", g_d2d.count, g_d2d.bytes);
+    std::printf("copy p2p %lld %lld\n", g_p2p.count, g_p2p.bytes);
     std::printf("copy memset %lld %lld\n", g_memset.count, g_memset.bytes);
+    for (const auto &lane : g_lanes)
+        std::printf("lane %s\n", lane.c_str());
     std::printf("total kernels %lld\n", total);
     std::printf("==== end ====\n");
     std::fflush(stdout);

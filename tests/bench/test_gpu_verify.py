@@ -23,6 +23,13 @@ copy h2d 3 786432
 copy d2h 1 262144
 copy d2d 2 524288
 copy memset 0 0
+lane graph
+lane worker0
+lane worker1
+lane worker2
+lane worker3
+lane alloc
+lane default
 total kernels 6
 ==== end ====
 """
