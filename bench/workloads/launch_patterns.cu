@@ -12,7 +12,10 @@
 //   default  synchronous copies from pageable host memory (plain cudaMemcpy, both ways) on the
 //            legacy null stream;
 //   peer     only with two GPUs that can reach each other: peer access enabled, a kernel on the
-//            second GPU and peer copies from the first (cudaMemcpyPeerAsync), N times.
+//            second GPU and peer copies from the first (cudaMemcpyPeerAsync), N times;
+//   reset    cudaDeviceReset() ends the first context with its work done but perhaps not yet
+//            handed over, then kernels and a memset in the new context on its null stream: work
+//            from both sides of a context's end must be counted.
 //
 // At the end it prints the same block as demo_workload (kernel <mangled> <launches> <demangled>,
 // copy <h2d|d2h|d2d|p2p|memset> <count> <bytes>, total kernels) between "==== gpuflow-demo-counts
@@ -247,6 +250,31 @@ __global__ void peer_touch(float *x, int n)
         x[i] -= 1.0f;
 }
 
+__global__ void after_reset(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] *= 3.0f;
+}
+
+static void reset_phase(int rounds)
+{
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaDeviceReset());
+    float *d;
+    CHECK(cudaMalloc(&d, BYTES));
+    CHECK(cudaMemset(d, 0, BYTES));
+    add(g_memset, 1, BYTES);
+    const std::string k = mangled_of((const void *)&after_reset);
+    for (int i = 0; i < rounds; i++) {
+        after_reset<<<blocks(N_ELEMS, 256), 256>>>(d, N_ELEMS);
+        CHECK(cudaGetLastError());
+        g_kernels[k].second++;
+    }
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(d));
+}
+
 // Returns whether it ran: two GPUs that can access each other's memory.
 static bool peer_phase(int rounds)
 {
@@ -302,11 +330,12 @@ int main(int argc, char **argv)
     pageable_phase(n / 5 + 1);
     const bool peer = peer_phase(n);
     CHECK(cudaDeviceSynchronize());
+    reset_phase(n);
 
     long long total = 0;
     std::printf("launch_patterns: %d graph launches, 4 threads x %d launches, %d allocations, %d "
-                "pageable round trips, %s\n", n, n * 4, n, n / 5 + 1,
-                peer ? "peer copies between GPU 0 and 1" : "no peer phase (needs two GPUs with peer access)");
+                "pageable round trips, %s, a device reset then %d launches\n", n, n * 4, n, n / 5 + 1,
+                peer ? "peer copies between GPU 0 and 1" : "no peer phase (needs two GPUs with peer access)", n);
     std::printf("==== gpuflow-demo-counts ====\n");
     for (const auto &kv : g_kernels) {
         std::printf("kernel %s %lld %s\n", kv.first.c_str(), kv.second.second, kv.second.first.c_str());
