@@ -3,7 +3,9 @@
 Sequence: check the injection library and libcupti exist and the command is runnable (before
 anything starts); start the agent with a fresh session id (the CUPTI collector drains that
 session's rings); launch the child with the injection environment; forward signals; when it
-exits, drain, print the summary, and exit with the child's status (128+N for signal N).
+exits, drain, print the summary, and exit with the child's status (128+N for signal N). A stop
+signal (SIGINT, SIGTERM, SIGHUP) that comes before the program is started ends gpuflow with
+128+N and the program is never started; with ``--linger`` one ends the lingering.
 
 Constraints: gpuflow's own messages go to stderr (stdout is the program's); the embedded server is
 threaded, never gunicorn, so nothing else reaps the child.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import signal
 import sys
 import time
 
@@ -22,7 +25,7 @@ from gpuflow.cli.injection import InjectionUnavailable, child_environment, find_
 from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import StartupError, start_serving, warn_if_benchmarking, warn_if_exposed
 from gpuflow.cli.summary import write_summary
-from gpuflow.cli.watch import settled_snapshot, wait_for_stop_signal
+from gpuflow.cli.watch import StopSignals, settled_snapshot
 
 LINGER_DRAIN_S = 0.3
 
@@ -44,35 +47,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.write(f"gpuflow run: {exc}\n")
         return exc.exit_status
     session = new_session_id()
-    try:
-        serving = start_serving(args, session=session)
-    except StartupError as exc:
-        err.write(f"gpuflow run: error: {exc}\n")
-        return 2
-    warn_if_exposed(args)
-    warn_if_benchmarking()
-    try:
-        describe_start(settled_snapshot(serving.agent.hub, timeout=1.0), serving.url, err)
-        err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
-        err.flush()
-        env = child_environment(paths, session, args.ring_capacity, args.flush_ms)
+    with StopSignals() as stop:   # until the program starts, and while --linger serves
         try:
-            child = TracedChild(args.cmd, env)
-        except LaunchError as exc:
-            err.write(f"gpuflow run: {exc}\n")
-            return exc.exit_status
-        status = child.wait()
-        serving.agent.context.record_exit(child.pid, status)
-        if args.linger:
-            time.sleep(LINGER_DRAIN_S)
-            if not args.no_summary:
-                write_summary(serving.agent.hub.latest(), err)
-            err.write(f"gpuflow: program exited with status {status}; still serving {serving.url} "
-                      "(--linger): press Ctrl-C to stop\n")
+            serving = start_serving(args, session=session)
+        except StartupError as exc:
+            err.write(f"gpuflow run: error: {exc}\n")
+            return 2
+        warn_if_exposed(args)
+        warn_if_benchmarking()
+        try:
+            describe_start(settled_snapshot(serving.agent.hub, timeout=1.0), serving.url, err)
+            if stop.received is not None:   # stopped before the program was started
+                err.write(f"gpuflow run: stopped by {signal.Signals(stop.received).name} before "
+                          "the program started\n")
+                return 128 + stop.received
+            err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
             err.flush()
-            wait_for_stop_signal()
-    finally:
-        serving.stop()
+            env = child_environment(paths, session, args.ring_capacity, args.flush_ms)
+            try:
+                child = TracedChild(args.cmd, env)
+            except LaunchError as exc:
+                err.write(f"gpuflow run: {exc}\n")
+                return exc.exit_status
+            status = child.wait()   # stop signals go to the program meanwhile
+            serving.agent.context.record_exit(child.pid, status)
+            if args.linger:
+                time.sleep(LINGER_DRAIN_S)
+                if not args.no_summary:
+                    write_summary(serving.agent.hub.latest(), err)
+                err.write(f"gpuflow: program exited with status {status}; still serving {serving.url} "
+                          "(--linger): press Ctrl-C to stop\n")
+                err.flush()
+                stop.wait()
+        finally:
+            serving.stop()
     final = serving.agent.hub.latest()
     if not args.linger and not args.no_summary:
         write_summary(final, err)

@@ -19,22 +19,36 @@ from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import StartupError, start_serving, warn_if_benchmarking, warn_if_exposed
 
 
-def wait_for_stop_signal() -> int:
-    stop = threading.Event()
-    received: list[int] = []
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP, caught from the moment it is entered: a stop signal that comes
+    while the server starts or the start-up summary is printed (the URL is already out) stops
+    ``gpuflow watch`` as cleanly as one that comes later. The previous handlers are restored on
+    exit."""
 
-    def handler(signum: int, _frame: object) -> None:
-        received.append(signum)
-        stop.set()
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        while not stop.wait(3600):
-            pass
-    finally:
-        for s, h in previous.items():
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._previous: dict[int, object] = {}
+        self.received: int | None = None  #: the first stop signal caught, if any
+
+    def _handler(self, signum: int, _frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        self._stop.set()
+
+    def __enter__(self) -> "StopSignals":
+        self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for s, h in self._previous.items():
             signal.signal(s, h)
-    return received[0]
+
+    def wait(self) -> None:
+        """Until a stop signal has come (at once if one already has)."""
+        while not self._stop.wait(3600):
+            pass
 
 
 def settled_snapshot(hub: SnapshotHub, timeout: float = 3.0) -> Snapshot | None:
@@ -50,19 +64,20 @@ def settled_snapshot(hub: SnapshotHub, timeout: float = 3.0) -> Snapshot | None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    try:
-        serving = start_serving(args)
-    except StartupError as exc:
-        sys.stderr.write(f"gpuflow watch: error: {exc}\n")
-        return 2
-    warn_if_exposed(args)
-    warn_if_benchmarking()
-    try:
-        describe_start(settled_snapshot(serving.agent.hub), serving.url, sys.stdout)
-        sys.stdout.write("Press Ctrl-C to stop.\n")
-        sys.stdout.flush()
-        wait_for_stop_signal()
-    finally:
-        serving.stop()
+    with StopSignals() as stop:
+        try:
+            serving = start_serving(args)
+        except StartupError as exc:
+            sys.stderr.write(f"gpuflow watch: error: {exc}\n")
+            return 2
+        warn_if_exposed(args)
+        warn_if_benchmarking()
+        try:
+            describe_start(settled_snapshot(serving.agent.hub), serving.url, sys.stdout)
+            sys.stdout.write("Press Ctrl-C to stop.\n")
+            sys.stdout.flush()
+            stop.wait()
+        finally:
+            serving.stop()
     sys.stdout.write("gpuflow: stopped\n")
     return 0

@@ -57,3 +57,15 @@ def test_watch_under_the_benchmarking_switch_says_its_view_is_partial():
         out = stop_gpuflow(proc, signal.SIGTERM)
     assert proc.returncode == 0, out
     assert "GPUFLOW_AB_PERIOD_MS=200 (benchmarking)" in out and "partial" in out
+
+
+def test_a_stop_signal_as_soon_as_the_url_is_printed_stops_cleanly():
+    # Seen once in CI: a SIGTERM sent as soon as the URL showed killed watch outright (-15), the
+    # start-up summary being printed before the stop handlers were installed. Each signal is sent
+    # the moment the URL line is read, several times over.
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti")
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) * 4:
+        proc, _ = start_gpuflow("watch", "--port", "0", env=env)
+        out = stop_gpuflow(proc, sig)
+        assert proc.returncode == 0, (sig, out)
+        assert "gpuflow: stopped" in out and "Traceback" not in out
