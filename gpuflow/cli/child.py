@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
@@ -128,9 +128,15 @@ class TracedChild:
         except ProcessLookupError:
             pass
 
-    def wait(self) -> int:
+    def wait(self, missed: Callable[[], int | None] | None = None) -> int:
+        """Forward stop signals to the program until it exits; its shell-style status. ``missed``
+        gives a signal that came in before forwarding began (caught by the caller's handler since
+        the program was started), which is forwarded at once."""
         previous = {s: signal.signal(s, self._forward) for s in FORWARDED_SIGNALS}
         try:
+            pending = missed() if missed else None
+            if pending is not None:
+                self._forward(pending, None)
             with _foreground(self.pid, self._tty):
                 while True:
                     try:

@@ -69,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             except LaunchError as exc:
                 err.write(f"gpuflow run: {exc}\n")
                 return exc.exit_status
-            status = child.wait()   # stop signals go to the program meanwhile
+            status = child.wait(missed=stop.take)   # stop signals go to the program meanwhile
             serving.agent.context.record_exit(child.pid, status)
             if args.linger:
                 time.sleep(LINGER_DRAIN_S)

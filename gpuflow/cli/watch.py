@@ -45,6 +45,12 @@ class StopSignals:
         for s, h in self._previous.items():
             signal.signal(s, h)
 
+    def take(self) -> int | None:
+        """The stop signal caught so far, if any, forgetting it (it is being passed on)."""
+        signum, self.received = self.received, None
+        self._stop.clear()
+        return signum
+
     def wait(self) -> None:
         """Until a stop signal has come (at once if one already has)."""
         while not self._stop.wait(3600):

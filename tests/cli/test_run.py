@@ -138,3 +138,23 @@ def test_empty_command_name_is_127(injection_built):
     result = run("")
     assert result.returncode == 127
     assert "the command name is empty" in result.stderr
+
+
+def test_a_stop_signal_caught_before_forwarding_began_reaches_the_program(tmp_path):
+    # gpuflow run catches stop signals from its start; one that lands between starting the
+    # program and forwarding must still reach the program, not be swallowed
+    from gpuflow.cli.child import TracedChild
+    from gpuflow.cli.watch import StopSignals
+
+    marker = tmp_path / "started"
+    with StopSignals() as stop:
+        child = TracedChild(["sh", "-c", f"trap 'exit 7' TERM; touch {marker}; sleep 30 & wait"], dict(os.environ))
+        deadline = time.monotonic() + 20
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)   # caught by StopSignals: forwarding has not begun
+        assert stop.received == signal.SIGTERM
+        t0 = time.monotonic()
+        status = child.wait(missed=stop.take)
+    assert status == 7 and time.monotonic() - t0 < 10
+    assert stop.received is None   # passed on, so a --linger wait after it is not cut short
