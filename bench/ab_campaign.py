@@ -31,7 +31,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_phases import kept_traces, mean_interval, on_vs_off_pct, parse_trace, phase_totals  # noqa: E402
+from ab_phases import kept_pct, kept_points, kept_traces, mean_interval  # noqa: E402
 from overhead_stats import resolved  # noqa: E402
 
 BUDGET_PCT = 1.0
@@ -70,12 +70,8 @@ def main() -> int:
         for name, arm, round_number, where, text in kept_traces(source):
             if name != args.workload or arm != "ab":
                 continue
-            try:
-                points = parse_trace(text, source=where)
-                ran.append((index, round_number, on_vs_off_pct(phase_totals(
-                    points, args.period_ms * 1_000_000, args.guard_ms * 1_000_000))))
-            except ValueError as error:   # a malformed trace names its line; a short one does not
-                raise SystemExit(str(error) if where in str(error) else f"{where}: {error}") from None
+            ran.append((index, round_number,
+                        kept_pct(where, kept_points(where, text), args.period_ms, args.guard_ms)))
     values = [value for _, _, value in sorted(ran)]
     if not values:
         raise SystemExit(f"no {args.workload}-ab-N.txt traces in {', '.join(args.sources)}")

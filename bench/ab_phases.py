@@ -123,6 +123,23 @@ def kept_traces(source: str) -> Iterator[tuple[str, str, int, str, str]]:
                 yield match[1], match[2], int(match[3]), path, fh.read()
 
 
+def kept_points(where: str, text: str) -> list[tuple[int, float]]:
+    """:func:`parse_trace` for a command line: a malformed trace ends it, naming the trace and line."""
+    try:
+        return parse_trace(text, source=where)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+
+
+def kept_pct(where: str, points: list[tuple[int, float]], period_ms: int, guard_ms: int) -> float:
+    """One process's on-vs-off % for a command line: a trace too short for the period and guard
+    ends it, naming the trace."""
+    try:
+        return on_vs_off_pct(phase_totals(points, period_ms * 1_000_000, guard_ms * 1_000_000))
+    except ValueError as error:
+        raise SystemExit(f"{where}: {error}") from None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="analyse kept progress traces (NAME-ARM-ROUND.txt) again")
     ap.add_argument("sources", nargs="+", metavar="DIR_OR_TAR_GZ",
@@ -135,10 +152,7 @@ def main() -> int:
     for source in args.sources:
         for name, arm, _, where, text in kept_traces(source):
             if args.only is None or name == args.only:
-                try:
-                    groups.setdefault((name, arm), []).append((where, parse_trace(text, source=where)))
-                except ValueError as error:   # names the trace and line
-                    raise SystemExit(str(error)) from None
+                groups.setdefault((name, arm), []).append((where, kept_points(where, text)))
     if not groups:
         raise SystemExit(f"no NAME-ARM-ROUND.txt traces{' of ' + args.only if args.only else ''} in "
                          f"{', '.join(args.sources)}")
@@ -149,13 +163,7 @@ def main() -> int:
         for guard in guards:
             if guard >= args.period_ms:
                 continue
-            values = []
-            for where, points in traces:
-                try:
-                    values.append(on_vs_off_pct(phase_totals(points, args.period_ms * 1_000_000,
-                                                             guard * 1_000_000)))
-                except ValueError as error:   # too short a trace for this period and guard
-                    raise SystemExit(f"{where}: {error}") from None
+            values = [kept_pct(where, points, args.period_ms, guard) for where, points in traces]
             lo, hi = mean_interval(values)
             cells.append(f"guard {guard} ms: {statistics.fmean(values):+.2f} [{lo:+.2f}..{hi:+.2f}]")
         print(f"{name:<8} {arm} ({len(traces)} processes)  " + "   ".join(cells))
