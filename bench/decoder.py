@@ -12,7 +12,8 @@ its best time counts. The results of the two are compared before any number is p
 
 Then, for the frame-time side, it times building the snapshot's TracedProcess (build.py) after
 5,000 and 20,000 new records, and with nothing new: the contract's one Span object per span shown
-makes that the larger cost at 20 Hz.
+makes that the larger cost at 20 Hz; and that build with build.py's Span constructor (slot
+descriptors) against the dataclass's own ``Span(...)``, interleaved, as a ratio.
 
 Last line: ``records_per_s=<n> ratio_vs_python=<r>``; goals n >= 25,000,000 and r >= 50
 (../shared/docs/design.md, performance budgets).
@@ -31,7 +32,9 @@ import sys
 import time
 
 from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti import build as build_module
 from gpuflow.collectors.cupti.build import TracedBuilder
+from gpuflow.core.snapshot import Span
 from gpuflow.collectors.cupti.decoder import RingDecoderC, RingDecoderPy
 
 KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
@@ -179,6 +182,22 @@ def build_costs(buf: bytearray) -> list[tuple[int, float, int]]:
     return out
 
 
+def span_constructor_costs(buf: bytearray, rounds: int = 3) -> tuple[float, float]:
+    """Median build time after 5,000 new records with build.py's Span constructor and with the
+    plain ``Span(...)``, interleaved round by round (the machine's drift falls on both)."""
+    fast = build_module._make_span
+    by_maker: dict[str, list[float]] = {"fast": [], "class": []}
+    try:
+        for _ in range(rounds):
+            for label, maker in (("fast", fast), ("class", Span)):
+                build_module._make_span = maker
+                by_maker[label].append(build_costs(buf)[0][1])
+    finally:
+        build_module._make_span = fast
+    median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    return median(by_maker["fast"]), median(by_maker["class"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1 << 20)
@@ -211,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     for per_build, seconds, spans in build_costs(buf):
         print(f"snapshot build after {per_build:>6} new records: {seconds * 1e3:6.2f} ms "
               f"({spans} spans shown on 16 lanes)")
+    fast, plain = span_constructor_costs(buf)
+    print(f"span constructor, side by side: after 5000 new records {fast * 1e3:.2f} ms through Span's slots, "
+          f"{plain * 1e3:.2f} ms through Span(...): ratio {fast / plain:.2f}")
     print(f"records_per_s={int(c_rate)} ratio_vs_python={c_rate / py_rate:.1f}")
     return 0
 

@@ -36,10 +36,11 @@ def _span_factory() -> Callable[..., Span]:
     Span's slots directly through their descriptors instead (what ``object.__setattr__`` ends in),
     about 40 % faster, giving an object equal to and indistinguishable from ``Span(...)`` (still
     frozen: assignment still raises). Falls back to the class itself if Span ever stops being a
-    slotted dataclass with these fields in this order."""
+    slotted dataclass with these fields in this order, or gains a ``__post_init__`` this would skip."""
     names = tuple(f.name for f in fields(Span))
     slots = getattr(Span, "__slots__", ())
-    if names != _SPAN_FIELDS or tuple(slots) != _SPAN_FIELDS:  # pragma: no cover - contract changed
+    if (names != _SPAN_FIELDS or tuple(slots) != _SPAN_FIELDS
+            or hasattr(Span, "__post_init__")):  # pragma: no cover - contract changed
         return Span
     (seq_, kind_, start_, dur_, name_, grid_, block_, bytes_, direction_) = (
         Span.__dict__[n].__set__ for n in _SPAN_FIELDS)
