@@ -13,6 +13,15 @@ the inputs are unreadable):
   vs gpuflow's, by demangled name.
 * ``tree SUMMARY_JSON N`` — N traced processes, each with kernels.
 * ``watch SNAPSHOT_JSON PID`` — the device's real readings and the process with memory and SM %.
+* ``named LABEL STDOUT SUMMARY_JSON`` — a workload that names some of its kernels (a
+  ``==== gpuflow-named-counts ====`` block of ``kernel <name> <count>``, bench/workloads/
+  frameworks.py): gpuflow's count of each, by name, must equal it; the framework's other kernels
+  are allowed. Also exit 0, no drops, CUPTI ok.
+* ``linear LABEL SUMMARY_A STEPS_A SUMMARY_B STEPS_B`` — one program at two step counts whose
+  kernels it does not name (JAX): every kernel's count must grow by a whole multiple of the extra
+  steps, and some must grow.
+* ``same_output LABEL BARE_STDOUT TRACED_STDOUT`` — the ``checksum`` lines run bare and under
+  ``gpuflow run`` are the same.
 
 Constraints: standard library only (runs on the GPU machine's Python).
 """
@@ -160,9 +169,95 @@ def cmd_watch(snapshot_path: str, pid: str) -> bool:
     return ok
 
 
+def traced_problems(summary) -> list[str]:
+    """What is wrong with a run regardless of its counts: exit status, drops, CUPTI status."""
+    problems = []
+    if summary["exit_status"] != 0:
+        problems.append(f"  exit status {summary['exit_status']}")
+    if drops(summary):
+        problems.append(f"  {drops(summary)} records dropped")
+    for t in summary["traced"] + summary.get("traced_retired", []):
+        if t["kernels"] and t["cupti_status"] != "ok":
+            problems.append(f"  pid {t['pid']}: CUPTI {t['cupti_status']} ({t['cupti_detail']})")
+    if not any(t["kernels"] for t in summary["traced"] + summary.get("traced_retired", [])):
+        problems.append("  no traced process with kernels")
+    return problems
+
+
+def named_counts(stdout_path: str) -> dict[str, int]:
+    expected: dict[str, int] = {}
+    inside = False
+    for line in open(stdout_path):
+        line = line.rstrip("\n")
+        if line.startswith("==== gpuflow-named-counts"):
+            inside = True
+        elif line.startswith("==== end"):
+            inside = False
+        elif inside and line.startswith("kernel "):
+            _, name, count = line.split(" ")
+            expected[name] = int(count)
+    return expected
+
+
+def cmd_named(label: str, stdout_path: str, summary_path: str) -> bool:
+    expected = named_counts(stdout_path)
+    summary = load(summary_path)
+    got = gpuflow_kernels(summary, "name")
+    problems = traced_problems(summary)
+    problems += [f"  {name}: expected {count}, gpuflow {got.get(name, 0)}"
+                 for name, count in expected.items() if got.get(name, 0) != count]
+    if not expected:
+        problems.append(f"  no named-counts block in {stdout_path}")
+    print(f"{label}: named {expected}, gpuflow {({n: got.get(n, 0) for n in expected})}; "
+          f"{sum(got.values())} kernels in {len(got)} names in all; drops {drops(summary)}; "
+          f"exit {summary['exit_status']}")
+    print("\n".join(problems))
+    ok = not problems
+    print(f"{label}_named_exact={'yes' if ok else 'no'}")
+    return ok
+
+
+def cmd_linear(label: str, summary_a: str, steps_a: str, summary_b: str, steps_b: str) -> bool:
+    a, b = load(summary_a), load(summary_b)
+    extra = int(steps_b) - int(steps_a)
+    counts_a, counts_b = gpuflow_kernels(a, "name"), gpuflow_kernels(b, "name")
+    problems = traced_problems(a) + traced_problems(b)
+    if extra <= 0:
+        problems.append(f"  the second run must have more steps ({steps_a} then {steps_b})")
+    per_step = 0
+    for name in sorted(set(counts_a) | set(counts_b)):
+        grew = counts_b.get(name, 0) - counts_a.get(name, 0)
+        if extra > 0 and (grew < 0 or grew % extra):
+            problems.append(f"  {name[:100]}: {counts_a.get(name, 0)} at {steps_a} steps, "
+                            f"{counts_b.get(name, 0)} at {steps_b}")
+        elif extra > 0:
+            per_step += grew // extra
+    if per_step == 0:
+        problems.append("  no kernel's count grew with the steps")
+    print(f"{label}: {sum(counts_a.values())} kernels in {len(counts_a)} names at {steps_a} steps, "
+          f"{sum(counts_b.values())} in {len(counts_b)} at {steps_b}: {per_step} launches a step")
+    print("\n".join(problems[:40]))
+    ok = not problems
+    print(f"{label}_linear={'yes' if ok else 'no'}")
+    return ok
+
+
+def checksum_lines(path: str) -> list[str]:
+    return [line.strip() for line in open(path) if line.startswith("checksum ")]
+
+
+def cmd_same_output(label: str, bare_stdout: str, traced_stdout: str) -> bool:
+    bare, traced = checksum_lines(bare_stdout), checksum_lines(traced_stdout)
+    print(f"{label}: bare {bare}, under gpuflow run {traced}")
+    ok = bool(bare) and bare == traced
+    print(f"{label}_output_same={'yes' if ok else 'no'}")
+    return ok
+
+
 def main(argv: list[str]) -> int:
     commands = {"demo": cmd_demo, "patterns": cmd_patterns, "torch": cmd_torch, "tree": cmd_tree,
-                "watch": cmd_watch}
+                "watch": cmd_watch, "named": cmd_named, "linear": cmd_linear,
+                "same_output": cmd_same_output}
     if len(argv) < 2 or argv[1] not in commands:
         print(__doc__)
         return 2
