@@ -15,7 +15,15 @@ so an upper bound on its share of the program's time only where the program has 
 buffers per round they are not, and the floor's walk (a memory-bound read) costs more while
 GPUFlow's work (its own writes) barely moves: the extra shrinks (docs/overhead.md has the range).
 
+``--baseline-src DIR`` (a checkout, or any directory holding another version's ``cupti_src/``)
+builds the same harness a second time from that version's library sources and runs the two
+alternately, ``--pairs`` times each, so a change to the library is measured side by side on one
+machine: it prints each pair, then ``baseline_ns_per_record=<b> gpuflow_ns_per_record=<g>
+vs_baseline=<g/b>`` (medians over the pairs) before the last line, which is then the current
+version's median pair.
+
 Usage: python bench/inject_cost.py [--rounds 21] [--buffers 2] [--names 40] [--per-launch-us 4.0]
+                                   [--baseline-src DIR [--pairs 5]]
 Last line: ``floor_ns_per_record=<f> gpuflow_ns_per_record=<g> ratio=<g/f> extra_ns_per_record=<g-f>
 extra_pct_of_launch=<(g-f)/per-launch>``.
 
@@ -49,15 +57,59 @@ def cuda_include() -> Path:
     raise SystemExit("inject_cost: cupti_activity.h not found; set CUDA_HOME to a CUDA toolkit")
 
 
-def build(out_dir: Path) -> Path:
-    exe = out_dir / "inject_cost"
-    cmd = [os.environ.get("CC", "cc"), *CFLAGS, f"-I{ROOT / 'cupti_src'}", f"-I{cuda_include()}",
+def build(out_dir: Path, library_root: Path = ROOT, label: str = "inject_cost") -> Path:
+    """The harness (this checkout's bench/inject_cost.c) linked with library_root's cupti_src/."""
+    exe = out_dir / label
+    cmd = [os.environ.get("CC", "cc"), *CFLAGS, f"-I{library_root / 'cupti_src'}", f"-I{cuda_include()}",
            "-o", str(exe), str(ROOT / "bench" / "inject_cost.c"),
-           *(str(ROOT / s) for s in LIBRARY_SOURCES), "-lrt", "-ldl"]
+           *(str(library_root / s) for s in LIBRARY_SOURCES), "-lrt", "-ldl"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"inject_cost: build failed:\n{done.stderr}")
+        raise SystemExit(f"inject_cost: build of {library_root / 'cupti_src'} failed:\n{done.stderr}")
     return exe
+
+
+def run_harness(exe: Path, args: argparse.Namespace) -> tuple[str, dict[str, float]]:
+    """One run of a harness: its output, and its last line's numbers."""
+    done = subprocess.run([str(exe), str(args.rounds), str(args.buffers), str(args.names)],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        sys.stdout.write(done.stdout)
+        sys.stderr.write(done.stderr)
+        raise SystemExit(done.returncode)
+    last = dict(re.findall(r"(\w+)=([0-9.]+)", done.stdout.strip().splitlines()[-1]))
+    return done.stdout, {k: float(v) for k, v in last.items()}
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def side_by_side(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
+    """The current library and the baseline's, alternately; the current run with the median
+    per-record time is the one the last line reports."""
+    current, baseline = build(tmp), build(tmp, args.baseline_src, "inject_cost_baseline")
+    runs: list[dict[str, float]] = []
+    base_ns: list[float] = []
+    for pair in range(1, args.pairs + 1):
+        order = [(current, "current"), (baseline, "baseline")]
+        if pair % 2 == 0:
+            order.reverse()  # neither always goes first
+        got = {}
+        for exe, label in order:
+            got[label] = run_harness(exe, args)[1]
+        runs.append(got["current"])
+        base_ns.append(got["baseline"]["gpuflow_ns_per_record"])
+        print(f"pair={pair} current_ns={got['current']['gpuflow_ns_per_record']:.2f} "
+              f"baseline_ns={got['baseline']['gpuflow_ns_per_record']:.2f} "
+              f"floor_ns={got['current']['floor_ns_per_record']:.2f}/{got['baseline']['floor_ns_per_record']:.2f}")
+    cur = median([r["gpuflow_ns_per_record"] for r in runs])
+    base = median(base_ns)
+    print(f"baseline_ns_per_record={base:.2f} gpuflow_ns_per_record={cur:.2f} vs_baseline={cur / base:.3f} "
+          f"pairs={args.pairs}")
+    return min(runs, key=lambda r: abs(r["gpuflow_ns_per_record"] - cur))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,19 +119,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--names", type=int, default=40, help="distinct kernel names (the torch loop has 40)")
     ap.add_argument("--per-launch-us", type=float, default=4.0,
                     help="the GPU workload's time per launch, for the last line's percentage")
+    ap.add_argument("--baseline-src", type=Path, metavar="DIR",
+                    help="another version's checkout (its cupti_src/), timed alternately with this one")
+    ap.add_argument("--pairs", type=int, default=5, help="with --baseline-src: runs of each (default 5)")
     args = ap.parse_args(argv)
     if args.per_launch_us <= 0:
         ap.error("--per-launch-us must be positive")
+    if args.pairs < 1:
+        ap.error("--pairs must be at least 1")
+    if args.baseline_src is not None:
+        missing = [s for s in LIBRARY_SOURCES if not (args.baseline_src / s).is_file()]
+        if missing:
+            ap.error(f"--baseline-src {args.baseline_src}: no {', '.join(missing)} there")
     with tempfile.TemporaryDirectory() as tmp:
-        exe = build(Path(tmp))
-        done = subprocess.run([str(exe), str(args.rounds), str(args.buffers), str(args.names)],
-                              capture_output=True, text=True, timeout=600)
-    sys.stdout.write(done.stdout)
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr)
-        return done.returncode
-    last = dict(re.findall(r"(\w+)=([0-9.]+)", done.stdout.strip().splitlines()[-1]))
-    floor, gpuflow = float(last["floor_ns_per_record"]), float(last["gpuflow_ns_per_record"])
+        if args.baseline_src is not None:
+            last = side_by_side(args, Path(tmp))
+        else:
+            output, last = run_harness(build(Path(tmp)), args)
+            sys.stdout.write(output)
+    floor, gpuflow = last["floor_ns_per_record"], last["gpuflow_ns_per_record"]
     extra = gpuflow - floor
     print(f"floor_ns_per_record={floor:.2f} gpuflow_ns_per_record={gpuflow:.2f} ratio={gpuflow / floor:.2f} "
           f"extra_ns_per_record={extra:.2f} extra_pct_of_launch={extra / (args.per_launch_us * 1000) * 100:.3f}")

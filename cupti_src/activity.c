@@ -159,11 +159,14 @@ static int ab_skipped_kind(const CUpti_Activity *rec)
 }
 
 /* Every record of one completed buffer into the ring (in an A/B off period: all but the
- * per-launch ones, which are only counted). */
+ * per-launch ones, which are only counted). The buffer is one key epoch of the ring: the name
+ * strings its records point at are alive together, so one address is one string, and the text
+ * behind each address is compared with the interned one once per buffer, not per record. */
 static void translate_buffer(uint8_t *buffer, size_t valid, int ab_off)
 {
     uint64_t n = 0;
     CUpti_Activity *rec = NULL;
+    rp_key_epoch_begin(g_gf.ring);
     while (valid > 0 && g_gf.cupti.ActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS &&
            rec) {
         if (!ab_off || !ab_skipped_kind(rec))

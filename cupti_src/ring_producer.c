@@ -27,6 +27,8 @@ typedef struct rp_name_entry {
     uint8_t kind;
     uint8_t truncated;
     uint8_t sent;        /* all NAME_CHUNK records of this name are in the ring */
+    uint64_t trusted_key;   /* a key found to point at this text in key epoch trusted_epoch */
+    uint64_t trusted_epoch; /* 0: none */
 } rp_name_entry;
 
 /* Open-addressing map slot: key (pointer, or hash for the string map) -> id (0 = empty). */
@@ -62,6 +64,7 @@ struct rp_ring {
     uint32_t names_cap;
     rp_map by_ptr;
     rp_map by_text;
+    uint64_t key_epoch;  /* rp_key_epoch_begin's count; 0: every key hit is compared */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -221,15 +224,31 @@ static int text_insert(rp_map *m, uint64_t hash, uint32_t id)
     return 0;
 }
 
-/* Returns the name id for (kind, s), creating it if new; 0 on allocation failure. */
+/* Remember that pkey pointed at e's text in this key epoch (nothing outside an epoch). */
+static void trust_key(rp_ring *r, rp_name_entry *e, uint64_t pkey)
+{
+    e->trusted_key = pkey;
+    e->trusted_epoch = r->key_epoch;
+}
+
+/* Returns the name id for (kind, s), creating it if new; 0 on allocation failure. A key found
+ * in the pointer cache is checked against the interned text (an address can be reused for
+ * another string once its first one is freed) once per key epoch, not per record. */
 static uint32_t intern(rp_ring *r, int kind, const void *key, const char *s)
 {
     uint64_t pkey = 0;
     if (key) {
         pkey = (uint64_t)(uintptr_t)key ^ ((uint64_t)kind << 62);
         uint32_t id = ptr_get(&r->by_ptr, pkey);
-        if (id && name_matches(&r->names[id - 1], s))
-            return id;
+        if (id) {
+            rp_name_entry *e = &r->names[id - 1];
+            if (r->key_epoch && e->trusted_epoch == r->key_epoch && e->trusted_key == pkey)
+                return id;
+            if (name_matches(e, s)) {
+                trust_key(r, e, pkey);
+                return id;
+            }
+        }
     }
     size_t len = strnlen(s, GPUFLOW_NAME_MAX + 1);
     int truncated = len > GPUFLOW_NAME_MAX;
@@ -263,9 +282,10 @@ static uint32_t intern(rp_ring *r, int kind, const void *key, const char *s)
         e->kind = (uint8_t)kind;
         e->truncated = (uint8_t)truncated;
         e->sent = 0;
+        e->trusted_epoch = 0;
     }
-    if (key)
-        (void)ptr_put(&r->by_ptr, pkey, id); /* a failed cache insert only costs a lookup */
+    if (key && ptr_put(&r->by_ptr, pkey, id) == 0) /* a failed cache insert only costs a lookup */
+        trust_key(r, &r->names[id - 1], pkey);
     return id;
 }
 
@@ -576,6 +596,15 @@ int rp_device(rp_ring *r, uint32_t dev, const char *name)
     gpuflow_record rec;
     act_init(&rec, GPUFLOW_REC_DEVICE, dev, 0, 0, 0, 0);
     return rp_push(r, &rec, RP_NAME_KERNEL, NULL, name ? name : "");
+}
+
+void rp_key_epoch_begin(rp_ring *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->key_epoch++;
+    pthread_mutex_unlock(&r->lock);
 }
 
 int rp_clock_sync(rp_ring *r, uint64_t cupti_ns, uint64_t wall)

@@ -77,6 +77,16 @@ const char *rp_name(const rp_ring *r);
  */
 int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, const char *name);
 
+/*
+ * Begin a key epoch: a run of pushes in which each name key stands for one string throughout (a
+ * CUPTI activity buffer: the names its records point at are alive together while it is
+ * processed, so one address is one string). Within an epoch a key found once to point at its
+ * interned text is trusted without comparing the text again; the first use of a key in a new
+ * epoch compares it once more, since an address can be reused for another string later. A
+ * producer that never calls it has every key hit compared.
+ */
+void rp_key_epoch_begin(rp_ring *r);
+
 /* Convenience builders over rp_push. */
 int rp_kernel(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
               uint64_t end, uint32_t correlation, const void *name_key, const char *mangled,

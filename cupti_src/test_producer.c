@@ -63,6 +63,21 @@ TP_EXPORT int tph_kernel(void *hv, uint32_t dev, uint32_t ctx, uint32_t stream, 
                      mangled_name, grid, block, 0, 0, 0);
 }
 
+/* A kernel whose name is looked up by `key` first, as the injected library looks CUPTI's name
+ * pointers up; the key is any address-sized value, never dereferenced. */
+TP_EXPORT int tph_kernel_keyed(void *hv, uint64_t key, const char *mangled_name)
+{
+    tp_handle *h = hv;
+    uint32_t one[3] = {1, 1, 1};
+    return rp_kernel(h->ring, 0, 1, 2, 10, 20, ++h->correlation, (const void *)(uintptr_t)key,
+                     mangled_name, one, one, 0, 0, 0);
+}
+
+TP_EXPORT void tph_key_epoch_begin(void *hv)
+{
+    rp_key_epoch_begin(((tp_handle *)hv)->ring);
+}
+
 TP_EXPORT int tph_memcpy(void *hv, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
                          uint64_t end, uint32_t copy_kind, uint64_t bytes, uint32_t src_dev,
                          uint32_t dst_dev)

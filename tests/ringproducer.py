@@ -117,6 +117,8 @@ _SIGNATURES = {
     "tph_open": (_vp, [_cp, _int, _u32, ctypes.POINTER(_int)]),
     "tph_close": (_int, [_vp, _int]),
     "tph_kernel": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _cp] + [_u32] * 6),
+    "tph_kernel_keyed": (_int, [_vp, _u64, _cp]),
+    "tph_key_epoch_begin": (None, [_vp]),
     "tph_memcpy": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u32, _u64, _u32, _u32]),
     "tph_memset": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u64, _u32]),
     "tph_stream_name": (_int, [_vp, _u32, _u32, _u32, _cp]),
@@ -205,6 +207,15 @@ class RingProducer:
         block = tuple(block or (1, 1, 1))
         return bool(self._lib.tph_kernel(self._handle(), dev, ctx, stream, start, end, _b(name),
                                          *grid, *block))
+
+    def kernel_keyed(self, key: int, name: str | bytes) -> bool:
+        """A kernel (device 0, context 1, stream 2) whose name is looked up by ``key`` first, as
+        the injected library looks up CUPTI's name pointers; ``key`` is never dereferenced."""
+        return bool(self._lib.tph_kernel_keyed(self._handle(), key, _b(name)))
+
+    def key_epoch_begin(self) -> None:
+        """rp_key_epoch_begin: from here each key stands for one string until the next call."""
+        self._lib.tph_key_epoch_begin(self._handle())
 
     def memcpy(self, dev: int, ctx: int, stream: int, start: int, end: int, copy_kind: int,
                nbytes: int, src_dev: int | None = None, dst_dev: int | None = None) -> bool:

@@ -43,3 +43,29 @@ def test_bad_arguments_are_refused():
     assert out.returncode == 2 and "usage: inject_cost" in out.stderr
     out = run("--per-launch-us", "0")
     assert out.returncode == 2 and "--per-launch-us must be positive" in out.stderr
+    out = run("--baseline-src", str(ROOT / "nonexistent"))
+    assert out.returncode == 2 and "no cupti_src/activity.c" in out.stderr
+    out = run("--baseline-src", str(ROOT), "--pairs", "0")
+    assert out.returncode == 2 and "--pairs must be at least 1" in out.stderr
+
+
+def test_a_baseline_is_built_from_its_own_sources_and_timed_alternately(tmp_path):
+    """The baseline is another copy of the library's sources; one that does more work per
+    record (here: a thousand-step busy loop after each record) reads slower, so the comparison
+    times the sources it was given and not this checkout's twice."""
+    need_cuda_headers()
+    import shutil
+    shutil.copytree(ROOT / "cupti_src", tmp_path / "cupti_src")
+    slow = tmp_path / "cupti_src" / "activity.c"
+    text = slow.read_text()
+    marker = "            translate(g_gf.ring, rec);\n"
+    assert marker in text
+    slow.write_text(text.replace(marker, marker + "        for (volatile int spin = 0; spin < 1000; spin++)\n"
+                                                   "            ;\n"))
+    out = run("--rounds", "3", "--names", "5", "--baseline-src", str(tmp_path), "--pairs", "3")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines[:3]] == ["pair=1", "pair=2", "pair=3"]
+    summary = dict(re.findall(r"(\w+)=([0-9.]+)", lines[-2]))
+    assert float(summary["vs_baseline"]) < 0.5 and summary["pairs"] == "3"
+    assert lines[-1].startswith("floor_ns_per_record=")

@@ -210,6 +210,45 @@ def test_names_are_interned_once_with_dense_ids(producer_lib, session_id):
         assert all(c["total_len"] == len(long_name) for c in chunks)
 
 
+def _name_ids(r) -> list[int]:
+    return [k["name_id"] for k in read_ring(r.name).of_type(rpm.REC_KERNEL)]
+
+
+def test_without_key_epochs_every_key_hit_is_compared_with_its_text(producer_lib, session_id):
+    """An address reused for another string (CUPTI freed the first) must get the other name."""
+    with ring(producer_lib, session_id) as r:
+        assert r.kernel_keyed(0x1000, "_Z5firstv") and r.kernel_keyed(0x1000, "_Z5firstv")
+        assert r.kernel_keyed(0x1000, "_Z6secondv")
+        assert _name_ids(r) == [1, 1, 2]
+
+
+def test_within_a_key_epoch_a_key_is_compared_once_and_then_trusted(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        r.key_epoch_begin()
+        assert r.kernel_keyed(0x1000, "_Z5firstv") and r.kernel_keyed(0x1000, "_Z5firstv")
+        # the epoch's promise (one string per key) broken on purpose: the text is not read again,
+        # which is the saving; a real CUPTI buffer cannot do this
+        assert r.kernel_keyed(0x1000, "_Z6secondv")
+        r.key_epoch_begin()  # the next buffer: the key is compared once more, and is now another name
+        assert r.kernel_keyed(0x1000, "_Z6secondv") and r.kernel_keyed(0x1000, "_Z6secondv")
+        r.key_epoch_begin()  # and back: the interned first name is found by its text
+        assert r.kernel_keyed(0x1000, "_Z5firstv")
+        assert _name_ids(r) == [1, 1, 1, 2, 2, 1]
+        names = read_ring(r.name).names
+        assert names[1]["text"] == "_Z5firstv" and names[2]["text"] == "_Z6secondv"
+
+
+def test_two_keys_for_one_text_share_its_id_in_and_across_epochs(producer_lib, session_id):
+    with ring(producer_lib, session_id) as r:
+        for _ in range(3):
+            r.key_epoch_begin()
+            for key in (0x1000, 0x2000, 0x1000, 0x2000):
+                assert r.kernel_keyed(key, "_Z6kernelPf")
+        assert r.kernel_keyed(0x3000, "_Z6kernelPf")  # a third address, same text
+        assert _name_ids(r) == [1] * 13
+        assert len(read_ring(r.name).names) == 1
+
+
 def test_stream_and_device_names(producer_lib, session_id):
     with ring(producer_lib, session_id) as r:
         assert r.stream_name(0, 1, 13, "compute")
