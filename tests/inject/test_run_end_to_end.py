@@ -40,12 +40,14 @@ def gpuflow_run(fake_cupti, tmp_path, *cmd, extra_env=None):
     env.update({"GPUFLOW_CUPTI_PATH": fake_cupti, "GPUFLOW_DISABLED_PLUGINS": "nvml",
                 "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1", "FAKE_CUPTI_KERNELS": "10", **(extra_env or {})})
     summary = tmp_path / "summary.json"
-    before = set(glob.glob("/dev/shm/gpuflow-*"))
     done = subprocess.run([sys.executable, "-m", "gpuflow", "run", "--port", "0", "--flush-ms", "10",
                            "--summary-json", str(summary), "--", *cmd], env=env, capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
-    left = set(glob.glob("/dev/shm/gpuflow-*")) - before
-    return done, json.loads(summary.read_text()), left
+    doc = json.loads(summary.read_text())
+    # this run's rings only: other GPUFlow sessions on the machine may come and go meanwhile
+    sessions = {t["session"] for t in doc["traced"] + doc["traced_retired"]}
+    left = {path for session in sessions for path in glob.glob(f"/dev/shm/gpuflow-{session}-*")}
+    return done, doc, left
 
 
 def launches(doc):
@@ -133,7 +135,7 @@ time.sleep(0.3)
 agent.send_signal(signal.SIGKILL)
 agent.wait()
 _, raw = os.waitpid(program, 0)
-print(json.dumps({"status": os.waitstatus_to_exitcode(raw)}))
+print(json.dumps({"status": os.waitstatus_to_exitcode(raw), "pid": program}))
 """
 
 
@@ -146,14 +148,15 @@ def test_the_agent_sigkilled_leaves_the_program_its_output_and_status(packaged_i
     argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--flush-ms", "10", "--",
             sys.executable, "-c", child]
     out = tmp_path / "program.out"
-    before = set(glob.glob("/dev/shm/gpuflow-*"))
     harness = subprocess.run([sys.executable, "-c", AGENT_KILLER, json.dumps(argv), json.dumps(env), str(out)],
                              capture_output=True, text=True, timeout=60)
     assert harness.returncode == 0, harness.stderr
-    assert json.loads(harness.stdout)["status"] == 7
+    reported = json.loads(harness.stdout)
+    assert reported["status"] == 7
     assert out.read_text() == "program done\n"
-    # the agent died without draining: its ring stays until a later agent's sweep removes it
-    left = set(glob.glob("/dev/shm/gpuflow-*")) - before
+    # the agent died without draining: the program's ring stays until a later agent's sweep
+    # removes it (rings of other sessions on the machine are none of this test's business)
+    left = set(glob.glob(f"/dev/shm/gpuflow-*-{reported['pid']}"))
     assert len(left) == 1
     for path in left:
         os.unlink(path)
