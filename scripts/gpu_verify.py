@@ -68,6 +68,20 @@ def diff_counts(expected: dict[str, int], got: dict[str, int]) -> list[str]:
     return lines
 
 
+def block_lines(stdout_path: str, opening: str):
+    """The lines of a workload's printed block: after a line starting ``==== <opening>``, up to
+    ``==== end``."""
+    inside = False
+    for line in open(stdout_path):
+        line = line.rstrip("\n")
+        if line.startswith(f"==== {opening}"):
+            inside = True
+        elif line.startswith("==== end"):
+            inside = False
+        elif inside:
+            yield line
+
+
 def cmd_counts(label: str, stdout_path: str, summary_path: str, *lanes: str) -> bool:
     """A workload that prints the ``==== gpuflow-demo-counts ====`` block: its kernel counts by
     mangled name and copy counts and bytes by direction must equal gpuflow's, and each of
@@ -75,21 +89,15 @@ def cmd_counts(label: str, stdout_path: str, summary_path: str, *lanes: str) -> 
     expected_kernels: dict[str, int] = {}
     lanes = list(lanes)
     expected_copies: dict[str, tuple[int, int]] = {}
-    inside = False
-    for line in open(stdout_path):
-        line = line.rstrip("\n")
-        if line.startswith("==== gpuflow-demo-counts"):
-            inside = True
-        elif line.startswith("==== end"):
-            inside = False
-        elif inside and line.startswith("kernel "):
+    for line in block_lines(stdout_path, "gpuflow-demo-counts"):
+        if line.startswith("kernel "):
             _, mangled, count, *_ = line.split(" ")
             expected_kernels[mangled] = int(count)
-        elif inside and line.startswith("copy "):
+        elif line.startswith("copy "):
             _, direction, count, nbytes = line.split()
             if int(count):
                 expected_copies[direction] = (int(count), int(nbytes))
-        elif inside and line.startswith("lane ") and line[5:] not in lanes:
+        elif line.startswith("lane ") and line[5:] not in lanes:
             lanes.append(line[5:])
     summary = load(summary_path)
     got_kernels = gpuflow_kernels(summary, "mangled")
@@ -186,14 +194,8 @@ def traced_problems(summary) -> list[str]:
 
 def named_counts(stdout_path: str) -> dict[str, int]:
     expected: dict[str, int] = {}
-    inside = False
-    for line in open(stdout_path):
-        line = line.rstrip("\n")
-        if line.startswith("==== gpuflow-named-counts"):
-            inside = True
-        elif line.startswith("==== end"):
-            inside = False
-        elif inside and line.startswith("kernel "):
+    for line in block_lines(stdout_path, "gpuflow-named-counts"):
+        if line.startswith("kernel "):
             _, name, count = line.split(" ")
             expected[name] = int(count)
     return expected
