@@ -11,6 +11,9 @@ the inputs are unreadable):
   with two GPUs) and the lanes it lists (``lane <label>`` lines).
 * ``torch PROFILE_JSON SUMMARY_JSON`` — per-kernel-name counts from torch.profiler (Kineto trace)
   vs gpuflow's, by demangled name.
+* ``profiled LABEL PROFILE_JSON SUMMARY_JSON [N]`` — the same for any workload that writes such a
+  profile (bench/workloads/nccl_allreduce.py: its ranks' counts summed); with N, exactly N
+  traced processes with kernels.
 * ``tree SUMMARY_JSON N`` — N traced processes, each with kernels.
 * ``watch SNAPSHOT_JSON PID`` — the device's real readings and the process with memory and SM %.
 * ``named LABEL STDOUT SUMMARY_JSON`` — a workload that names some of its kernels (a
@@ -130,17 +133,28 @@ def cmd_patterns(stdout_path: str, summary_path: str) -> bool:
     return cmd_counts("patterns", stdout_path, summary_path)
 
 
-def cmd_torch(profile_path: str, summary_path: str) -> bool:
+def cmd_profiled(label: str, profile_path: str, summary_path: str, processes: str = "") -> bool:
+    """Per-kernel-name counts from torch.profiler (Kineto trace; summed over a job's ranks) vs
+    gpuflow's, by demangled name; with ``processes``, exactly that many traced processes must have
+    kernels (each rank its own)."""
     expected = load(profile_path)["kernels"]
     summary = load(summary_path)
     got = gpuflow_kernels(summary, "name")
     problems = diff_counts(expected, got)
-    print(f"torch: profiler {sum(expected.values())} kernels in {len(expected)} names, "
-          f"gpuflow {sum(got.values())} in {len(got)}; drops {drops(summary)}; exit {summary['exit_status']}")
+    with_kernels = [t for t in summary["traced"] + summary.get("traced_retired", []) if t["kernels"]]
+    if processes and len(with_kernels) != int(processes):
+        problems.append(f"  {len(with_kernels)} traced processes with kernels, expected {processes}")
+    print(f"{label}: profiler {sum(expected.values())} kernels in {len(expected)} names, "
+          f"gpuflow {sum(got.values())} in {len(got)} over {len(with_kernels)} traced processes; "
+          f"drops {drops(summary)}; exit {summary['exit_status']}")
     print("\n".join(problems[:40]))
     ok = not problems and summary["exit_status"] == 0 and bool(expected)
-    print(f"torch_counts_exact={'yes' if ok else 'no'}")
+    print(f"{label}_counts_exact={'yes' if ok else 'no'}")
     return ok
+
+
+def cmd_torch(profile_path: str, summary_path: str) -> bool:
+    return cmd_profiled("torch", profile_path, summary_path)
 
 
 def cmd_tree(summary_path: str, n: str) -> bool:
@@ -245,7 +259,8 @@ def cmd_linear(label: str, summary_a: str, steps_a: str, summary_b: str, steps_b
 
 
 def checksum_lines(path: str) -> list[str]:
-    return [line.strip() for line in open(path) if line.startswith("checksum ")]
+    """The ``checksum`` lines, sorted: ranks of one job print theirs in no fixed order."""
+    return sorted(line.strip() for line in open(path) if line.startswith("checksum "))
 
 
 def cmd_same_output(label: str, bare_stdout: str, traced_stdout: str) -> bool:
@@ -258,7 +273,7 @@ def cmd_same_output(label: str, bare_stdout: str, traced_stdout: str) -> bool:
 
 def main(argv: list[str]) -> int:
     commands = {"demo": cmd_demo, "patterns": cmd_patterns, "torch": cmd_torch, "tree": cmd_tree,
-                "watch": cmd_watch, "named": cmd_named, "linear": cmd_linear,
+                "watch": cmd_watch, "named": cmd_named, "linear": cmd_linear, "profiled": cmd_profiled,
                 "same_output": cmd_same_output}
     if len(argv) < 2 or argv[1] not in commands:
         print(__doc__)
