@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import platform
 import random
+import statistics
 import struct
 import sys
 import time
@@ -34,8 +35,8 @@ import time
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import build as build_module
 from gpuflow.collectors.cupti.build import TracedBuilder
-from gpuflow.core.snapshot import Span
 from gpuflow.collectors.cupti.decoder import RingDecoderC, RingDecoderPy
+from gpuflow.core.snapshot import Span
 
 KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
 COPY = struct.Struct("<HHIQQIIIBBBxQIIII")
@@ -194,8 +195,7 @@ def span_constructor_costs(buf: bytearray, rounds: int = 3) -> tuple[float, floa
                 by_maker[label].append(build_costs(buf)[0][1])
     finally:
         build_module._make_span = fast
-    median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
-    return median(by_maker["fast"]), median(by_maker["class"])
+    return statistics.median(by_maker["fast"]), statistics.median(by_maker["class"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,12 +82,6 @@ def run_harness(exe: Path, args: argparse.Namespace) -> tuple[str, dict[str, flo
     return done.stdout, {k: float(v) for k, v in last.items()}
 
 
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def side_by_side(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
     """The current library and the baseline's, alternately; the current run with the median
     per-record time is the one the last line reports."""
@@ -105,8 +100,8 @@ def side_by_side(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
         print(f"pair={pair} current_ns={got['current']['gpuflow_ns_per_record']:.2f} "
               f"baseline_ns={got['baseline']['gpuflow_ns_per_record']:.2f} "
               f"floor_ns={got['current']['floor_ns_per_record']:.2f}/{got['baseline']['floor_ns_per_record']:.2f}")
-    cur = median([r["gpuflow_ns_per_record"] for r in runs])
-    base = median(base_ns)
+    cur = statistics.median(r["gpuflow_ns_per_record"] for r in runs)
+    base = statistics.median(base_ns)
     print(f"baseline_ns_per_record={base:.2f} gpuflow_ns_per_record={cur:.2f} vs_baseline={cur / base:.3f} "
           f"pairs={args.pairs}")
     return min(runs, key=lambda r: abs(r["gpuflow_ns_per_record"] - cur))
