@@ -202,7 +202,7 @@ class SnapshotConsumer(threading.Thread):
         while not self.stop.wait(max(0.0, next_tick - time.monotonic())):
             next_tick = max(next_tick + 0.1, time.monotonic())  # 10 Hz; a late call is not made up for
             self.elapsed = time.monotonic() - started
-            snap = self.agent.hub.latest()
+            snap = self.agent.board.latest()
             if snap is None:
                 continue
             t = time.perf_counter()
@@ -251,7 +251,7 @@ def main() -> int:
             samples.append((now, s))
             if now >= next_print:
                 next_print += 5.0
-                snap = agent.hub.latest()
+                snap = agent.board.latest()
                 decoded = sum(t.records for t in snap.traced) if snap else 0
                 print(f"  t={now:5.1f}s  VmRSS {s['VmRSS'] / 1024:6.1f} MB (anon {s['RssAnon'] / 1024:6.1f}, "
                       f"shmem {s['RssShmem'] / 1024:6.1f})  decoded {decoded:>11,}", flush=True)

@@ -3,7 +3,7 @@ switched on and off in alternating periods (bench/ab_phases.py), on a real GPU.
 
 Each round runs every workload twice under ``gpuflow run``, in alternating order:
 
-* **ab** — with ``GPUFLOW_AB_PERIOD_MS`` (gpuflow/core/ab_period.py): in every other period the
+* **ab** — with ``GPUFLOW_AB_PERIOD_MS`` (gpuflow/testing/ab_period.py): in every other period the
   injected library steps over kernel, copy and memset records as the minimal CUPTI collector
   does, so neither it nor the agent does any work for them, and the agent's NVML collector makes
   no NVML call; the program's progress trace gives its per-unit time in the on periods against

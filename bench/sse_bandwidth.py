@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuflow.core.hub import SnapshotHub  # noqa: E402
+from gpuflow.core.board import SnapshotBoard  # noqa: E402
 from gpuflow.core.snapshot import (  # noqa: E402
     Attachment, Device, HostInfo, KernelStat, Lane, Problem, Process, Snapshot, Span,
     TracedProcess, TransferStat,
@@ -56,8 +56,8 @@ BUDGET = 1_000_000
 class VerboseEncoder(FrameEncoder):
     """The frame encoder before the compact form: ``to_json_dict()`` as is, deltas cut spans only."""
 
-    def __init__(self, hub: SnapshotHub, boot_epoch: int | None = None) -> None:
-        super().__init__(hub, boot_epoch, span_rate=None)
+    def __init__(self, board: SnapshotBoard, boot_epoch: int | None = None) -> None:
+        super().__init__(board, boot_epoch, span_rate=None)
         self._maxima: dict[tuple, int] = {}
 
     def _encode(self, snap: Snapshot, prev: Frame | None) -> Frame:
@@ -137,12 +137,12 @@ def rebuild_snapshots(frames: list[dict[str, Any]]) -> list[Snapshot]:
 
 def replay(snapshots: list[Snapshot], encoder_class) -> dict[str, float]:
     """What a client that keeps up receives: the first frame full, then every delta."""
-    hub = SnapshotHub()
-    enc = encoder_class(hub, boot_epoch=1)
+    board = SnapshotBoard()
+    enc = encoder_class(board, boot_epoch=1)
     sizes = []
     encode_s = 0.0
     for i, snap in enumerate(snapshots):
-        hub.publish(snap)
+        board.publish(snap)
         t0 = time.perf_counter()
         frame = enc.current()
         encode_s += time.perf_counter() - t0
@@ -225,7 +225,7 @@ def live(args, encodings: tuple[str, ...]) -> dict[str, dict[str, float]]:
     agent.start()
     apps = {k: create_app(agent, settings=AppSettings(poll_s=0.1)) for k in encodings}
     if "verbose" in apps:
-        apps["verbose"].state.frames = VerboseEncoder(agent.hub)
+        apps["verbose"].state.frames = VerboseEncoder(agent.board)
     servers = {k: EmbeddedServer(app, "127.0.0.1", 0) for k, app in apps.items()}
     for s in servers.values():
         s.serve_in_thread()
@@ -237,11 +237,11 @@ def live(args, encodings: tuple[str, ...]) -> dict[str, dict[str, float]]:
             if not r.first.wait(30):
                 raise SystemExit("no first frame within 30 s")
         time.sleep(1.0)   # past the full frame, into the steady state
-        seq0, t0 = agent.hub.latest().seq, time.monotonic()
+        seq0, t0 = agent.board.latest().seq, time.monotonic()
         before = {k: r.counts() for k, r in readers.items()}
         time.sleep(args.duration)
         after = {k: r.counts() for k, r in readers.items()}
-        seconds, seq1 = time.monotonic() - t0, agent.hub.latest().seq
+        seconds, seq1 = time.monotonic() - t0, agent.board.latest().seq
     finally:
         for r in readers.values():
             r.close()
@@ -278,7 +278,7 @@ def main() -> int:
           f"{snaps[-1].timestamp - snaps[0].timestamp:.2f} s, "
           f"{len(snaps[0].traced[0].lanes)} lanes (H200, gpuflow run -- ./demo_workload)")
     rows = [("verbose (before)", VerboseEncoder),
-            ("compact, every new span", lambda hub, boot_epoch: FrameEncoder(hub, boot_epoch, span_rate=None)),
+            ("compact, every new span", lambda board, boot_epoch: FrameEncoder(board, boot_epoch, span_rate=None)),
             ("compact (after)", FrameEncoder)]
     res = {}
     for label, cls in rows:

@@ -56,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         warn_if_exposed(args)
         warn_if_benchmarking()
         try:
-            describe_start(settled_snapshot(serving.agent.hub, timeout=1.0), serving.url, err)
+            describe_start(settled_snapshot(serving.agent.board, timeout=1.0), serving.url, err)
             if stop.received is not None:   # stopped before the program was started
                 err.write(f"gpuflow run: stopped by {signal.Signals(stop.received).name} before "
                           "the program started\n")
@@ -74,14 +74,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.linger:
                 time.sleep(LINGER_DRAIN_S)
                 if not args.no_summary:
-                    write_summary(serving.agent.hub.latest(), err)
+                    write_summary(serving.agent.board.latest(), err)
                 err.write(f"gpuflow: program exited with status {status}; still serving {serving.url} "
                           "(--linger): press Ctrl-C to stop\n")
                 err.flush()
                 stop.wait()
         finally:
             serving.stop()
-    final = serving.agent.hub.latest()
+    final = serving.agent.board.latest()
     if not args.linger and not args.no_summary:
         write_summary(final, err)
     if args.summary_json:

@@ -17,7 +17,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from gpuflow.core.ab_period import ab_period_ms
+from gpuflow.testing.ab_period import ab_period_ms
 from gpuflow.core.agent import Agent
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.plugins import PluginLoadError, get_plugin_manager
@@ -125,7 +125,7 @@ def start_serving(args: argparse.Namespace, session: str | None = None) -> Servi
 
 
 def warn_if_benchmarking() -> None:
-    """GPUFLOW_AB_PERIOD_MS (gpuflow.core.ab_period) makes GPUFlow stand aside every other
+    """GPUFLOW_AB_PERIOD_MS (gpuflow.testing.ab_period) makes GPUFlow stand aside every other
     period: whoever set it and forgot must not take the partial view for a whole one."""
     period = ab_period_ms()
     if period:

@@ -78,7 +78,7 @@ def format_totals(kernels: tuple[KernelStat, ...], transfers: tuple[TransferStat
 
 
 def format_retired(r: RetiredTraced, top: int = TOP_KERNELS) -> list[str]:
-    """The roll-up of the session's older exited processes (gpuflow.core.retire)."""
+    """The roll-up of the session's older exited processes (gpuflow.collectors.cupti.retire)."""
     lines = [f"{r.processes} earlier exited processes, folded together: {r.records} records; "
              f"{r.failed} failed, {r.truncated} truncated, {r.not_traced} not traced (CUPTI status)"]
     if r.dropped_ring or r.dropped_cupti or r.truncated:

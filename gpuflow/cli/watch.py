@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Snapshot
 
 from gpuflow.cli.report import describe_start
@@ -57,15 +57,15 @@ class StopSignals:
             pass
 
 
-def settled_snapshot(hub: SnapshotHub, timeout: float = 3.0) -> Snapshot | None:
+def settled_snapshot(board: SnapshotBoard, timeout: float = 3.0) -> Snapshot | None:
     """The first snapshot that says something about GPUs (devices or problems), or the latest."""
     deadline = time.monotonic() + timeout
-    snap = hub.wait_first(timeout)
+    snap = board.wait_first(timeout)
     while snap is not None and not (snap.devices or snap.problems):
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        snap = hub.wait_newer(snap.seq, left) or hub.latest()
+        snap = board.wait_newer(snap.seq, left) or board.latest()
     return snap
 
 
@@ -79,7 +79,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         warn_if_exposed(args)
         warn_if_benchmarking()
         try:
-            describe_start(settled_snapshot(serving.agent.hub), serving.url, sys.stdout)
+            describe_start(settled_snapshot(serving.agent.board), serving.url, sys.stdout)
             sys.stdout.write("Press Ctrl-C to stop.\n")
             sys.stdout.flush()
             stop.wait()

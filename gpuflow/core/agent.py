@@ -22,7 +22,7 @@ from typing import Any, Callable
 import pluggy
 
 from gpuflow.core.context import AgentConfig, CollectorContext
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.merge import merge_parts
 from gpuflow.core.snapshot import Problem, Snapshot, SnapshotPart
 
@@ -36,12 +36,12 @@ class Agent:
         self,
         config: AgentConfig,
         plugin_manager: pluggy.PluginManager,
-        hub: SnapshotHub | None = None,
+        board: SnapshotBoard | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.pm = plugin_manager
-        self.hub = hub if hub is not None else SnapshotHub()
+        self.board = board if board is not None else SnapshotBoard()
         self.context = CollectorContext(config)
         self._clock = clock
         self._seq = 0
@@ -101,7 +101,7 @@ class Agent:
         self._last_parts = parts
         self._seq += 1
         snapshot = merge_parts(parts, seq=self._seq, timestamp=self._clock())
-        self.hub.publish(snapshot)
+        self.board.publish(snapshot)
         return snapshot
 
     def _frame_loop(self) -> None:

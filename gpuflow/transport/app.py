@@ -36,7 +36,7 @@ from typing import Any
 
 import falcon
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
 from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_registry
@@ -49,17 +49,17 @@ __all__ = ["AppSettings", "GpuflowApp", "TransportState", "create_app", "get_app
 
 
 class TransportState:
-    """What every resource shares: hub, agent (optional), encoder, stream slots, shutdown."""
+    """What every resource shares: board, agent (optional), encoder, stream slots, shutdown."""
 
     def __init__(self, source: Any, settings: AppSettings) -> None:
-        if isinstance(source, SnapshotHub):
-            self.agent, self.hub = None, source
-        elif isinstance(getattr(source, "hub", None), SnapshotHub):
-            self.agent, self.hub = source, source.hub
+        if isinstance(source, SnapshotBoard):
+            self.agent, self.board = None, source
+        elif isinstance(getattr(source, "board", None), SnapshotBoard):
+            self.agent, self.board = source, source.board
         else:
-            raise TypeError(f"create_app needs an Agent or a SnapshotHub, not {type(source).__name__}")
+            raise TypeError(f"create_app needs an Agent or a SnapshotBoard, not {type(source).__name__}")
         self.settings = settings
-        self.frames = FrameEncoder(self.hub)
+        self.frames = FrameEncoder(self.board)
         self.slots = StreamSlots(settings.max_streams)
         self._shutdown = threading.Event()
         self._worker: Any = None
@@ -106,10 +106,10 @@ class TransportState:
 
     def wait_first_snapshot(self) -> Snapshot | None:
         self.ensure_started()
-        latest = self.hub.latest()
+        latest = self.board.latest()
         if latest is not None:
             return latest
-        return self.hub.wait_first(self.settings.first_snapshot_wait_s)
+        return self.board.wait_first(self.settings.first_snapshot_wait_s)
 
 
 class GpuflowApp(falcon.App):
@@ -172,7 +172,7 @@ class HealthResource:
 
 
 def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> GpuflowApp:
-    """The WSGI app over an Agent (started lazily on the first request) or a bare SnapshotHub."""
+    """The WSGI app over an Agent (started lazily on the first request) or a bare SnapshotBoard."""
     settings = settings if settings is not None else AppSettings()
     state = TransportState(agent_or_hub, settings)
     app = GpuflowApp(
@@ -184,7 +184,7 @@ def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> Gpu
     app.add_route("/favicon.ico", FaviconResource())
     app.add_route("/api/snapshot", SnapshotResource(state))
     app.add_route("/api/stream", StreamResource(state))
-    collector = SnapshotCollector(state.hub.latest, settings.metrics_per_process, state.slots)
+    collector = SnapshotCollector(state.board.latest, settings.metrics_per_process, state.slots)
     app.add_route("/metrics", MetricsResource(state, make_registry(collector)))
     app.add_route("/healthz", HealthResource(state))
     return app

@@ -54,7 +54,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport.wire import (
     OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head, traced_head,
@@ -138,14 +138,14 @@ def fair_shares(demands: Sequence[int], total: int | None) -> list[int]:
 
 
 class FrameEncoder:
-    """The latest snapshot of a hub, encoded once; ``boot_epoch`` tells agent restarts apart.
+    """The latest snapshot of a board, encoded once; ``boot_epoch`` tells agent restarts apart.
 
     ``span_rate``: new spans per second a delta may carry over all lanes (None: all of them).
     """
 
-    def __init__(self, hub: SnapshotHub, boot_epoch: int | None = None,
+    def __init__(self, board: SnapshotBoard, boot_epoch: int | None = None,
                  span_rate: float | None = DELTA_SPAN_RATE) -> None:
-        self.hub = hub
+        self.board = board
         self.boot_epoch = boot_epoch if boot_epoch is not None else time.time_ns() // 1_000_000
         self.span_rate = span_rate
         self._lock = threading.Lock()
@@ -169,13 +169,13 @@ class FrameEncoder:
         return f"{self.boot_epoch}-{seq}"
 
     def current(self) -> Frame | None:
-        """The frame of the hub's latest snapshot (None before the first one)."""
-        snap = self.hub.latest()
+        """The frame of the board's latest snapshot (None before the first one)."""
+        snap = self.board.latest()
         frame = self._frame
         if snap is None or (frame is not None and frame.snapshot is snap):
             return frame if snap is not None else None
         with self._lock:
-            snap = self.hub.latest()
+            snap = self.board.latest()
             frame = self._frame
             if frame is None or frame.snapshot is not snap:
                 frame = self._encode(snap, frame)
@@ -184,7 +184,7 @@ class FrameEncoder:
 
     def snapshot_json(self) -> tuple[Snapshot, bytes] | None:
         """The latest snapshot and its plain JSON body (GET /api/snapshot), encoded once."""
-        snap = self.hub.latest()
+        snap = self.board.latest()
         if snap is None:
             return None
         cached = self._json

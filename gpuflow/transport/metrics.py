@@ -1,6 +1,6 @@
 """GET /metrics: Prometheus text built from the cached latest snapshot, never from NVML per scrape.
 
-A private ``CollectorRegistry`` holds one custom collector whose ``collect()`` reads the hub's
+A private ``CollectorRegistry`` holds one custom collector whose ``collect()`` reads the board's
 latest snapshot, so exited processes simply stop appearing (no stale labelled gauges to remove).
 Names use the ``gpuflow_`` prefix and base units (ratios 0–1, bytes, watts, celsius, hertz,
 seconds); device series carry the labels ``gpu`` (index), ``uuid`` and ``name``. A reading the
@@ -9,7 +9,7 @@ series (labels ``pid``, ``process``, ``user``) only appear with ``metrics_per_pr
 high-cardinality and say who runs what.
 
 Constraints: runs on a server thread per scrape; O(size of the snapshot); no locks beyond the
-hub's; the Host/token middleware applies as for every route.
+board's; the Host/token middleware applies as for every route.
 """
 
 from __future__ import annotations

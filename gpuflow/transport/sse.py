@@ -7,7 +7,7 @@ shared delta when this client received its ``base_seq``, else the shared full fr
 event, so every server flushes it as is.
 
 The stream ends (and EventSource reconnects by itself) at ``max_stream_age_s``, when the app is
-shutting down (checked at least every ``poll_s``) or when the hub closes; a client that stops
+shutting down (checked at least every ``poll_s``) or when the board closes; a client that stops
 reading is dropped once its socket's send buffer (``send_buffer_bytes``, fixed so that it cannot
 grow to megabytes) has been full for ``send_timeout_s``. A client that
 falls behind skips snapshots (it always gets the latest) and gets a full frame after a gap;
@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 
 import falcon
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.frames import FrameEncoder
 from gpuflow.transport.settings import AppSettings
 
@@ -90,7 +90,7 @@ class SseBody:
 
 
 def event_stream(
-    hub: SnapshotHub,
+    board: SnapshotBoard,
     frames: FrameEncoder,
     settings: AppSettings,
     stopping: Callable[[], bool],
@@ -101,7 +101,7 @@ def event_stream(
     retry = b"retry: %d\n" % settings.retry_ms
     frame = frames.current()
     if frame is None:
-        hub.wait_first(settings.first_snapshot_wait_s)
+        board.wait_first(settings.first_snapshot_wait_s)
         frame = frames.current()
     if frame is None:
         yield retry + b"\n"
@@ -120,10 +120,10 @@ def event_stream(
             yield PING
             last_write = clock()
             continue
-        snap = hub.wait_newer(-1 if last_seq is None else last_seq,
+        snap = board.wait_newer(-1 if last_seq is None else last_seq,
                               timeout=min(ping_left, age_left, settings.poll_s))
         if snap is None:
-            if hub.closed:
+            if board.closed:
                 return
             continue
         frame = frames.current()
@@ -174,7 +174,7 @@ class StreamResource:
             _unavailable(resp, settings, "too many open streams")
             return
         try:
-            events = event_stream(state.hub, state.frames, settings, state.stopping)
+            events = event_stream(state.board, state.frames, settings, state.stopping)
             body = SseBody(events, state.slots.release)
         except BaseException:
             state.slots.release()

@@ -64,13 +64,13 @@ def test_frames_follow_notify_and_unchanged_parts_make_no_frame():
     agent = Agent(AgentConfig(interval_s=10), manager(("tick", tick)))
     agent.start()
     try:
-        first = agent.hub.latest()
+        first = agent.board.latest()
         assert first.seq == 1 and tick.started == 1
         tick.bump(1)
-        second = agent.hub.wait_newer(first.seq, timeout=2)
+        second = agent.board.wait_newer(first.seq, timeout=2)
         assert second is not None and second.devices[0].clock_sm_mhz == 1
         agent.context.notify()  # nothing changed: no new frame
-        assert agent.hub.wait_newer(second.seq, timeout=0.3) is None
+        assert agent.board.wait_newer(second.seq, timeout=0.3) is None
     finally:
         agent.stop()
     assert tick.stopped == 1
@@ -84,9 +84,9 @@ def test_frames_are_at_least_50ms_apart():
     stop = threading.Event()
 
     def reader():
-        seq = agent.hub.latest().seq
+        seq = agent.board.latest().seq
         while not stop.is_set():
-            snap = agent.hub.wait_newer(seq, timeout=0.5)
+            snap = agent.board.wait_newer(seq, timeout=0.5)
             if snap is not None:
                 seen.append(time.monotonic())
                 seq = snap.seq
@@ -113,7 +113,7 @@ def test_a_broken_collector_loses_only_its_own_part():
     agent = Agent(AgentConfig(interval_s=10), manager(("tick", tick), ("broken", Broken())))
     agent.start()
     try:
-        snap = agent.hub.latest()
+        snap = agent.board.latest()
         assert [d.uuid for d in snap.devices] == ["u0"]
         messages = [p.message for p in snap.problems]
         assert any("'broken' failed in" in m and "boom" in m for m in messages)
@@ -125,12 +125,12 @@ def test_stop_releases_waiting_readers_and_publishes_a_final_snapshot():
     tick = Ticking()
     agent = Agent(AgentConfig(interval_s=10), manager(("tick", tick)))
     agent.start()
-    seq = agent.hub.latest().seq
+    seq = agent.board.latest().seq
     agent.stop()
-    assert agent.hub.latest().seq == seq + 1  # forced final snapshot
-    agent.hub.close()
+    assert agent.board.latest().seq == seq + 1  # forced final snapshot
+    agent.board.close()
     t0 = time.monotonic()
-    assert agent.hub.wait_newer(agent.hub.latest().seq, timeout=5) is None
+    assert agent.board.wait_newer(agent.board.latest().seq, timeout=5) is None
     assert time.monotonic() - t0 < 1
 
 

@@ -40,7 +40,7 @@ def snapshot_of(pm):
     agent = Agent(AgentConfig(), pm)
     agent.start()
     try:
-        return agent.hub.latest()
+        return agent.board.latest()
     finally:
         agent.stop()
 

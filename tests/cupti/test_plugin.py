@@ -48,7 +48,7 @@ def test_an_agent_with_a_session_reports_traced_processes(rings):
             assert collector is not None and len(cupti_threads()) >= 1
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                snap = agent.hub.latest()
+                snap = agent.board.latest()
                 if snap is not None and snap.traced:
                     break
                 time.sleep(0.02)
@@ -64,7 +64,7 @@ def test_an_agent_with_a_session_reports_traced_processes(rings):
                 collector.set_exit_status(child.pid, 0)
         finally:
             agent.stop()
-        final = agent.hub.latest().traced[0]
+        final = agent.board.latest().traced[0]
         assert (final.state, final.exit_status, final.kernels[0].count, final.truncated) == ("exited", 0, 2, False)
         assert plugin.produce_snapshot(agent.context) is collector.part()
         assert not cupti_threads() or all(not t.is_alive() for t in cupti_threads())

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.server import EmbeddedServer
 from tests.transport.conftest import make_snapshot
@@ -124,9 +124,9 @@ def test_gunicorn_never_reading_streams_are_dropped_without_stalling_the_worker(
 
 @pytest.fixture
 def embedded():
-    hub = SnapshotHub()
-    hub.publish(make_snapshot(1))
-    app = create_app(hub, settings=AppSettings(max_streams=4, header_timeout_s=1.0,
+    board = SnapshotBoard()
+    board.publish(make_snapshot(1))
+    app = create_app(board, settings=AppSettings(max_streams=4, header_timeout_s=1.0,
                                                send_timeout_s=1.0, send_buffer_bytes=8192))
     server = EmbeddedServer(app, "127.0.0.1", 0, max_connections=12)
     server.serve_in_thread()
@@ -135,7 +135,7 @@ def embedded():
     def publish():  # a new snapshot every 20 ms keeps the never-readers' buffers filling
         seq = 2
         while not stop.wait(0.02):
-            hub.publish(make_snapshot(seq))
+            board.publish(make_snapshot(seq))
             seq += 1
 
     t = threading.Thread(target=publish, daemon=True)

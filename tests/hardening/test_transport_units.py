@@ -21,7 +21,7 @@ from gpuflow.transport.gunicorn_hardening import (
     StalledClientFilter, harden_worker, settle_close, write_error,
 )
 from gpuflow.transport.security import SECURITY_HEADERS, HostAllowList, plain_error
-from tests.transport.conftest import hub_with, make_snapshot
+from tests.transport.conftest import board_with, make_snapshot
 
 
 @pytest.mark.parametrize("pattern", ["*.", "*..", "*.example.com:8080", "*.*.example.com",
@@ -65,7 +65,7 @@ def test_plain_error_echoes_nothing_and_carries_the_headers():
 
 
 def test_an_exception_in_a_route_is_a_bare_500_with_the_security_headers(caplog):
-    app = create_app(hub_with(make_snapshot(1)))
+    app = create_app(board_with(make_snapshot(1)))
 
     class Broken:
         def on_get(self, req, resp):
@@ -81,7 +81,7 @@ def test_an_exception_in_a_route_is_a_bare_500_with_the_security_headers(caplog)
 
 
 def test_not_built_page_names_no_directory(tmp_path):
-    app = create_app(hub_with(make_snapshot(1)),
+    app = create_app(board_with(make_snapshot(1)),
                      settings=AppSettings(ui_path=str(tmp_path / "deep" / "ui.html")))
     r = falcon.testing.TestClient(app).simulate_get("/", headers={"Host": "127.0.0.1"})
     assert r.status_code == 200 and "ui.html" in r.text
@@ -89,7 +89,7 @@ def test_not_built_page_names_no_directory(tmp_path):
 
 
 def test_bad_accept_on_metrics_falls_back_to_text():
-    app = create_app(hub_with(make_snapshot(1)))
+    app = create_app(board_with(make_snapshot(1)))
     r = falcon.testing.TestClient(app).simulate_get(
         "/metrics", headers={"Host": "127.0.0.1",
                              "Accept": "application/openmetrics-text; version=x.y"})

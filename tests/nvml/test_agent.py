@@ -22,7 +22,7 @@ def published(scenario, until, timeout=5.0, **options):
         deadline = time.monotonic() + timeout
         seq = -1
         while time.monotonic() < deadline:
-            snap = agent.hub.wait_newer(seq, timeout=0.5)
+            snap = agent.board.wait_newer(seq, timeout=0.5)
             if snap is None:
                 continue
             seq = snap.seq

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import (
     Attachment, Device, HostInfo, Lane, Problem, Process, Snapshot, Span, TracedProcess,
 )
@@ -71,11 +71,11 @@ def make_snapshot(seq: int = 1, lanes: tuple[Lane, ...] = (), **kw) -> Snapshot:
                     sources=("nvml",), **kw)
 
 
-def hub_with(*snapshots: Snapshot) -> SnapshotHub:
-    hub = SnapshotHub()
+def board_with(*snapshots: Snapshot) -> SnapshotBoard:
+    board = SnapshotBoard()
     for s in snapshots:
-        hub.publish(s)
-    return hub
+        board.publish(s)
+    return board
 
 
 # -- SSE over HTTP ---------------------------------------------------------------------------------

@@ -8,33 +8,33 @@ import re
 import pytest
 from falcon import testing
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.security import HostAllowList, cookie_name, cookie_value, host_name
-from tests.transport.conftest import hub_with, make_snapshot
+from tests.transport.conftest import board_with, make_snapshot
 
 HOST = {"Host": "127.0.0.1:7717"}
 ROUTES = ["/", "/api/snapshot", "/metrics", "/healthz"]
 TOKEN = "s3cret-token-value"
 
 
-def client(hub=None, **settings) -> testing.TestClient:
+def client(board=None, **settings) -> testing.TestClient:
     settings.setdefault("first_snapshot_wait_s", 0.05)
-    hub = hub if hub is not None else hub_with(make_snapshot(seq=3))
-    return testing.TestClient(create_app(hub, settings=AppSettings(**settings)), headers=HOST)
+    board = board if board is not None else board_with(make_snapshot(seq=3))
+    return testing.TestClient(create_app(board, settings=AppSettings(**settings)), headers=HOST)
 
 
 # -- routes ----------------------------------------------------------------------------------------
 def test_snapshot_route_is_the_snapshot_json():
     snap = make_snapshot(seq=3)
-    r = client(hub_with(snap)).simulate_get("/api/snapshot")
+    r = client(board_with(snap)).simulate_get("/api/snapshot")
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
     assert r.json == json.loads(json.dumps(snap.to_json_dict()))
     assert r.headers["cache-control"] == "no-store"
 
 
 def test_snapshot_before_any_data_is_503_with_retry_after():
-    r = client(SnapshotHub()).simulate_get("/api/snapshot")
+    r = client(SnapshotBoard()).simulate_get("/api/snapshot")
     assert r.status_code == 503 and r.headers["retry-after"] == "1"
     assert r.json == {"error": "no snapshot yet"}
 
@@ -42,7 +42,7 @@ def test_snapshot_before_any_data_is_503_with_retry_after():
 def test_healthz_ok_and_starting():
     ok = client().simulate_get("/healthz")
     assert ok.status_code == 200 and ok.json["status"] == "ok" and ok.json["seq"] == 3
-    starting = client(SnapshotHub()).simulate_get("/healthz")
+    starting = client(SnapshotBoard()).simulate_get("/healthz")
     assert starting.status_code == 503 and starting.json["status"] == "starting"
 
 

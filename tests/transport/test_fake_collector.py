@@ -109,7 +109,7 @@ def test_loaded_as_a_plugin_by_name():
     agent = Agent(AgentConfig(options={"fake_rate_hz": 0, "fake_gpus": 4}), pm)
     agent.start()
     try:
-        snap = agent.hub.latest()
+        snap = agent.board.latest()
         assert snap.sources == ("fake",) and len(snap.devices) == 4 and snap.traced
     finally:
         agent.stop()

@@ -13,7 +13,7 @@ from gpuflow.core.snapshot import (
 )
 from gpuflow.transport.frames import FrameEncoder, dumps, fair_shares
 from gpuflow.transport.wire import NameTable, StreamReader, decode_spans, encode_spans
-from tests.transport.conftest import hub_with, lane, make_snapshot
+from tests.transport.conftest import board_with, lane, make_snapshot
 
 LONG = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)"
 LONG_MANGLED = "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4EEEEEvT1_"
@@ -57,8 +57,8 @@ def busy_lane(stream: int, seqs, executions: int) -> Lane:
 
 # -- full and delta ---------------------------------------------------------------------------------
 def test_first_frame_is_full_with_boot_epoch_id_and_reads_back_to_the_plain_snapshot():
-    hub = hub_with(make_snapshot(seq=7, lanes=(lane(13, [1, 2, 3]),)))
-    enc = FrameEncoder(hub, boot_epoch=1234)
+    board = board_with(make_snapshot(seq=7, lanes=(lane(13, [1, 2, 3]),)))
+    enc = FrameEncoder(board, boot_epoch=1234)
     f = enc.current()
     assert f.seq == 7 and f.delta is None and f.base_seq is None
     assert f.full.startswith(b"id: 1234-7\nevent: snapshot\ndata: ")
@@ -66,7 +66,7 @@ def test_first_frame_is_full_with_boot_epoch_id_and_reads_back_to_the_plain_snap
     assert doc["frame"] == "full" and doc["base_seq"] is None and doc["schema"] == 2
     assert list(doc)[:2] == ["frame", "base_seq"]
     read = StreamReader().read(doc)
-    assert without(read, "frame", "base_seq", "schema") == without(plain(hub.latest()), "schema")
+    assert without(read, "frame", "base_seq", "schema") == without(plain(board.latest()), "schema")
 
 
 def test_spans_are_arrays_relative_to_the_span_before_with_names_by_id():
@@ -87,13 +87,13 @@ def test_spans_are_arrays_relative_to_the_span_before_with_names_by_id():
 
 
 def test_delta_carries_only_spans_newer_than_the_base_lane_and_everything_else_whole():
-    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1, 2, 3]), lane(14, [4]))))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(make_snapshot(seq=1, lanes=(lane(13, [1, 2, 3]), lane(14, [4]))))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
     # lane 13 keeps 2..3 and adds 5, 6; lane 14 unchanged; lane 15 is new
     second = make_snapshot(seq=2, lanes=(lane(13, [2, 3, 5, 6]), lane(14, [4]), lane(15, [7, 8])))
-    hub.publish(second)
+    board.publish(second)
     f = enc.current()
     assert f.base_seq == 1
     full, delta = StreamReader().read(body(f.full)), reader.read(body(f.delta))
@@ -111,36 +111,36 @@ def test_delta_carries_only_spans_newer_than_the_base_lane_and_everything_else_w
 
 
 def test_delta_base_is_the_previous_encoded_frame_even_if_snapshots_were_skipped():
-    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))  # never encoded
-    hub.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),)))
+    board.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))  # never encoded
+    board.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),)))
     f = enc.current()
     assert f.base_seq == 1 and lane_spans(reader.read(body(f.delta))) == {13: [2, 3]}
 
 
 def test_each_snapshot_is_encoded_once_for_all_callers():
-    hub = hub_with(make_snapshot(seq=1))
-    enc = FrameEncoder(hub)
+    board = board_with(make_snapshot(seq=1))
+    enc = FrameEncoder(board)
     a, b = enc.current(), enc.current()
     assert a is b and a.full is b.full
     j1, j2 = enc.snapshot_json(), enc.snapshot_json()
     assert j1[1] is j2[1]
-    hub.publish(make_snapshot(seq=2))
+    board.publish(make_snapshot(seq=2))
     assert enc.current() is not a and enc.current().seq == 2
 
 
 def test_no_snapshot_no_frame():
-    enc = FrameEncoder(hub_with())
+    enc = FrameEncoder(board_with())
     assert enc.current() is None and enc.snapshot_json() is None
 
 
 def test_json_is_compact_one_line_and_nan_becomes_null():
     odd = make_snapshot(seq=1, devices=(Device(index=0, uuid="u", name="line\nbreak",
                                                temperature_c=math.nan, power_draw_w=math.inf),))
-    f = FrameEncoder(hub_with(odd)).current()
+    f = FrameEncoder(board_with(odd)).current()
     assert f.full.count(b"\n") == 4  # id, event, data, blank line
     doc = body(f.full)
     assert doc["devices"][0]["temperature_c"] is None and doc["devices"][0]["power_draw_w"] is None
@@ -150,14 +150,14 @@ def test_json_is_compact_one_line_and_nan_becomes_null():
 
 def test_api_snapshot_body_stays_the_plain_form():
     snap = make_snapshot(seq=3, lanes=(lane(13, [1, 2]),))
-    assert json.loads(FrameEncoder(hub_with(snap)).snapshot_json()[1]) == plain(snap)
+    assert json.loads(FrameEncoder(board_with(snap)).snapshot_json()[1]) == plain(snap)
 
 
 # -- names ------------------------------------------------------------------------------------------
 def test_a_kernel_name_travels_once_per_stream_and_kernels_refer_to_it_by_id():
     k1 = KernelStat(LONG, LONG_MANGLED, 3, 6000, 1900, 2100, timed=3)
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1, 2, 3], 3),), kernels=(k1,)))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(traced_snapshot(1, (busy_lane(13, [1, 2, 3], 3),), kernels=(k1,)))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     f1 = enc.current()
     assert f1.full.count(LONG.encode()) == 1 and f1.full.count(LONG_MANGLED.encode()) == 1
@@ -173,7 +173,7 @@ def test_a_kernel_name_travels_once_per_stream_and_kernels_refer_to_it_by_id():
     spans = (busy_lane(13, [2, 3, 4], 4).spans[:-1] +
              (kspan(4), kspan(5, name="gemm(float*)")))
     lane2 = Lane(device=0, context=1, stream=13, label="13", executions=5, spans_elided=0, spans=spans)
-    hub.publish(traced_snapshot(2, (lane2,), kernels=(k1b, k2)))
+    board.publish(traced_snapshot(2, (lane2,), kernels=(k1b, k2)))
     f2 = enc.current()
     assert LONG.encode() not in f2.delta and LONG_MANGLED.encode() not in f2.delta
     t2 = body(f2.delta)["traced"][0]
@@ -189,23 +189,23 @@ def test_a_kernel_name_travels_once_per_stream_and_kernels_refer_to_it_by_id():
 
 def test_a_traced_process_that_leaves_and_comes_back_gets_its_names_again():
     k = (KernelStat(LONG, LONG_MANGLED, 1, 10, 10, 10),)
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=k))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=k))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(make_snapshot(seq=2))   # gone
+    board.publish(make_snapshot(seq=2))   # gone
     assert reader.read(body(enc.current().delta))["traced"] == []
-    hub.publish(traced_snapshot(3, (busy_lane(13, [1, 2], 2),), kernels=k))
+    board.publish(traced_snapshot(3, (busy_lane(13, [1, 2], 2),), kernels=k))
     d = body(enc.current().delta)
     assert d["traced"][0]["names"] == [[LONG, LONG_MANGLED]]
     assert reader.read(d)["traced"][0]["kernels"][0]["name"] == LONG
 
 
 def test_a_full_frame_built_late_matches_its_own_snapshot_and_the_deltas_after_it():
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),)))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(traced_snapshot(1, (busy_lane(13, [1], 1),)))
+    enc = FrameEncoder(board, boot_epoch=1)
     f1 = enc.current()
-    hub.publish(traced_snapshot(2, (Lane(0, 1, 13, "13", 2, 0, (kspan(1), kspan(2, name="new()"))),)))
+    board.publish(traced_snapshot(2, (Lane(0, 1, 13, "13", 2, 0, (kspan(1), kspan(2, name="new()"))),)))
     f2 = enc.current()   # encodes 2 and gives "new()" an id before anyone built f1's full frame
     reader = StreamReader()
     first = reader.read(body(f1.full))
@@ -225,27 +225,27 @@ def test_fair_shares_give_small_lanes_all_and_split_the_rest():
 
 
 def test_the_budget_follows_the_time_between_snapshots():
-    enc = FrameEncoder(hub_with(), span_rate=1000)
+    enc = FrameEncoder(board_with(), span_rate=1000)
     at = lambda t: make_snapshot(seq=1, timestamp=t)  # noqa: E731
     assert enc.allowance(at(10.05), at(10.0)) == 50
     assert enc.allowance(at(10.001), at(10.0)) == 50      # at least 50 ms' worth
     assert enc.allowance(at(10.2), at(10.0)) == 200
     assert enc.allowance(at(15.0), at(10.0)) == 1000      # at most one second's
-    assert FrameEncoder(hub_with(), span_rate=None).allowance(at(10.05), at(10.0)) is None
+    assert FrameEncoder(board_with(), span_rate=None).allowance(at(10.05), at(10.0)) is None
 
 
 def test_a_busy_delta_carries_the_newest_spans_within_budget_and_counts_what_it_skipped():
     # 1,000 spans/s and 50 ms between snapshots: 50 spans in all this delta
     base = (busy_lane(13, range(0, 10), 10), busy_lane(14, range(100, 110), 10),
             busy_lane(15, range(200, 210), 10))
-    hub = hub_with(traced_snapshot(1, base, timestamp=100.0))
-    enc = FrameEncoder(hub, boot_epoch=1, span_rate=1000)
+    board = board_with(traced_snapshot(1, base, timestamp=100.0))
+    enc = FrameEncoder(board, boot_epoch=1, span_rate=1000)
     reader = StreamReader()
     reader.read(body(enc.current().full))
     # lane 13: 100 new executions (sample cap 64); lane 14: 10 new; lane 15: 60 new
     now = (busy_lane(13, range(46, 110), 110), busy_lane(14, range(100, 120), 20),
            busy_lane(15, range(206, 270), 70))
-    hub.publish(traced_snapshot(2, now, timestamp=100.05))
+    board.publish(traced_snapshot(2, now, timestamp=100.05))
     got = {l["stream"]: l for l in reader.read(body(enc.current().delta))["traced"][0]["lanes"]}
     assert [s["seq"] for s in got[14]["spans"]] == list(range(110, 120))
     assert [s["seq"] for s in got[13]["spans"]] == list(range(90, 110))   # the newest 20
@@ -257,30 +257,30 @@ def test_a_busy_delta_carries_the_newest_spans_within_budget_and_counts_what_it_
 
 
 def test_without_a_budget_every_new_span_travels():
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, range(10), 10),), timestamp=1.0))
-    enc = FrameEncoder(hub, boot_epoch=1, span_rate=None)
+    board = board_with(traced_snapshot(1, (busy_lane(13, range(10), 10),), timestamp=1.0))
+    enc = FrameEncoder(board, boot_epoch=1, span_rate=None)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(traced_snapshot(2, (busy_lane(13, range(10, 500), 500),), timestamp=1.05))
+    board.publish(traced_snapshot(2, (busy_lane(13, range(10, 500), 500),), timestamp=1.05))
     (l,) = reader.read(body(enc.current().delta))["traced"][0]["lanes"]
     assert len(l["spans"]) == 490 and l["spans_skipped"] == 0
 
 
 # -- parts that did not change ----------------------------------------------------------------------
 def test_unchanged_host_devices_and_processes_are_left_out_of_a_delta():
-    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))
+    board.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))
     d = body(enc.current().delta)
     assert not {"host", "sources", "devices", "processes"} & set(d)
-    assert reader.read(d)["devices"] == plain(hub.latest())["devices"]
+    assert reader.read(d)["devices"] == plain(board.latest())["devices"]
     hot = Device(index=0, uuid="GPU-a", name="Test GPU", temperature_c=90.0)
-    hub.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),), devices=(hot,)))
+    board.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),), devices=(hot,)))
     d = body(enc.current().delta)
     assert d["devices"][0]["temperature_c"] == 90.0 and "processes" not in d
-    assert reader.read(d)["processes"] == plain(hub.latest())["processes"]
+    assert reader.read(d)["processes"] == plain(board.latest())["processes"]
 
 
 # -- the encoding is lossless -----------------------------------------------------------------------
@@ -319,46 +319,46 @@ def test_the_retired_roll_up_travels_whole_when_it_changes_and_is_left_out_when_
     r1 = RetiredTraced(session="s1", processes=3, records=30,
                        kernels=(KernelStat("k", "_Z1kv", 9, 900, 100, 100, 9),),
                        transfers=(TransferStat("h2d", 3, 3000, 30, 3),))
-    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1]),), traced_retired=(r1,)))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(make_snapshot(seq=1, lanes=(lane(13, [1]),), traced_retired=(r1,)))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
-    assert reader.read(body(enc.current().full))["traced_retired"] == plain(hub.latest())["traced_retired"]
-    hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),), traced_retired=(r1,)))
+    assert reader.read(body(enc.current().full))["traced_retired"] == plain(board.latest())["traced_retired"]
+    board.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),), traced_retired=(r1,)))
     d = body(enc.current().delta)
     assert "traced_retired" not in d
     assert reader.read(d)["traced_retired"][0]["processes"] == 3
     r2 = RetiredTraced(session="s1", processes=4, records=40, kernels=r1.kernels, transfers=r1.transfers)
-    hub.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),), traced_retired=(r2,)))
+    board.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),), traced_retired=(r2,)))
     d = body(enc.current().delta)
     assert d["traced_retired"][0]["processes"] == 4
-    assert reader.read(d)["traced_retired"] == plain(hub.latest())["traced_retired"]
+    assert reader.read(d)["traced_retired"] == plain(board.latest())["traced_retired"]
 
 
 def test_unchanged_kernels_are_left_out_of_a_delta_and_read_back():
     k1 = (KernelStat(LONG, LONG_MANGLED, 3, 300, 100, 100, 3),)
     k2 = (KernelStat(LONG, LONG_MANGLED, 4, 400, 100, 100, 4),)
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=k1))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=k1))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2),), kernels=k1))
+    board.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2),), kernels=k1))
     d = body(enc.current().delta)
     assert "kernels" not in d["traced"][0]
-    kernels = [t["kernels"] for t in plain(hub.latest())["traced"]]
+    kernels = [t["kernels"] for t in plain(board.latest())["traced"]]
     assert [t["kernels"] for t in reader.read(d)["traced"]] == kernels
-    hub.publish(traced_snapshot(3, (busy_lane(13, [1, 2, 3], 3),), kernels=k2))
+    board.publish(traced_snapshot(3, (busy_lane(13, [1, 2, 3], 3),), kernels=k2))
     d = body(enc.current().delta)
     assert d["traced"][0]["kernels"][0]["count"] == 4
-    assert [t["kernels"] for t in reader.read(d)["traced"]] == [t["kernels"] for t in plain(hub.latest())["traced"]]
+    assert [t["kernels"] for t in reader.read(d)["traced"]] == [t["kernels"] for t in plain(board.latest())["traced"]]
 
 
 def test_a_delta_leaving_out_kernels_of_a_process_it_never_had_is_refused():
     import pytest
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),)))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(traced_snapshot(1, (busy_lane(13, [1], 1),)))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2),)))
+    board.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2),)))
     d = body(enc.current().delta)
     d["traced"][0]["pid"] = 99
     with pytest.raises(ValueError):
@@ -366,17 +366,17 @@ def test_a_delta_leaving_out_kernels_of_a_process_it_never_had_is_refused():
 
 
 def test_lanes_with_nothing_new_are_left_out_of_a_delta_and_read_back_as_empty_lanes():
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1, 2], 2), busy_lane(14, [3], 1))))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(traced_snapshot(1, (busy_lane(13, [1, 2], 2), busy_lane(14, [3], 1))))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2), busy_lane(14, [3], 1))))
+    board.publish(traced_snapshot(2, (busy_lane(13, [1, 2], 2), busy_lane(14, [3], 1))))
     d = body(enc.current().delta)
     assert "lanes" not in d["traced"][0]
     lanes = reader.read(d)["traced"][0]["lanes"]
     assert [(l["stream"], l["executions"], l["spans"], l["spans_skipped"]) for l in lanes] == [
         (13, 2, [], 0), (14, 1, [], 0)]
-    hub.publish(traced_snapshot(3, (busy_lane(13, [1, 2, 4], 3), busy_lane(14, [3], 1))))
+    board.publish(traced_snapshot(3, (busy_lane(13, [1, 2, 4], 3), busy_lane(14, [3], 1))))
     d = body(enc.current().delta)
     assert [len(l["spans"]) for l in d["traced"][0]["lanes"]] == [1, 0]
 
@@ -387,31 +387,31 @@ def test_a_delta_carries_only_the_kernels_that_changed_and_reads_back_in_order()
                              KernelStat("b", "_Z1bv", b_count, 100 * b_count, 100, 100, b_count),
                              KernelStat("c", "_Z1cv", 1, 50, 50, 50, 1)),
                             key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=table(5)))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=table(5)))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
     for seq, b_count in ((2, 6), (3, 2)):
-        hub.publish(traced_snapshot(seq, (busy_lane(13, list(range(1, seq + 1)), seq),), kernels=table(b_count)))
+        board.publish(traced_snapshot(seq, (busy_lane(13, list(range(1, seq + 1)), seq),), kernels=table(b_count)))
         d = body(enc.current().delta)
         assert [k["count"] for k in d["traced"][0]["kernels"]] == [b_count]   # only b changed
         got = reader.read(d)["traced"][0]["kernels"]
-        assert got == plain(hub.latest())["traced"][0]["kernels"]
+        assert got == plain(board.latest())["traced"][0]["kernels"]
     assert [k["name"] for k in got] == ["a", "b", "c"]
 
 
 def test_a_process_new_to_a_delta_travels_whole_even_with_no_kernels_and_no_lanes():
     # seen on the H200: a traced process appears (its ring found, nothing decoded yet) in a delta;
     # "no kernel changed" must not leave out the kernels the client has never had
-    hub = hub_with(make_snapshot(seq=1))
-    enc = FrameEncoder(hub, boot_epoch=1)
+    board = board_with(make_snapshot(seq=1))
+    enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
     reader.read(body(enc.current().full))
-    hub.publish(traced_snapshot(2, ()))
+    board.publish(traced_snapshot(2, ()))
     d = body(enc.current().delta)
     assert d["traced"][0]["kernels"] == [] and d["traced"][0]["lanes"] == []
     assert reader.read(d)["traced"][0]["kernels"] == []
-    hub.publish(traced_snapshot(3, ()))   # now known: nothing changed, both left out
+    board.publish(traced_snapshot(3, ()))   # now known: nothing changed, both left out
     d = body(enc.current().delta)
     assert "kernels" not in d["traced"][0] and "lanes" not in d["traced"][0]
     assert reader.read(d)["traced"][0]["lanes"] == []
@@ -440,18 +440,18 @@ def test_any_history_of_processes_coming_and_going_reads_back_exactly(history, r
     # processes appear, leave, come back, with or without kernels and lanes; a snapshot may repeat
     # the one before (nothing changed); every delta must read back to the plain snapshot
     seq = 0
-    hub = enc = reader = None
+    board = enc = reader = None
     for step, (procs, again) in enumerate(zip(history, repeat), 1):
         for _ in range(2 if again else 1):   # again: the same contents in the next snapshot
             seq += 1
             snap = _history_snapshot(seq, procs, step)
-            if hub is None:
-                hub = hub_with(snap)
-                enc = FrameEncoder(hub, boot_epoch=1, span_rate=None)
+            if board is None:
+                board = board_with(snap)
+                enc = FrameEncoder(board, boot_epoch=1, span_rate=None)
                 reader = StreamReader()
                 got = reader.read(body(enc.current().full))
             else:
-                hub.publish(snap)
+                board.publish(snap)
                 got = reader.read(body(enc.current().delta))
             want = plain(snap)["traced"]
             assert [(t["pid"], t["kernels"]) for t in got["traced"]] == [(t["pid"], t["kernels"]) for t in want]
@@ -463,20 +463,20 @@ def test_a_process_that_reuses_a_pid_replaces_its_namesake_instead_of_merging_in
     from dataclasses import replace
     old_k = (KernelStat("old", "_Z3oldv", 50, 5000, 100, 100, 50),)
     new_k = (KernelStat("new", "_Z3newv", 2, 200, 100, 100, 2),)
-    hub = hub_with(traced_snapshot(1, (busy_lane(13, range(40, 51), 50),), kernels=old_k))
-    enc = FrameEncoder(hub, boot_epoch=1, span_rate=None)
+    board = board_with(traced_snapshot(1, (busy_lane(13, range(40, 51), 50),), kernels=old_k))
+    enc = FrameEncoder(board, boot_epoch=1, span_rate=None)
     reader = StreamReader()
     reader.read(body(enc.current().full))
     # the same pid, a new process: 2 launches, its spans' seqs start again from 1
     fresh = traced_snapshot(2, (busy_lane(13, [1, 2], 2),), kernels=new_k)
-    hub.publish(fresh)
+    board.publish(fresh)
     d = body(enc.current().delta)
     t = d["traced"][0]
     assert t["reset"] is True and [n[0] for n in t["names"]] == ["new", LONG]   # a fresh table
     got = reader.read(d)["traced"][0]
     assert [(k["name"], k["count"]) for k in got["kernels"]] == [("new", 2)]
     assert [s["seq"] for s in got["lanes"][0]["spans"]] == [1, 2]
-    hub.publish(replace(fresh, seq=3))   # and after that, ordinary deltas again
+    board.publish(replace(fresh, seq=3))   # and after that, ordinary deltas again
     d = body(enc.current().delta)
     assert "reset" not in d["traced"][0]
     assert [(k["name"], k["count"]) for k in reader.read(d)["traced"][0]["kernels"]] == [("new", 2)]

@@ -6,16 +6,16 @@ import pytest
 from falcon import testing
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import KernelStat, TracedProcess, TransferStat
 from gpuflow.transport.app import AppSettings, create_app
-from tests.transport.conftest import hub_with, make_snapshot
+from tests.transport.conftest import board_with, make_snapshot
 
 HOST = {"Host": "localhost"}
 
 
-def scrape(hub, **settings) -> dict[str, list]:
-    app = create_app(hub, settings=AppSettings(first_snapshot_wait_s=0.05, **settings))
+def scrape(board, **settings) -> dict[str, list]:
+    app = create_app(board, settings=AppSettings(first_snapshot_wait_s=0.05, **settings))
     r = testing.TestClient(app, headers=HOST).simulate_get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     samples: dict[str, list] = {}
@@ -32,7 +32,7 @@ def one(samples, name, **labels):
 
 
 def test_device_series_in_base_units_with_gpu_uuid_name_labels():
-    m = scrape(hub_with(make_snapshot(seq=5)))
+    m = scrape(board_with(make_snapshot(seq=5)))
     s = one(m, "gpuflow_gpu_utilization_ratio", gpu="0")
     assert s.labels == {"gpu": "0", "uuid": "GPU-a", "name": "Test GPU"}
     assert s.value == pytest.approx(0.87)
@@ -56,7 +56,7 @@ def test_device_series_in_base_units_with_gpu_uuid_name_labels():
 
 
 def test_null_readings_are_absent_not_zero():
-    m = scrape(hub_with(make_snapshot()))
+    m = scrape(board_with(make_snapshot()))
     # GPU 1 is lost: every reading is None; GPU 0 has no PCIe RX reading
     for name in ("gpuflow_gpu_temperature_celsius", "gpuflow_gpu_utilization_ratio",
                  "gpuflow_gpu_power_watts", "gpuflow_gpu_memory_used_bytes"):
@@ -65,9 +65,9 @@ def test_null_readings_are_absent_not_zero():
 
 
 def test_per_process_series_only_with_the_setting():
-    hub = hub_with(make_snapshot())
-    assert not [n for n in scrape(hub) if n.startswith(("gpuflow_process_", "gpuflow_traced_"))]
-    m = scrape(hub, metrics_per_process=True)
+    board = board_with(make_snapshot())
+    assert not [n for n in scrape(board) if n.startswith(("gpuflow_process_", "gpuflow_traced_"))]
+    m = scrape(board, metrics_per_process=True)
     s = one(m, "gpuflow_process_gpu_memory_used_bytes", gpu="0", pid="4242")
     assert s.value == 3 << 30
     assert s.labels == {"gpu": "0", "uuid": "GPU-a", "name": "Test GPU", "pid": "4242",
@@ -84,7 +84,7 @@ def test_traced_counters_with_the_setting():
                  KernelStat("k2", "_Z2k2", 5, 500_000_000, 1, 5)),
         transfers=(TransferStat("h2d", 4, 4096, 100),), translate_cpu_ns=12_500_000,
     )
-    m = scrape(hub_with(make_snapshot(traced=(traced,))), metrics_per_process=True)
+    m = scrape(board_with(make_snapshot(traced=(traced,))), metrics_per_process=True)
     assert one(m, "gpuflow_traced_records_total", pid="77").value == 500
     assert one(m, "gpuflow_traced_dropped_records_total", pid="77", reason="ring").value == 3
     assert one(m, "gpuflow_traced_dropped_records_total", pid="77", reason="cupti").value == 0
@@ -96,23 +96,23 @@ def test_traced_counters_with_the_setting():
 
 
 def test_no_snapshot_yet_only_transport_series():
-    m = scrape(SnapshotHub())
+    m = scrape(SnapshotBoard())
     assert set(m) == {"gpuflow_sse_streams_open", "gpuflow_sse_streams_rejected_total",
                       "gpuflow_sse_streams_served_total"}
 
 
 def test_scrape_reads_the_cached_snapshot_each_time():
-    hub = hub_with(make_snapshot(seq=1))
-    app = create_app(hub, settings=AppSettings(first_snapshot_wait_s=0.05))
+    board = board_with(make_snapshot(seq=1))
+    app = create_app(board, settings=AppSettings(first_snapshot_wait_s=0.05))
     c = testing.TestClient(app, headers=HOST)
     assert "gpuflow_snapshot_seq 1.0" in c.simulate_get("/metrics").text
-    hub.publish(make_snapshot(seq=2, processes=()))
+    board.publish(make_snapshot(seq=2, processes=()))
     text = c.simulate_get("/metrics").text
     assert "gpuflow_snapshot_seq 2.0" in text
 
 
 def test_openmetrics_when_asked():
-    app = create_app(hub_with(make_snapshot()), settings=AppSettings())
+    app = create_app(board_with(make_snapshot()), settings=AppSettings())
     r = testing.TestClient(app, headers=HOST).simulate_get(
         "/metrics", headers={**HOST, "Accept": "application/openmetrics-text; version=1.0.0"})
     assert r.headers["content-type"].startswith("application/openmetrics-text")
@@ -126,7 +126,7 @@ def test_the_folded_roll_up_is_under_pid_folded_so_a_sum_by_session_is_complete(
     retired = RetiredTraced(session="s1", processes=40, records=400,
                             kernels=(KernelStat("k", "_Z1kv", 200, 4 * 10**9, 1, 2, 200),),
                             transfers=(TransferStat("h2d", 40, 4096 * 40, 10, 40),))
-    m = scrape(hub_with(make_snapshot(traced=(traced,), traced_retired=(retired,))), metrics_per_process=True)
+    m = scrape(board_with(make_snapshot(traced=(traced,), traced_retired=(retired,))), metrics_per_process=True)
     assert one(m, "gpuflow_traced_kernel_launches_total", pid="folded", session="s1").value == 200
     assert one(m, "gpuflow_traced_kernel_seconds_total", pid="folded").value == pytest.approx(4.0)
     assert one(m, "gpuflow_traced_transfer_bytes_total", pid="folded", direction="h2d").value == 4096 * 40

@@ -69,7 +69,7 @@ def test_get_app_starts_nothing_until_the_first_request(fake_env, monkeypatch, l
     try:
         assert live_apps == [app]
         agent = app.state.agent
-        assert not agent.running and agent.hub.latest() is None
+        assert not agent.running and agent.board.latest() is None
         r = testing.TestClient(app, headers={"Host": "localhost"}).simulate_get("/api/snapshot")
         assert r.status_code == 200 and r.json["sources"] == ["fake"]
         assert agent.running

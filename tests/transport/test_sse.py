@@ -12,10 +12,10 @@ import time
 
 from falcon import testing
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.wire import StreamReader
-from tests.transport.conftest import hub_with, lane, make_snapshot
+from tests.transport.conftest import board_with, lane, make_snapshot
 
 
 class Stream:
@@ -50,13 +50,13 @@ def parse(chunk: bytes) -> dict:
     return fields
 
 
-def app_for(hub, **kw):
+def app_for(board, **kw):
     kw.setdefault("poll_s", 0.05)
-    return create_app(hub, settings=AppSettings(**kw))
+    return create_app(board, settings=AppSettings(**kw))
 
 
 def test_headers_and_first_chunk_is_retry_plus_full_frame():
-    app = app_for(hub_with(make_snapshot(seq=4)))
+    app = app_for(board_with(make_snapshot(seq=4)))
     s = Stream(app)
     assert s.status == "200 OK"
     assert s.headers["content-type"] == "text/event-stream; charset=utf-8"
@@ -71,11 +71,11 @@ def test_headers_and_first_chunk_is_retry_plus_full_frame():
 
 
 def test_new_snapshots_arrive_as_deltas_against_what_this_client_received():
-    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1, 2]),)))
-    app = app_for(hub)
+    board = board_with(make_snapshot(seq=1, lanes=(lane(13, [1, 2]),)))
+    app = app_for(board)
     s = Stream(app)
     assert parse(s.next())["json"]["frame"] == "full"
-    hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2, 3]),)))
+    board.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2, 3]),)))
     ev = parse(s.next())
     assert "retry" not in ev
     assert ev["json"]["frame"] == "delta" and ev["json"]["base_seq"] == 1
@@ -84,13 +84,13 @@ def test_new_snapshots_arrive_as_deltas_against_what_this_client_received():
 
 
 def test_a_client_that_missed_the_base_gets_a_full_frame():
-    hub = hub_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
-    app = app_for(hub)
+    board = board_with(make_snapshot(seq=1, lanes=(lane(13, [1]),)))
+    app = app_for(board)
     slow, fast = Stream(app), Stream(app)
     slow.next(), fast.next()
-    hub.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))
+    board.publish(make_snapshot(seq=2, lanes=(lane(13, [1, 2]),)))
     assert parse(fast.next())["json"]["frame"] == "delta"  # fast encodes 2 (base 1)
-    hub.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),)))
+    board.publish(make_snapshot(seq=3, lanes=(lane(13, [1, 2, 3]),)))
     f3 = parse(fast.next())["json"]  # encodes 3 (base 2)
     assert f3["frame"] == "delta" and f3["base_seq"] == 2
     late = parse(slow.next())["json"]  # slow received 1, never 2: must get full 3
@@ -101,15 +101,15 @@ def test_a_client_that_missed_the_base_gets_a_full_frame():
 
 
 def test_last_event_id_still_gets_a_full_frame_first():
-    hub = hub_with(make_snapshot(seq=9))
-    app = app_for(hub)
+    board = board_with(make_snapshot(seq=9))
+    app = app_for(board)
     s = Stream(app, headers={"Last-Event-ID": f"{app.state.frames.boot_epoch}-8"})
     assert parse(s.next())["json"]["frame"] == "full"
     s.close()
 
 
 def test_ping_after_silence():
-    app = app_for(hub_with(make_snapshot(seq=1)), ping_interval_s=0.1)
+    app = app_for(board_with(make_snapshot(seq=1)), ping_interval_s=0.1)
     s = Stream(app)
     s.next()
     t0 = time.monotonic()
@@ -119,17 +119,17 @@ def test_ping_after_silence():
 
 
 def test_stream_without_data_yet_sends_retry_then_the_first_snapshot():
-    hub = SnapshotHub()
-    app = app_for(hub, first_snapshot_wait_s=0.05)
+    board = SnapshotBoard()
+    app = app_for(board, first_snapshot_wait_s=0.05)
     s = Stream(app)
     assert s.next() == b"retry: 2000\n\n"
-    hub.publish(make_snapshot(seq=1))
+    board.publish(make_snapshot(seq=1))
     assert parse(s.next())["json"]["frame"] == "full"
     s.close()
 
 
 def test_stream_ends_at_max_age():
-    app = app_for(hub_with(make_snapshot(seq=1)), max_stream_age_s=0.2)
+    app = app_for(board_with(make_snapshot(seq=1)), max_stream_age_s=0.2)
     s = Stream(app)
     s.next()
     t0 = time.monotonic()
@@ -139,7 +139,7 @@ def test_stream_ends_at_max_age():
 
 
 def test_shutdown_ends_open_streams_and_refuses_new_ones():
-    app = app_for(hub_with(make_snapshot(seq=1)))
+    app = app_for(board_with(make_snapshot(seq=1)))
     s = Stream(app)
     s.next()
     app.begin_shutdown()
@@ -149,16 +149,16 @@ def test_shutdown_ends_open_streams_and_refuses_new_ones():
 
 
 def test_hub_close_ends_streams():
-    hub = hub_with(make_snapshot(seq=1))
-    app = app_for(hub, poll_s=5)
+    board = board_with(make_snapshot(seq=1))
+    app = app_for(board, poll_s=5)
     s = Stream(app)
     s.next()
-    hub.close()
+    board.close()
     assert s.next(timeout=1.0) is None
 
 
 def test_cap_answers_503_with_retry_after_and_frees_slots_on_close():
-    app = app_for(hub_with(make_snapshot(seq=1)), max_streams=2, retry_after_s=7)
+    app = app_for(board_with(make_snapshot(seq=1)), max_streams=2, retry_after_s=7)
     a, b = Stream(app), Stream(app)
     c = Stream(app)
     assert c.status.startswith("503") and c.headers["retry-after"] == "7"
@@ -174,8 +174,8 @@ def test_cap_answers_503_with_retry_after_and_frees_slots_on_close():
 
 
 def test_disconnect_runs_cleanup():
-    hub = hub_with(make_snapshot(seq=1))
-    app = app_for(hub)
+    board = board_with(make_snapshot(seq=1))
+    app = app_for(board)
     s = Stream(app)
     s.next()
     assert app.state.slots.open == 1

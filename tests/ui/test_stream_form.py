@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuflow.core.hub import SnapshotHub
+from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess
 from gpuflow.transport.frames import FrameEncoder
 from tests.transport.conftest import make_snapshot
@@ -42,11 +42,11 @@ def snapshot(seq: int, spans: tuple[Span, ...], executions: int, kernels: tuple[
 
 def encoded(snapshots, span_rate=None) -> list[bytes]:
     """The first snapshot as a full frame, each next one as the delta against the one before."""
-    hub = SnapshotHub()
-    enc = FrameEncoder(hub, boot_epoch=1, span_rate=span_rate)
+    board = SnapshotBoard()
+    enc = FrameEncoder(board, boot_epoch=1, span_rate=span_rate)
     out = []
     for i, s in enumerate(snapshots):
-        hub.publish(s)
+        board.publish(s)
         f = enc.current()
         out.append(f.full if i == 0 else f.delta)
     return out

@@ -12,7 +12,7 @@ One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
 4. a finished ring is detached, closed and unlinked after its final TracedProcess was built; its
    decoder is dropped (the TracedProcess holds everything the snapshot needs);
 5. once more than ``EXITED_KEPT`` processes have exited, the oldest exited ones are folded into the
-   session's RetiredTraced roll-up (gpuflow.core.retire): their complete totals stay in the
+   session's RetiredTraced roll-up (gpuflow.collectors.cupti.retire): their complete totals stay in the
    snapshot, their lanes leave it. Memory and the per-frame cost stay bounded however many CUDA
    processes a long session starts (a soak on the H200 started 1,145 of them). A pid that comes
    back (pid reuse) with a new ring folds its predecessor first.
@@ -41,7 +41,7 @@ from gpuflow.collectors.cupti import rings
 from gpuflow.collectors.cupti.build import TracedBuilder
 from gpuflow.collectors.cupti.errors import RingError, RingFormatError, RingNotReady
 from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
-from gpuflow.core.retire import fold
+from gpuflow.collectors.cupti.retire import fold
 from gpuflow.core.snapshot import Problem, RetiredTraced, SnapshotPart, TracedProcess
 
 log = logging.getLogger("gpuflow.cupti")

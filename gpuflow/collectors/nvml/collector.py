@@ -51,7 +51,7 @@ from gpuflow.collectors.nvml.readings import (
     read_gpu,
 )
 from gpuflow.collectors.nvml.sampler import Sampler
-from gpuflow.core.ab_period import ab_period_ms, seconds_until_on
+from gpuflow.testing.ab_period import ab_period_ms, seconds_until_on
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.snapshot import Attachment, Device, HostInfo, Problem, Process, SnapshotPart
 
@@ -118,7 +118,7 @@ class NvmlCollector:
 
         self._stop = threading.Event()
         self._first_sweep = threading.Event()
-        self._ab_period_ms = ab_period_ms()   # 0 unless benchmarking (gpuflow.core.ab_period)
+        self._ab_period_ms = ab_period_ms()   # 0 unless benchmarking (gpuflow.testing.ab_period)
         self._poll_thread: threading.Thread | None = None
         self._sample_thread: threading.Thread | None = None
         self._threaded = False
@@ -214,7 +214,7 @@ class NvmlCollector:
             self._stop.wait(max(MIN_GAP_S, self.interval_s - elapsed))
 
     def _stand_aside(self) -> bool:
-        """Under GPUFLOW_AB_PERIOD_MS (benchmarking: gpuflow.core.ab_period), wait out an off
+        """Under GPUFLOW_AB_PERIOD_MS (benchmarking: gpuflow.testing.ab_period), wait out an off
         period without calling NVML; True when it waited."""
         gap = seconds_until_on(self._ab_period_ms)
         if gap <= 0:

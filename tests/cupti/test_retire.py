@@ -1,4 +1,4 @@
-"""gpuflow.core.retire: folding exited traced processes loses nothing and invents nothing."""
+"""gpuflow.collectors.cupti.retire: folding exited traced processes loses nothing and invents nothing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuflow.core.merge import merge_parts
-from gpuflow.core.retire import fold, merge_kernels
+from gpuflow.collectors.cupti.retire import fold, merge_kernels
 from gpuflow.core.snapshot import KernelStat, RetiredTraced, SnapshotPart, TracedProcess, TransferStat
 
 

@@ -1,7 +1,7 @@
 """The latest snapshot, shared by one producer (the agent's frame loop) and many readers.
 
 Readers are SSE streams, /api/snapshot and /metrics, each in its own server thread. They block in
-:meth:`SnapshotHub.wait_newer` (a condition variable, no polling) and are all released by
+:meth:`SnapshotBoard.wait_newer` (a condition variable, no polling) and are all released by
 :meth:`close` at shutdown so a graceful stop is never held up by an open stream.
 
 Constraints: called from gunicorn/threaded-server worker threads; O(1) per publish; holds a
@@ -15,7 +15,7 @@ import threading
 from gpuflow.core.snapshot import Snapshot
 
 
-class SnapshotHub:
+class SnapshotBoard:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._latest: Snapshot | None = None
@@ -36,7 +36,7 @@ class SnapshotHub:
     def wait_newer(self, seq: int, timeout: float) -> Snapshot | None:
         """The latest snapshot if its seq differs from ``seq``, waiting up to ``timeout`` seconds.
 
-        Returns None on timeout or once the hub is closed. A seq that *differs* (not only a larger
+        Returns None on timeout or once the board is closed. A seq that *differs* (not only a larger
         one) counts as newer, so a reader never stalls on a number from an earlier agent.
         """
         with self._cond:

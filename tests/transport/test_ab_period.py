@@ -11,7 +11,7 @@ import pytest
 
 from gpuflow.collectors.nvml.collector import NvmlCollector
 from gpuflow.collectors.nvml.fake_backend import FakeBackend
-from gpuflow.core.ab_period import ab_period_ms, seconds_until_on
+from gpuflow.testing.ab_period import ab_period_ms, seconds_until_on
 from gpuflow.core.context import AgentConfig
 
 MS = 1_000_000
