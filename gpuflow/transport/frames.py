@@ -57,7 +57,8 @@ from typing import Any, Callable, Sequence
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport.wire import (
-    OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head, traced_head,
+    DELTA, FULL, OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head,
+    traced_head,
 )
 
 #: new spans per second that delta frames may carry, over all lanes together (docs/transport.md)
@@ -291,13 +292,13 @@ class FrameEncoder:
                        "lanes": [{**lane_head(lane), "spans": encode_spans(lane.spans, table)}
                                  for lane in lanes]}
                       for head, table, count, kernels, lanes in parts]
-            return head_bytes + dumps({"frame": "full", "base_seq": None, **doc,
+            return head_bytes + dumps({"frame": FULL, "base_seq": None, **doc,
                                        "traced": traced}) + b"\n\n"
 
         delta = None
         if prev is not None:
             same = {k for k in OMITTABLE if self._base_parts.get(k) == doc[k]}
-            delta = head_bytes + dumps({"frame": "delta", "base_seq": prev.seq,
+            delta = head_bytes + dumps({"frame": DELTA, "base_seq": prev.seq,
                                         **{k: v for k, v in doc.items() if k not in same},
                                         "traced": delta_traced}) + b"\n\n"
         self._base_parts = {k: doc[k] for k in OMITTABLE}

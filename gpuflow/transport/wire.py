@@ -1,4 +1,9 @@
-"""The stream's compact form of traced processes (docs/snapshot.md, "The stream"), both ways.
+"""The stream's compact form (schema 2, docs/snapshot.md "The stream"): its one Python definition.
+
+This module holds everything about the form itself: its constants, the encoder's pieces and
+:class:`StreamReader`, which reads it back. :mod:`gpuflow.transport.frames` only frames it (which
+parts a full or a delta frame carries); ``gpuflow/ui/stream.js`` is the page's reader of the same
+form, and tests/transport/test_wire_page.py fails if its constants leave this module's.
 
 ``GET /api/stream`` carries schema 2: a traced process has a ``names`` table (id → demangled and
 mangled name), its kernels refer to a name id instead of repeating the name, and each lane's
@@ -8,6 +13,7 @@ spans are arrays, not objects::
     memcpy / memset  [Δseq, Δstart_us, dur_ns, 1 | 2, bytes, direction_code]
     anything else    [Δseq, Δstart_us, dur_ns, "kind", name_id, grid, block, bytes, "direction"]
 
+The kind code is the index in :data:`KINDS`, the direction code the index in :data:`DIRECTIONS`.
 ``Δseq`` and ``Δstart_us`` are differences from the span before it in the same list (the first
 from 0); a grid or block ``(x, 1, 1)`` is the bare int ``x``; trailing nulls are left out.
 Everything else (devices, processes, transfers, lanes' counters) is the plain form of
@@ -19,7 +25,8 @@ meaning while the process is in the stream; the frame encoder sends a delta only
 added since its base frame.
 
 Constraints: pure data, no I/O; called under the frame encoder's lock, once per snapshot for all
-clients, so the per-span loop is kept tight. Depends only on the snapshot contract.
+clients, so the per-span loop is kept tight. Depends only on the snapshot contract; the order of
+a kernel table is the snapshot's own :func:`~gpuflow.core.snapshot.kernel_order`, never restated.
 """
 
 from __future__ import annotations
@@ -28,11 +35,13 @@ from dataclasses import fields
 from typing import Any, Iterable, Sequence
 
 from gpuflow.core.snapshot import (
-    KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat,
+    KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
 )
 
 #: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 1)
 WIRE_SCHEMA = 2
+#: a frame's ``frame`` field: the whole snapshot, or the changes since ``base_seq``
+FULL, DELTA = "full", "delta"
 
 #: span kind codes: index in this tuple
 KINDS = ("kernel", "memcpy", "memset")
@@ -187,12 +196,14 @@ def decode_spans(rows: Sequence[Sequence[Any]], names: Sequence[Sequence[str | N
         if isinstance(k, str):
             name_id, grid, block, nbytes, direction = rest[:5]
             kind = k
-        elif k == 0:
-            kind, (name_id, grid, block), nbytes, direction = "kernel", rest[:3], None, None
-        elif k in (1, 2):
-            kind, name_id, grid, block = KINDS[k], None, None, None
-            nbytes, code = rest[:2]
-            direction = None if code is None else DIRECTIONS[code]
+        elif isinstance(k, int) and 0 <= k < len(KINDS):
+            kind = KINDS[k]
+            if kind == "kernel":
+                (name_id, grid, block), nbytes, direction = rest[:3], None, None
+            else:
+                name_id, grid, block = None, None, None
+                nbytes, code = rest[:2]
+                direction = None if code is None else DIRECTIONS[code]
         else:
             raise ValueError(f"unknown span kind code {k!r}")
         out.append({"seq": seq, "kind": kind, "start_us": start, "dur_ns": r[2],
@@ -218,7 +229,7 @@ class StreamReader:
         self.last: dict[str, Any] = {}
 
     def read(self, frame: dict[str, Any]) -> dict[str, Any]:
-        delta = frame.get("frame") == "delta"
+        delta = frame.get("frame") == DELTA
         if delta and frame.get("base_seq") != self.last_seq:
             raise ValueError(f"delta on base {frame.get('base_seq')}, last frame read {self.last_seq}")
         if delta:   # the parts a delta leaves out are the base frame's
@@ -241,8 +252,7 @@ class StreamReader:
             # the kernels a delta carries are those that changed: update the table by name
             table = {(k["name"], k["mangled"]): k for k in before[key]["kernels"]}
             table.update({(k["name"], k["mangled"]): k for k in plain["kernels"]})
-            plain["kernels"] = sorted(table.values(), key=lambda k: (-k["total_ns"], -k["count"],
-                                                                     k["name"], k["mangled"]))
+            plain["kernels"] = sorted(table.values(), key=lambda k: kernel_order(KernelStat(**k)))
             if "lanes" not in t:   # every lane as before: its head, no new span
                 plain["lanes"] = [{**{k: v for k, v in lane.items() if k not in ("spans", "spans_skipped")},
                                    "spans": [], "spans_skipped": 0} for lane in before[key]["lanes"]]

@@ -9,7 +9,7 @@ import math
 from hypothesis import given, settings, strategies as st
 
 from gpuflow.core.snapshot import (
-    TRANSFER_DIRECTIONS, Device, KernelStat, Lane, Span, TracedProcess,
+    TRANSFER_DIRECTIONS, Device, KernelStat, Lane, Span, TracedProcess, kernel_order,
 )
 from gpuflow.transport.frames import FrameEncoder, dumps, fair_shares
 from gpuflow.transport.wire import NameTable, StreamReader, decode_spans, encode_spans
@@ -386,7 +386,7 @@ def test_a_delta_carries_only_the_kernels_that_changed_and_reads_back_in_order()
         return tuple(sorted((KernelStat("a", "_Z1av", 3, 300, 100, 100, 3),
                              KernelStat("b", "_Z1bv", b_count, 100 * b_count, 100, 100, b_count),
                              KernelStat("c", "_Z1cv", 1, 50, 50, 50, 1)),
-                            key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+                            key=kernel_order))
     board = board_with(traced_snapshot(1, (busy_lane(13, [1], 1),), kernels=table(5)))
     enc = FrameEncoder(board, boot_epoch=1)
     reader = StreamReader()
@@ -424,7 +424,7 @@ def _history_snapshot(seq: int, procs: dict[int, tuple[int, int]], step: int) ->
     for pid, (n_kernels, n_lanes) in sorted(procs.items()):
         kernels = tuple(sorted((KernelStat(f"k{i}", f"_Z1k{i}v", step + i, 100 * (step + i), 100, 100)
                                 for i in range(n_kernels)),
-                               key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+                               key=kernel_order))
         lanes = tuple(busy_lane(13 + j, [step], step) for j in range(n_lanes))
         traced.append(TracedProcess(pid=pid, session="s1", name="p", cupti_status="ok", records=step,
                                     kernels=kernels, lanes=lanes))

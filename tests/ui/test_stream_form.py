@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpuflow.core.board import SnapshotBoard
-from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess
+from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, kernel_order
 from gpuflow.transport.frames import FrameEncoder
 from tests.transport.conftest import make_snapshot
 
@@ -151,7 +151,7 @@ def test_a_delta_with_only_the_changed_kernels_updates_the_table_in_the_agents_o
     def table(b_count):
         return tuple(sorted((KernelStat(A, "_Z1av", 3, 300, 100, 100, 3),
                              KernelStat(B, "_Z1bv", b_count, 100 * b_count, 100, 100, b_count)),
-                            key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+                            key=kernel_order))
     frames = encoded([snapshot(1, (span(1),), 1, table(5)), snapshot(2, (span(1), span(2)), 2, table(2))])
     assert frames[1].count(b'"count"') == 1   # only B's entry travels
     serve(page, agent, frames)
@@ -192,7 +192,7 @@ def random_history(seed: int):
         for pid, (n_kernels, n_lanes) in sorted(contents.items()):
             kernels = tuple(sorted((KernelStat(f"k{i}", f"_Z2k{i}v", seq + i, 1000 * (seq + i), 10, 90, seq + i)
                                     for i in range(n_kernels)),
-                                   key=lambda k: (-k.total_ns, -k.count, k.name, k.mangled)))
+                                   key=kernel_order))
             lanes = tuple(Lane(device=0, context=1, stream=13 + j, label=f"s{j}", executions=seq,
                                spans_elided=seq - 1, spans=(span(seq, f"k{j}"),)) for j in range(n_lanes))
             traced.append(TracedProcess(pid=pid, session="s", name="p", cupti_status="ok", records=seq,
