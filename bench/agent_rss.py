@@ -25,8 +25,8 @@ the producers run, in cores: what tracing at that record rate costs the machine 
 program (``--processes 1 --rate 200000`` is the launch storm's rate on an H200).
 
 Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>
-agent_cpu_cores=<agent CPU seconds per second>``; goal rss_mb <= 150 (../shared/docs/design.md,
-performance budgets).
+agent_cpu_cores=<agent CPU seconds per second>``; goal rss_mb <= 150 (docs/reliability.md states it
+and the figures measured).
 
 Constraints: Linux, gcc, /dev/shm with room for the rings (8 x 16 MiB by default); no GPU.
 """

@@ -16,7 +16,7 @@ makes that the larger cost at 20 Hz; and that build with build.py's Span constru
 descriptors) against the dataclass's own ``Span(...)``, interleaved, as a ratio.
 
 Last line: ``records_per_s=<n> ratio_vs_python=<r>``; goals n >= 25,000,000 and r >= 50
-(../shared/docs/design.md, performance budgets).
+(docs/decoder.md states them and the figures measured).
 
 Constraints: the pure-Python twin is slow (about a microsecond or more per record), so the default
 ring is 1 Mi records (64 MiB).

@@ -3,11 +3,11 @@
  *
  * CUPTI hands out records of the newest struct version the *running* libcupti knows (e.g.
  * CUpti_ActivityKernel10 in 13.0, Kernel13 in 13.5, Kernel9 in 12.9). Newer versions only append
- * fields, so every offset used here is identical in 12.9, 13.0 and 13.5 (../shared/docs/cupti.md
- * §3). We therefore read fixed offsets with memcpy instead of depending on whichever struct
- * names the build-time headers happen to have, and never step through a buffer with sizeof
- * (cuptiActivityGetNextRecord does that). When the build headers are CUDA 13.0's, the offsets
- * are checked against the real struct types at compile time.
+ * fields, so every offset used here is identical in 12.9, 13.0 and 13.5 (docs/inject.md,
+ * "Environment", on the accepted CUPTI versions). We therefore read fixed offsets with memcpy
+ * instead of depending on whichever struct names the build-time headers happen to have, and
+ * never step through a buffer with sizeof (cuptiActivityGetNextRecord does that). When the build
+ * headers are CUDA 13.0's, the offsets are checked against the real struct types at compile time.
  */
 #ifndef GPUFLOW_CUPTI_RECORDS_H
 #define GPUFLOW_CUPTI_RECORDS_H

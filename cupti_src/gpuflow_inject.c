@@ -3,12 +3,13 @@
  * CUDA_INJECTION64_PATH: InitializeInjection (the only exported symbol), the CUPTI subscriber
  * callback, the exit flush and the fork handler.
  *
- * Constraints (../shared/docs/cupti.md §1, §2, §7): inert unless GPUFLOW_SESSION is set; libcupti
- * is dlopen'ed, never linked; no CUDA runtime/driver call here; InitializeInjection always
- * returns 1 (a tracing failure must not fail cuInit); never exit(), abort() or crash the host
- * program — every failure becomes the ring's status and detail, and the program runs on
- * untouched. One ring per process. A child forked without exec goes inert. Nothing is unlinked
- * at exit: the consumer removes the segment once it has drained it.
+ * Constraints (docs/inject.md: "Environment", "What InitializeInjection does", "fork and exec",
+ * "Guarantees and non-goals"): inert unless GPUFLOW_SESSION is set; libcupti is dlopen'ed, never
+ * linked; no CUDA runtime/driver call here; InitializeInjection always returns 1 (a tracing
+ * failure must not fail cuInit); never exit(), abort() or crash the host program — every failure
+ * becomes the ring's status and detail, and the program runs on untouched. One ring per process.
+ * A child forked without exec goes inert. Nothing is unlinked at exit: the consumer removes the
+ * segment once it has drained it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
