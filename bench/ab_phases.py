@@ -17,7 +17,7 @@ translates up to one flush period late; the agent drains 50 ms late) stays out o
 Run as a script, it analyses kept traces again (``bench/overhead_ab.py --keep-traces``) with other
 guards, to show a figure does not hang on the guard chosen before the run:
 ``python bench/ab_phases.py DIR --period-ms 170 --guards 0,30,60,100``. Several sources (trace
-directories, or .tar.gz archives of one, as docs/measurements keeps them) pool their processes:
+directories, or .tar.gz archives of one, as measurements/ keeps them) pool their processes:
 runs with the same parameters, decided before their numbers were read.
 
 Constraints: pure Python (runs on the GPU machine with nothing installed); a malformed trace is

@@ -48,7 +48,7 @@ from gpuflow.core.snapshot import (  # noqa: E402
 from gpuflow.transport.frames import Frame, FrameEncoder, dumps  # noqa: E402
 
 RECORDING = ROOT / "docs" / "images" / "h200-demo_workload.sse.gz"
-TORCH_SUMMARY = ROOT / "docs" / "measurements" / "2026-11-30-h200" / "summary_torch.json"
+TORCH_SUMMARY = ROOT / "measurements" / "2026-11-30-h200-1-full-check" / "summary_torch.json"
 BUDGET = 1_000_000
 
 
@@ -157,7 +157,7 @@ def replay(snapshots: list[Snapshot], encoder_class) -> dict[str, float]:
 # -- live: a real agent, a busy fake traced program, two servers ------------------------------------
 def torch_kernels() -> tuple[tuple[str, str, tuple, tuple], ...]:
     """(demangled, mangled, grid, block) of the 40 kernels a PyTorch training loop ran on the H200
-    (docs/measurements/…/summary_torch.json; demangled names average ~450 characters). The
+    (measurements/…/summary_torch.json; demangled names average ~450 characters). The
     summary has no launch geometry: each gets one of a few common shapes."""
     shapes = (((4096, 1, 1), (128, 1, 1)), ((132, 1, 1), (384, 1, 1)), ((1024, 2, 1), (32, 16, 1)),
               ((16, 32, 8), (128, 1, 1)))
@@ -219,8 +219,8 @@ def live(args, encodings: tuple[str, ...]) -> dict[str, dict[str, float]]:
 
     fake_collector.KERNELS = torch_kernels()   # the busy program's long C++ names
     env = {"GPUFLOW_DISABLED_PLUGINS": "nvml,cupti", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    options = {"fake_rate_hz": args.rate, "fake_gpus": 8, "fake_procs": 9, "fake_traced": 1,
-               "fake_lanes": args.lanes, "fake_spans": args.spans, "fake_span_cap": 512}
+    options = {"fake": {"rate_hz": args.rate, "gpus": 8, "procs": 9, "traced": 1,
+                        "lanes": args.lanes, "spans": args.spans, "span_cap": 512}}
     agent = Agent(AgentConfig(options=options), get_plugin_manager([fake_collector.__name__], environ=env))
     agent.start()
     apps = {k: create_app(agent, settings=AppSettings(poll_s=0.1)) for k in encodings}

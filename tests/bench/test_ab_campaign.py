@@ -96,3 +96,33 @@ def test_processes_count_in_the_order_they_ran_not_by_file_name(tmp_path):
     fields = last_fields(campaign(str(tmp_path), "--target", "10", "--floor-over-bare", "1.0"))
     assert fields["state"] == "final"
     assert float(fields["on_vs_off_pct"]) == pytest.approx(0.2, abs=0.001)
+
+
+STORM_CAMPAIGN = "2026-11-30-h200-8-key-epoch-library"
+TORCH_FIRST = "2026-11-30-h200-6-frozen-agent-ab"
+TORCH_LAST = "2026-11-30-h200-7-torch-campaign-frameworks"
+
+
+def kept(folder: str, *runs: int) -> list[str]:
+    return [str(ROOT / "measurements" / folder / f"ab-traces-run{r}.tar.gz") for r in runs]
+
+
+@pytest.mark.parametrize("script, args", [
+    ("ab_campaign.py", [*kept(STORM_CAMPAIGN, 1, 2, 3), "--workload", "storm", "--period-ms", "170",
+                        "--guard-ms", "60", "--target", "22", "--floor-over-bare", "1.215"]),
+    ("ab_campaign.py", [*kept(TORCH_FIRST, 2, 3, 4), *kept(TORCH_LAST, 1, 2), "--workload", "torch",
+                        "--period-ms", "170", "--guard-ms", "60", "--target", "50", "--floor-over-bare", "1.134"]),
+    ("ab_campaign.py", [*kept(TORCH_FIRST, 2, 3, 4), "--workload", "torch", "--period-ms", "170",
+                        "--guard-ms", "60", "--target", "50", "--floor-over-bare", "1.134"]),
+    ("ab_phases.py", [*kept(TORCH_FIRST, 2, 3), "--period-ms", "170", "--only", "torch"]),
+    ("ab_phases.py", [*kept(TORCH_FIRST, 2, 3, 4), "--period-ms", "170", "--only", "torch"]),
+    ("ab_phases.py", [*kept(TORCH_FIRST, 2, 3, 4), *kept(TORCH_LAST, 1, 2), "--period-ms", "170",
+                      "--only", "torch"]),
+], ids=["storm-campaign", "torch-campaign", "torch-interim", "torch-17", "torch-28", "torch-50"])
+def test_the_readings_quoted_in_the_docs_are_what_the_committed_traces_give(script, args):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = (ROOT / "docs" / "overhead.md").read_text()
+    figures = [line for line in done.stdout.splitlines() if line.startswith(("campaign ", "torch "))]
+    assert figures and all(line in doc for line in figures), done.stdout

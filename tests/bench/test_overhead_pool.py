@@ -138,9 +138,10 @@ def test_the_forecast_roughly_holds_for_noise_like_the_h200s():
 
 
 def test_the_pooled_figures_quoted_in_the_docs_are_what_the_committed_runs_give():
-    m = ROOT / "docs" / "measurements"
-    runs = [m / "2026-11-30-h200-c" / "overhead-run1.json", m / "2026-11-30-h200-c" / "overhead-run2.json",
-            m / "2026-11-30-h200-c" / "overhead-run4-partial.json", m / "2026-11-30-h200-d" / "overhead-run2.json"]
+    third = ROOT / "measurements" / "2026-11-30-h200-3-side-by-side"
+    fourth = ROOT / "measurements" / "2026-11-30-h200-4-attribution-run-length"
+    runs = [third / "overhead-run1.json", third / "overhead-run2.json", third / "overhead-run4-partial.json",
+            fourth / "overhead-run2.json"]
     out = pool_cli(*runs)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] in (ROOT / "docs" / "overhead.md").read_text()
