@@ -12,8 +12,8 @@
 set -uo pipefail
 FLOOR=$1; METRIC=$2; ROUNDS=$3; shift 4
 PY=${PYTHON:-python3}
-INJECT=$($PY -c "from gpuflow.cli.injection import inject_library_path as p; print(p())")
-CUPTI=$($PY -c "from gpuflow.cli.injection import cupti_library_candidates as c; print(c()[0])")
+INJECT=$($PY -c "from gpuflow.collectors.cupti.injection import inject_library_path as p; print(p())")
+CUPTI=$($PY -c "from gpuflow.collectors.cupti.injection import cupti_library_candidates as c; print(c()[0])")
 VARIANTS=${VARIANTS:-"bare floor floor-nvtx floor-clock floor-sub inject inject-nonvtx run run-nonvml"}
 for v in $VARIANTS; do   # refuse a typo before spending device time
   case $v in bare|floor|floor-nvtx|floor-clock|floor-sub|inject|inject-nonvtx|run|run-nonvml) ;;

@@ -1,8 +1,15 @@
 """Command-line parsing for ``gpuflow``: flags, validation, and one-line errors with exit status 2.
 
+The flags of the agent and the server are defined here; each plugin's own flags come from its
+``declare_options`` hook (``--ring-capacity``, ``--flush-ms``: the CUPTI collector's), so the
+plugins are loaded before the command line is parsed (with the ``--plugin`` modules found by a
+first look at the arguments). A plugin flag that is given lands in ``args.plugin_options``
+(``{plugin key: {option: value}}``), checked by the plugin's own converter.
+
 Constraints: argparse's default error prints a usage block; users asked for one clear line, so
 :class:`OneLineParser` prints ``gpuflow <cmd>: error: <what> (see gpuflow <cmd> --help)`` and
-exits 2. Every value is validated here, before anything starts (no half-started agent).
+exits 2. Every value is validated here, before anything starts (no half-started agent). Loading
+the plugins imports no collector library (NVML, CUPTI), so ``--help`` stays instant.
 """
 
 from __future__ import annotations
@@ -10,15 +17,16 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
+
 
 from gpuflow import __version__
-from gpuflow.core.context import DEFAULT_FLUSH_MS, DEFAULT_INTERVAL_S, DEFAULT_RING_CAPACITY
+from gpuflow.core.context import DEFAULT_INTERVAL_S
+from gpuflow.core.options import Option, PluginOptions
+from gpuflow.core.plugins import PluginLoadError, declared_options, get_plugin_manager
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_PORT = 7717
-MIN_RING_CAPACITY = 1 << 10
-MAX_RING_CAPACITY = 1 << 26
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -28,7 +36,6 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 MAX_INTERVAL_MS = 3_600_000  # an hour: longer waits are surely a typo (and overflow timed waits)
-MIN_FLUSH_MS, MAX_FLUSH_MS = 5, 10_000  # the injected library's own bounds (docs/inject.md)
 
 
 def positive_ms(text: str, maximum: int = MAX_INTERVAL_MS) -> int:
@@ -40,13 +47,6 @@ def positive_ms(text: str, maximum: int = MAX_INTERVAL_MS) -> int:
         raise argparse.ArgumentTypeError(f"must be a positive number of milliseconds, got {value}")
     if value > maximum:
         raise argparse.ArgumentTypeError(f"must be at most {maximum} milliseconds, got {value}")
-    return value
-
-
-def flush_ms(text: str) -> int:
-    value = positive_ms(text, MAX_FLUSH_MS)
-    if value < MIN_FLUSH_MS:
-        raise argparse.ArgumentTypeError(f"must be at least {MIN_FLUSH_MS} milliseconds, got {value}")
     return value
 
 
@@ -73,19 +73,6 @@ def port_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port {value} is out of range (1-65535, or 0 for any free port)")
-    return value
-
-
-def ring_capacity(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of records, got {text!r}") from None
-    if value <= 0 or value & (value - 1):
-        raise argparse.ArgumentTypeError(f"ring capacity must be a power of two, got {value}")
-    if not MIN_RING_CAPACITY <= value <= MAX_RING_CAPACITY:
-        raise argparse.ArgumentTypeError(
-            f"ring capacity must be between {MIN_RING_CAPACITY} and {MAX_RING_CAPACITY} records, got {value}")
     return value
 
 
@@ -121,8 +108,6 @@ def _add_serving_flags(p: argparse.ArgumentParser) -> None:
                    help="NVML polling interval in milliseconds (default 1000)")
     p.add_argument("--ui", metavar="PATH", default=None,
                    help="serve this HTML file at / instead of the built-in UI")
-    p.add_argument("--ring-capacity", type=ring_capacity, default=DEFAULT_RING_CAPACITY, metavar="N",
-                   help=f"records per traced process ring, a power of two (default {DEFAULT_RING_CAPACITY})")
     p.add_argument("--token", metavar="T", default=None,
                    help="require this token (open /?token=T once; /metrics takes Authorization: Bearer T)")
     p.add_argument("--insecure-no-auth", action="store_true",
@@ -137,7 +122,44 @@ def _add_serving_flags(p: argparse.ArgumentParser) -> None:
                    help="export per-process series on /metrics (pid, user labels)")
 
 
-def build_parser() -> OneLineParser:
+#: where a given plugin flag is stored in the namespace: PLUGIN_DEST + "<key>:<option>"
+PLUGIN_DEST = "plugin_option:"
+
+
+def _checked_by(option: Option):
+    """argparse's ``type=`` for a plugin option: the plugin's converter, its reason as the error."""
+    def convert(text: str) -> Any:
+        try:
+            return option.convert(text)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = option.name
+    return convert
+
+
+def _add_plugin_flags(p: argparse.ArgumentParser, command: str, plugins: Sequence[PluginOptions]) -> None:
+    for declared in plugins:
+        offered = [o for o in declared.options if o.flag and command in o.commands]
+        if not offered:
+            continue
+        group = p.add_argument_group(f"{declared.plugin} collector")
+        for option in offered:
+            where = f" (environment: {option.env})" if option.env else ""
+            dest = f"{PLUGIN_DEST}{declared.plugin}:{option.name}"
+            try:
+                if option.switch:
+                    group.add_argument(option.flag, action="store_true", dest=dest, default=argparse.SUPPRESS,
+                                       help=option.help + where)
+                else:
+                    group.add_argument(option.flag, type=_checked_by(option), dest=dest,
+                                       default=argparse.SUPPRESS, metavar=option.metavar or "VALUE",
+                                       help=option.help + where)
+            except argparse.ArgumentError as exc:
+                raise PluginLoadError(f"collector {declared.plugin!r} declares {option.flag}, which "
+                                      f"another flag already uses: {exc}") from None
+
+
+def build_parser(plugins: Sequence[PluginOptions] = ()) -> OneLineParser:
     parser = OneLineParser(
         prog="gpuflow",
         description="A live, browser-based view of what every process is doing on this machine's NVIDIA GPUs.",
@@ -148,6 +170,7 @@ def build_parser() -> OneLineParser:
     watch = sub.add_parser("watch", help="serve the live view of every GPU and every process on it",
                            description="Poll NVML and serve the live view in the browser.")
     _add_serving_flags(watch)
+    _add_plugin_flags(watch, "watch", plugins)
 
     run = sub.add_parser(
         "run", help="launch a CUDA program with kernel/copy tracing and serve the live view",
@@ -156,22 +179,46 @@ def build_parser() -> OneLineParser:
         usage="gpuflow run [options] -- COMMAND [ARGS...]",
     )
     _add_serving_flags(run)
-    run.add_argument("--flush-ms", type=flush_ms, default=DEFAULT_FLUSH_MS, metavar="MS",
-                     help=f"how often the traced program hands records to GPUFlow (default {DEFAULT_FLUSH_MS})")
     run.add_argument("--linger", action="store_true",
                      help="keep serving the final state after the program exits, until Ctrl-C")
     run.add_argument("--no-summary", action="store_true", help="do not print the end-of-run summary")
     run.add_argument("--summary-json", type=writable_file, metavar="FILE", default=None,
                      help="also write the final traced state (complete counts, transfers, drops) as JSON")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the program and its arguments")
+    _add_plugin_flags(run, "run", plugins)
 
     sub.add_parser("doctor", help="check what works on this machine and why not",
                    description="Check NVML, the driver, CUPTI, the injection library and shared memory.")
     return parser
 
 
+def plugin_modules(argv: Sequence[str]) -> list[str]:
+    """The ``--plugin`` modules named before ``--`` (the plugins must load before the full parse)."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--plugin" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--plugin="):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if a in ("watch", "run", "doctor")), None)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = build_parser()
+    """The command line, checked, with ``args.plugin_manager`` (the loaded plugins) and
+    ``args.plugin_options`` (the plugin flags given) added; exits 2 with one line on bad input."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        pm = get_plugin_manager(extra_modules=plugin_modules(argv))
+        parser = build_parser(declared_options(pm))
+    except PluginLoadError as exc:
+        command = _command_of(argv)
+        OneLineParser(prog=f"gpuflow {command}" if command else "gpuflow").error(str(exc))
     args, unknown = parser.parse_known_args(argv)
     if args.command is None:
         if unknown:
@@ -192,4 +239,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             if not cmd:
                 sub.error("no command given: use gpuflow run [options] -- COMMAND [ARGS...]")
             args.cmd = cmd
+    args.plugin_manager = pm
+    args.plugin_options = _given_plugin_options(args)
     return args
+
+
+def _given_plugin_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    given: dict[str, dict[str, Any]] = {}
+    for dest, value in list(vars(args).items()):
+        if dest.startswith(PLUGIN_DEST):
+            plugin, name = dest[len(PLUGIN_DEST):].split(":", 1)
+            given.setdefault(plugin, {})[name] = value
+            delattr(args, dest)
+    return given

@@ -1,31 +1,35 @@
 """``gpuflow run [options] -- cmd args``: trace an unmodified CUDA program and serve it live.
 
-Sequence: check the injection library and libcupti exist and the command is runnable (before
-anything starts); start the agent with a fresh session id (the CUPTI collector drains that
-session's rings); launch the child with the injection environment; forward signals; when it
-exits, drain, print the summary, and exit with the child's status (128+N for signal N). A stop
-signal (SIGINT, SIGTERM, SIGHUP) that comes before the program is started ends gpuflow with
-128+N and the program is never started; with ``--linger`` one ends the lingering.
+Sequence: assemble the app and its agent; ask every plugin what the program needs in its
+environment for a fresh session id (the ``child_environment`` hook: the CUPTI collector checks its
+injection library and libcupti there, and drains that session's rings once started); check the
+command is runnable — all before anything starts; start the agent and the server; launch the child
+with that environment; forward signals; when it exits, tell the plugins (``process_exited``),
+drain, print the summary, and exit with the child's status (128+N for signal N). A stop signal
+(SIGINT, SIGTERM, SIGHUP) that comes before the program is started ends gpuflow with 128+N and the
+program is never started; with ``--linger`` one ends the lingering.
 
 Constraints: gpuflow's own messages go to stderr (stdout is the program's); the embedded server is
-threaded, never gunicorn, so nothing else reaps the child.
+threaded, never gunicorn, so nothing else reaps the child; the collectors are reached only
+through the agent's hook calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import signal
 import sys
 import time
 
 from gpuflow.cli.child import LaunchError, TracedChild, resolve_command
-from gpuflow.cli.injection import InjectionUnavailable, child_environment, find_injection_paths
 from gpuflow.cli.report import describe_start
-from gpuflow.cli.serving import StartupError, start_serving, warn_if_benchmarking, warn_if_exposed
+from gpuflow.cli.serving import StartupError, build_app, start_serving, warn_if_benchmarking, warn_if_exposed
 from gpuflow.cli.summary import write_summary
 from gpuflow.cli.watch import StopSignals, settled_snapshot
+from gpuflow.core.errors import LaunchRefused
 
 LINGER_DRAIN_S = 0.3
 
@@ -36,20 +40,21 @@ def new_session_id() -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     err = sys.stderr
+    session = new_session_id()
     try:
-        paths = find_injection_paths()
-    except InjectionUnavailable as exc:
-        err.write(f"gpuflow run: error: cannot trace: {exc}\n")
+        app = build_app(args)
+        added = app.state.agent.child_environment(session)
+    except (StartupError, LaunchRefused) as exc:
+        err.write(f"gpuflow run: error: {exc}\n")
         return 2
     try:
         resolve_command(args.cmd[0])
     except LaunchError as exc:
         err.write(f"gpuflow run: {exc}\n")
         return exc.exit_status
-    session = new_session_id()
     with StopSignals() as stop:   # until the program starts, and while --linger serves
         try:
-            serving = start_serving(args, session=session)
+            serving = start_serving(args, app)
         except StartupError as exc:
             err.write(f"gpuflow run: error: {exc}\n")
             return 2
@@ -61,16 +66,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                 err.write(f"gpuflow run: stopped by {signal.Signals(stop.received).name} before "
                           "the program started\n")
                 return 128 + stop.received
-            err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
+            if added:
+                err.write(f"gpuflow: tracing session {session}: {' '.join(args.cmd)}\n")
+            else:
+                err.write("gpuflow: no collector adds anything to a launched program's environment: "
+                          f"running untraced: {' '.join(args.cmd)}\n")
             err.flush()
-            env = child_environment(paths, session, args.ring_capacity, args.flush_ms)
             try:
-                child = TracedChild(args.cmd, env)
+                child = TracedChild(args.cmd, {**os.environ, **added})
             except LaunchError as exc:
                 err.write(f"gpuflow run: {exc}\n")
                 return exc.exit_status
             status = child.wait(missed=stop.take)   # stop signals go to the program meanwhile
-            serving.agent.context.record_exit(child.pid, status)
+            serving.agent.process_exited(child.pid, status)
             if args.linger:
                 time.sleep(LINGER_DRAIN_S)
                 if not args.no_summary:

@@ -1,12 +1,14 @@
-"""Shared by ``watch`` and ``run``: build the agent and the app, start the embedded server.
+"""Shared by ``watch`` and ``run``: assemble the app, start the agent and the embedded server.
 
 The embedded server is a threaded WSGI server (gpuflow.transport.server), not gunicorn: gunicorn's
 arbiter reaps every child with waitpid(-1) and owns the main thread's signals, which would steal
 the exit status of the program ``gpuflow run`` launched. The same Falcon app is what
-``gunicorn 'gpuflow.transport.app:get_app()'`` serves.
+``gunicorn 'gpuflow.transport.app:get_app()'`` serves, assembled by the same function
+(:func:`gpuflow.transport.app.assemble_app`).
 
-Constraints: validates everything that can fail (plugins, port) before printing the URL, and
-turns each failure into a one-line message for the CLI (exit status 2).
+Constraints: validates everything that can fail (plugins, options, --ui, port) before printing
+the URL, and turns each failure into a one-line message for the CLI (exit status 2). Reaches the
+collectors only through the plugin manager the command line loaded (``args.plugin_manager``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ import logging
 import socket
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpuflow.testing.ab_period import ab_period_ms
+from gpuflow.cli.options import is_loopback
 from gpuflow.core.agent import Agent
 from gpuflow.core.context import AgentConfig
-from gpuflow.core.plugins import PluginLoadError, get_plugin_manager
+from gpuflow.core.options import OptionError
+from gpuflow.core.plugins import PluginLoadError
+from gpuflow.testing.ab_period import ab_period_ms
+
+if TYPE_CHECKING:
+    from gpuflow.transport.app import GpuflowApp
 
 
 class StartupError(Exception):
@@ -40,14 +48,9 @@ class Serving:
             self.agent.stop()
 
 
-def agent_config(args: argparse.Namespace, session: str | None = None) -> AgentConfig:
-    return AgentConfig(
-        interval_s=args.interval / 1000.0,
-        show_cmdline=args.show_cmdline,
-        ring_capacity=args.ring_capacity,
-        flush_ms=getattr(args, "flush_ms", AgentConfig.flush_ms),
-        session=session,
-    )
+def agent_config(args: argparse.Namespace) -> AgentConfig:
+    return AgentConfig(interval_s=args.interval / 1000.0, show_cmdline=args.show_cmdline,
+                       options=args.plugin_options)
 
 
 def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
@@ -58,8 +61,6 @@ def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     and no ``--allow-host`` any Host is accepted, because the token cookie is bound to the real
     host name and a rebinding page cannot present it.
     """
-    from gpuflow.cli.options import is_loopback
-
     hosts = list(args.allow_host)
     if is_loopback(args.bind):
         return tuple(hosts)
@@ -84,9 +85,9 @@ def local_addresses() -> set[str]:
     return found
 
 
-def start_serving(args: argparse.Namespace, session: str | None = None) -> Serving:
-    from gpuflow.transport.app import AppSettings, create_app
-    from gpuflow.transport.server import EmbeddedServer, ServerStartError
+def build_app(args: argparse.Namespace) -> GpuflowApp:
+    """The app and its agent for these arguments, nothing started; StartupError says what is wrong."""
+    from gpuflow.transport.app import AppSettings, assemble_app
 
     logging.basicConfig(level=logging.WARNING, format="gpuflow: %(levelname)s: %(name)s: %(message)s")
     if args.ui is not None:
@@ -96,20 +97,22 @@ def start_serving(args: argparse.Namespace, session: str | None = None) -> Servi
         except OSError as exc:
             raise StartupError(f"--ui {args.ui}: {exc.strerror}") from None
     try:
-        pm = get_plugin_manager(extra_modules=args.plugin)
-    except PluginLoadError as exc:
-        raise StartupError(str(exc)) from None
-    agent = Agent(agent_config(args, session), pm)
-    try:
         settings = AppSettings(
             token=args.token,
             allow_hosts=allowed_hosts(args),
             ui_path=args.ui,
             metrics_per_process=args.metrics_per_process,
         )
-    except ValueError as exc:
+        return assemble_app(agent_config(args), settings, plugin_manager=args.plugin_manager)
+    except (PluginLoadError, OptionError, ValueError) as exc:
         raise StartupError(str(exc)) from None
-    app = create_app(agent, settings=settings)
+
+
+def start_serving(args: argparse.Namespace, app: GpuflowApp) -> Serving:
+    """Bind the port, start the agent and the server thread; the URL to print."""
+    from gpuflow.transport.server import EmbeddedServer, ServerStartError
+
+    agent = app.state.agent
     try:
         server = EmbeddedServer(app, args.bind, args.port)
     except ServerStartError as exc:
@@ -136,8 +139,6 @@ def warn_if_benchmarking() -> None:
 
 
 def warn_if_exposed(args: argparse.Namespace) -> None:
-    from gpuflow.cli.options import is_loopback
-
     if not is_loopback(args.bind) and args.insecure_no_auth and not args.token:
         bar = "!" * 78
         sys.stderr.write(

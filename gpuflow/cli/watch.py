@@ -16,7 +16,7 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Snapshot
 
 from gpuflow.cli.report import describe_start
-from gpuflow.cli.serving import StartupError, start_serving, warn_if_benchmarking, warn_if_exposed
+from gpuflow.cli.serving import StartupError, build_app, start_serving, warn_if_benchmarking, warn_if_exposed
 
 
 class StopSignals:
@@ -72,7 +72,7 @@ def settled_snapshot(board: SnapshotBoard, timeout: float = 3.0) -> Snapshot | N
 def cmd_watch(args: argparse.Namespace) -> int:
     with StopSignals() as stop:
         try:
-            serving = start_serving(args)
+            serving = start_serving(args, build_app(args))
         except StartupError as exc:
             sys.stderr.write(f"gpuflow watch: error: {exc}\n")
             return 2

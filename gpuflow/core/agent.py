@@ -6,9 +6,15 @@ it sleeps until a collector calls ``context.notify()`` (or ``interval`` passes),
 50 ms minimum gap between frames, asks every collector for its cached part, and publishes a new
 snapshot only when some part changed.
 
+It is also the one way the command line reaches the plugins once they are loaded:
+:meth:`child_environment` and :meth:`process_exited` for ``gpuflow run``, each calling the hook of
+the same name on every plugin.
+
 Constraints: never started at import or before a fork (``start`` records the pid it ran in);
 a collector that raises loses only its own part, reported as a Problem; ``stop`` returns within
-a few seconds whatever the collectors do.
+a few seconds whatever the collectors do. Made with a wrong option value it raises
+:class:`~gpuflow.core.options.OptionError`, with a plugin that cannot declare its options
+:class:`~gpuflow.core.plugins.PluginLoadError`, at once (nothing has started).
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pluggy
 
-from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.context import AgentConfig, CollectorContext
+from gpuflow.core.errors import LaunchRefused
 from gpuflow.core.merge import merge_parts
+from gpuflow.core.plugins import declared_options
 from gpuflow.core.snapshot import Problem, Snapshot, SnapshotPart
 
 log = logging.getLogger("gpuflow.agent")
@@ -38,11 +46,12 @@ class Agent:
         plugin_manager: pluggy.PluginManager,
         board: SnapshotBoard | None = None,
         clock: Callable[[], float] = time.time,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
         self.pm = plugin_manager
         self.board = board if board is not None else SnapshotBoard()
-        self.context = CollectorContext(config)
+        self.context = CollectorContext(config, environ=environ)
         self._clock = clock
         self._seq = 0
         self._last_parts: list[Any] | None = None
@@ -51,6 +60,7 @@ class Agent:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._started_pid: int | None = None
+        self._check_options()
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
@@ -121,16 +131,51 @@ class Agent:
             except Exception:  # noqa: BLE001 - keep the loop alive; merge bugs are logged
                 log.exception("building a snapshot failed")
 
+    # -- the command line's calls -----------------------------------------------------------
+    def child_environment(self, session: str) -> dict[str, str]:
+        """The variables every plugin wants in the environment of a program ``gpuflow run`` launches
+        in ``session``; call it before :meth:`start`.
+
+        Raises :class:`~gpuflow.core.errors.LaunchRefused` when a plugin refuses the launch, returns
+        something other than text variables, or sets a variable another plugin set differently.
+        """
+        merged: dict[str, tuple[str, str]] = {}
+        for name, impl in self._impls("child_environment"):
+            wanted = impl.function(context=self.context, session=session)
+            if wanted is None:
+                continue
+            if not isinstance(wanted, Mapping) or not all(
+                    isinstance(k, str) and k and isinstance(v, str) for k, v in wanted.items()):
+                raise LaunchRefused(f"collector {name!r} gave a child environment that is not "
+                                    "variable names mapped to text")
+            for key, value in wanted.items():
+                other = merged.get(key)
+                if other is not None and other[1] != value:
+                    raise LaunchRefused(f"collectors {other[0]!r} and {name!r} both set {key} "
+                                        f"({other[1]!r} and {value!r})")
+                merged[key] = (name, value)
+        return {key: value for key, (_, value) in merged.items()}
+
+    def process_exited(self, pid: int, status: int) -> None:
+        """Tell every plugin that the launched program ``pid`` ended with shell-style ``status``."""
+        self._call_each("process_exited", pid=pid, status=status)
+        self.context.notify()
+
     # -- plugin calls ----------------------------------------------------------------------
+    def _check_options(self) -> None:
+        """Resolve every plugin's options now, so a wrong value stops the agent before it starts."""
+        for declared in declared_options(self.pm):
+            self.context.plugin_options(declared)
+
     def _impls(self, hook_name: str) -> list[tuple[str, Any]]:
         caller = getattr(self.pm.hook, hook_name)
         impls = [(impl.plugin_name, impl) for impl in caller.get_hookimpls()]
         return sorted(impls, key=lambda item: item[0])
 
-    def _call_each(self, hook_name: str) -> None:
+    def _call_each(self, hook_name: str, **kwargs: Any) -> None:
         for name, impl in self._impls(hook_name):
             try:
-                impl.function(context=self.context)
+                impl.function(context=self.context, **kwargs)
             except Exception as exc:  # noqa: BLE001
                 self._record_error(name, hook_name, exc)
 

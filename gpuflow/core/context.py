@@ -1,52 +1,62 @@
-"""What the core hands every collector: the agent's configuration, a wake-up call, a state slot.
+"""What the core hands every collector: the agent's configuration, its options, a wake-up call.
 
-Constraints: created once per agent, inside the process that serves requests; shared by the
-frame thread and the collectors' own threads, so ``notify`` is thread-safe and cheap (it only
-sets an event).
+Constraints: created once per agent, inside the process that serves requests (and by ``gpuflow
+doctor`` without an agent); shared by the frame thread and the collectors' own threads, so
+``notify`` is thread-safe and cheap (it only sets an event) and :meth:`plugin_options` is
+computed once per plugin under a lock.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Mapping
+
+from gpuflow.core.options import PluginOptions
 
 DEFAULT_INTERVAL_S = 1.0
-DEFAULT_RING_CAPACITY = 1 << 16
-DEFAULT_FLUSH_MS = 50
-DEFAULT_LANE_SPAN_CAP = 512
 
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """Options every collector may read. Built by the CLI or by ``get_app()`` from the environment."""
+    """What the agent is configured with. Built by the CLI or by ``get_app()`` from the environment.
 
-    interval_s: float = DEFAULT_INTERVAL_S  #: NVML polling period
+    Only what the core itself and every collector share lives here; each plugin's own settings
+    are in ``options[<the plugin's key>]`` (docs/plugins.md, "Options"), declared and checked by
+    that plugin.
+    """
+
+    interval_s: float = DEFAULT_INTERVAL_S  #: NVML polling period; also the frame loop's idle wake-up
     show_cmdline: bool = False  #: full command lines (else the executable only)
-    ring_capacity: int = DEFAULT_RING_CAPACITY  #: records per traced process ring (power of two)
-    flush_ms: int = DEFAULT_FLUSH_MS  #: CUPTI flush period inside traced programs
-    lane_span_cap: int = DEFAULT_LANE_SPAN_CAP  #: spans kept per lane (most recent)
-    session: str | None = None  #: the ``gpuflow run`` session whose rings to drain
-    options: dict[str, Any] = field(default_factory=dict)  #: collector-specific settings
+    #: per plugin key, the option values given on the command line or in code
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class CollectorContext:
     """Passed to every hook. ``slots`` holds per-agent collector state, keyed by plugin name."""
 
-    def __init__(self, config: AgentConfig, wake: threading.Event | None = None) -> None:
+    def __init__(self, config: AgentConfig, wake: threading.Event | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
         self.config = config
         self.slots: dict[str, Any] = {}
-        self.exit_statuses: dict[int, int] = {}
         self._wake = wake if wake is not None else threading.Event()
+        self._environ = os.environ if environ is None else environ
+        self._options: dict[str, Mapping[str, Any]] = {}
+        self._options_lock = threading.Lock()
 
-    def record_exit(self, pid: int, status: int) -> None:
-        """The launcher saw process ``pid`` end with shell-style ``status`` (128+N for signal N).
+    def plugin_options(self, declared: PluginOptions) -> Mapping[str, Any]:
+        """The values of a plugin's options (given, else environment, else default).
 
-        Only the process that started a program knows its exit status; collectors that report on
-        that pid (the CUPTI collector's TracedProcess.exit_status) read ``exit_statuses``.
+        Computed once per plugin key and agent. Raises
+        :class:`~gpuflow.core.options.OptionError` naming the flag, variable or key that is wrong.
         """
-        self.exit_statuses[pid] = status
-        self.notify()
+        with self._options_lock:
+            values = self._options.get(declared.plugin)
+            if values is None:
+                given = self.config.options.get(declared.plugin, {})
+                values = self._options[declared.plugin] = declared.resolve(given, self._environ)
+            return values
 
     def notify(self) -> None:
         """Tell the core a collector has new data; a frame follows within 50 ms."""
@@ -55,6 +65,3 @@ class CollectorContext:
     @property
     def wake_event(self) -> threading.Event:
         return self._wake
-
-
-NotifyFn = Callable[[], None]

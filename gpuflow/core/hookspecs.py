@@ -17,29 +17,58 @@ third-party ones are; third-party collectors are found through the entry-point g
     def produce_snapshot(context):
         return SnapshotPart(source="mycollector", problems=(Problem("mycollector", "hello"),))
 
-Only ``produce_snapshot`` carries data; the two lifecycle hooks let a collector run its own
-thread at its own pace (NVML at ``--interval``, CUPTI at its drain rate), so that
-``produce_snapshot`` can answer from a cache without blocking the frame loop.
+Only ``produce_snapshot`` carries data. The lifecycle hooks let a collector run its own thread
+at its own pace (NVML at ``--interval``, CUPTI at its drain rate), so that ``produce_snapshot``
+can answer from a cache without blocking the frame loop. The others let a plugin take part in
+what the command line does without the command line knowing it: its own options and flags
+(``declare_options``), what a program launched by ``gpuflow run`` needs in its environment
+(``child_environment``) and learns when it ends (``process_exited``), and its lines in
+``gpuflow doctor`` (``doctor_checks``).
 
-Constraints: hooks are called from the agent's frame thread (``produce_snapshot``) and from the
-thread that starts/stops the agent — inside the gunicorn worker, never at import and never
-before a fork. Implementations must be thread-safe against their own background threads.
+Why the agent calls each implementation itself (``get_hookimpls()`` one by one, in plugin-name
+order) instead of ``pm.hook.<name>(...)``: pluggy's call loop stops at the first exception, and
+one broken plugin must not take the others' data, start or stop with it. The agent catches an
+exception per plugin, reports it as a Problem naming that plugin, and goes on. What that gives
+up: hookwrappers (``wrapper=True``/``hookwrapper=True``) and the ``tryfirst``/``trylast`` order
+are not honoured, and ``firstresult`` is not used; an implementation must not rely on them.
+
+Constraints: hooks are called from the agent's frame thread (``produce_snapshot``), from the
+thread that starts/stops the agent (inside the gunicorn worker, never at import and never before
+a fork) and from the command line (``declare_options`` before any agent exists,
+``child_environment``, ``process_exited``, ``doctor_checks``). Implementations must be
+thread-safe against their own background threads.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pluggy
 
 if TYPE_CHECKING:
     from gpuflow.core.context import CollectorContext
+    from gpuflow.core.doctor import DoctorCheck
+    from gpuflow.core.options import PluginOptions
     from gpuflow.core.snapshot import SnapshotPart
 
 PROJECT_NAME = "gpuflow"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def declare_options() -> PluginOptions | None:
+    """Declare this plugin's options, as pytest's ``pytest_addoption`` does.
+
+    Called once when the command line is built (so ``gpuflow watch --help`` lists the flags) and
+    once when an agent is made (so a wrong value stops it at start-up with a message naming the
+    flag or variable). Return the same :class:`~gpuflow.core.options.PluginOptions` every time;
+    read the values in the other hooks with ``context.plugin_options(<that object>)``.
+
+    :returns: The plugin's options under a key of its own (``PluginOptions("cupti", (...))``),
+        or None if it has none.
+    """
 
 
 @hookspec
@@ -56,7 +85,7 @@ def start_collecting(context: CollectorContext) -> None:
     exception here is treated as a bug: the agent logs it, reports it as a problem and runs on
     without this collector.
 
-    :param context: The agent's collector context (configuration, ``notify``, ``slots``).
+    :param context: The agent's collector context (configuration, options, ``notify``, ``slots``).
     :returns: Nothing; any return value is ignored.
     """
 
@@ -99,4 +128,53 @@ def stop_collecting(context: CollectorContext) -> None:
 
     :param context: The agent's collector context.
     :returns: Nothing; any return value is ignored.
+    """
+
+
+@hookspec
+def child_environment(context: CollectorContext, session: str) -> Mapping[str, str] | None:
+    """What a program that ``gpuflow run`` is about to launch needs in its environment.
+
+    Called once per launch, before the agent starts (so that :func:`start_collecting` already
+    knows what was prepared: the CUPTI collector drains the rings named after ``session``). The
+    variables of every plugin are
+    added to the program's environment (its descendants inherit them); two plugins setting one
+    variable to different values is an error.
+
+    Raise :class:`~gpuflow.core.errors.LaunchRefused` with a sentence for the user when the
+    program cannot be launched as asked (e.g. the injection library was not built); ``gpuflow
+    run`` then stops before anything starts. Any other exception is a bug and stops it too.
+
+    :param context: The agent's collector context.
+    :param session: The id of this ``gpuflow run`` session (16 hex digits), which the snapshot
+        carries as ``TracedProcess.session``.
+    :returns: The variables to set, or None for none.
+    """
+
+
+@hookspec
+def process_exited(context: CollectorContext, pid: int, status: int) -> None:
+    """A program the command line launched has ended.
+
+    Only the process that started a program can learn its exit status; ``gpuflow run`` calls this
+    once its program has been waited for. ``status`` is shell-style: the exit code, or 128+N for
+    signal N. Called from the command line's thread: hand it to your own thread safely.
+
+    :param context: The agent's collector context.
+    :param pid: The program's process id.
+    :param status: Its shell-style exit status.
+    :returns: Nothing; any return value is ignored.
+    """
+
+
+@hookspec
+def doctor_checks(context: CollectorContext) -> Sequence[DoctorCheck] | None:
+    """What ``gpuflow doctor`` should say about this plugin on this machine.
+
+    Called without a running agent (``context`` carries the configuration and options only);
+    must not start threads or initialise CUDA, and should finish in well under a second. Each
+    check is independent; one that raises is reported as a failed check of this plugin.
+
+    :param context: A collector context for reading options.
+    :returns: The plugin's checks, in the order to print them, or None.
     """

@@ -11,6 +11,9 @@ start inside the serving process). Order, as pluggy's and tox's hosts do it:
 4. the built-ins in ``DEFAULT_PLUGINS``, registered exactly the way third-party ones are;
 5. modules named with ``--plugin MODULE`` (import names);
 6. ``check_pending`` — a misspelled hook name fails loudly here, not silently later.
+
+:func:`declared_options` asks every plugin for its options (the ``declare_options`` hook), for the
+command line to offer their flags before any agent exists.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Iterable
 import pluggy
 
 from gpuflow.core import hookspecs
+from gpuflow.core.options import PluginOptions
 
 ENTRY_POINT_GROUP = "gpuflow.collectors"
 
@@ -79,3 +83,35 @@ def get_plugin_manager(
     except pluggy.PluginValidationError as exc:
         raise PluginLoadError(str(exc)) from exc
     return pm
+
+
+def declared_options(pm: pluggy.PluginManager) -> list[PluginOptions]:
+    """Every plugin's declared options, in plugin-name order; PluginLoadError names a broken one.
+
+    Two plugins may not declare the same key, flag or environment variable: each setting has one
+    owner.
+    """
+    found: list[PluginOptions] = []
+    owners: dict[str, str] = {}
+    impls = sorted(pm.hook.declare_options.get_hookimpls(), key=lambda impl: impl.plugin_name)
+    for impl in impls:
+        try:
+            declared = impl.function()
+        except Exception as exc:  # noqa: BLE001 - any failure becomes one clear line
+            raise PluginLoadError(f"collector {impl.plugin_name!r} failed to declare its options: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        if declared is None:
+            continue
+        if not isinstance(declared, PluginOptions):
+            raise PluginLoadError(f"collector {impl.plugin_name!r} declared its options as a "
+                                  f"{type(declared).__name__}, not gpuflow.core.options.PluginOptions")
+        names = [f"key {declared.plugin}"] + [f"{kind} {value}" for o in declared.options
+                                              for kind, value in (("flag", o.flag), ("variable", o.env))
+                                              if value]
+        for name in names:
+            if name in owners:
+                raise PluginLoadError(f"collectors {owners[name]!r} and {impl.plugin_name!r} both "
+                                      f"declare the {name}")
+            owners[name] = impl.plugin_name
+        found.append(declared)
+    return found

@@ -10,8 +10,9 @@ Every tick (``rate_hz`` per second) it builds one new :class:`SnapshotPart` and 
 publishes exactly one snapshot per tick. Traced processes carry lanes whose spans have strictly
 increasing ``seq`` (per traced process), capped per lane with an exact ``spans_elided``.
 
-Options, each from ``AgentConfig.options`` (key ``fake_<name>``) or else the environment
-(``GPUFLOW_FAKE_<NAME>``), else the default:
+Options (declared through ``declare_options`` under the key ``fake``), each from
+``AgentConfig.options["fake"][<name>]``, else the environment (``GPUFLOW_FAKE_<NAME>``), else the
+default:
 
 =========== ======= ===================================================================
 name        default meaning
@@ -22,7 +23,7 @@ procs       3       processes; the first holds every GPU, the others one each
 traced      1       traced processes
 lanes       4       lanes per traced process (lane 0 is the null stream, ``default``)
 spans       4       new spans per lane per tick
-span_cap    64      spans kept per lane (also bounded by ``AgentConfig.lane_span_cap``)
+span_cap    64      spans kept per lane
 seed        0       seeds the jitter, so runs are reproducible
 lost_gpu    (none)  index of a GPU reported lost (readings null)
 problem     (none)  text of a warning Problem to report
@@ -36,14 +37,14 @@ clock; one background thread per agent, stopped by ``stop_collecting`` within a 
 from __future__ import annotations
 
 import math
-import os
 import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from gpuflow import hookimpl
+from gpuflow.core.options import Option, PluginOptions
 from gpuflow.core.snapshot import (
     Attachment,
     Device,
@@ -76,6 +77,44 @@ KERNELS = (
 NVTX_LABELS = ("compute", "copy-engine", "prefetch")
 
 
+def _number(kind: type) -> Callable[[Any], Any]:
+    """A converter to ``kind`` (int or float) that refuses negative values."""
+    def convert(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"expected {kind.__name__}, got {value!r}")
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected {kind.__name__}, got {value!r}") from None
+        if number != number or number < 0:
+            raise ValueError(f"must be >= 0, got {value!r}")
+        return number
+    return convert
+
+
+def _text(value: Any) -> str:
+    return str(value)
+
+
+#: (name, converter, default, help): each also read from ``GPUFLOW_FAKE_<NAME>``
+_SETTINGS: tuple[tuple[str, Callable[[Any], Any], Any, str], ...] = (
+    ("rate_hz", _number(float), 10.0, "new parts per second; 0 = one part at start"),
+    ("gpus", _number(int), 2, "devices"),
+    ("procs", _number(int), 3, "processes; the first holds every GPU, the others one each"),
+    ("traced", _number(int), 1, "traced processes"),
+    ("lanes", _number(int), 4, "lanes per traced process"),
+    ("spans", _number(int), 4, "new spans per lane per tick"),
+    ("span_cap", _number(int), 64, "spans kept per lane"),
+    ("seed", _number(int), 0, "seeds the jitter"),
+    ("lost_gpu", _number(int), None, "index of a GPU reported lost"),
+    ("problem", _text, None, "text of a warning Problem to report"),
+    ("stop_file", _text, None, "path written with 'stopped' by stop_collecting"),
+)
+OPTIONS = PluginOptions("fake", tuple(
+    Option(name, convert, default, help, env=f"GPUFLOW_FAKE_{name.upper()}")
+    for name, convert, default, help in _SETTINGS))
+
+
 @dataclass(frozen=True)
 class FakeOptions:
     rate_hz: float = 10.0
@@ -90,34 +129,14 @@ class FakeOptions:
     problem: str | None = None
     stop_file: str | None = None
 
-    @classmethod
-    def resolve(cls, options: Mapping[str, Any], environ: Mapping[str, str]) -> FakeOptions:
-        """Options from ``AgentConfig.options`` first, then ``GPUFLOW_FAKE_*``; ValueError if bad."""
-        values: dict[str, Any] = {}
-        for name, kind in (("rate_hz", float), ("gpus", int), ("procs", int), ("traced", int),
-                           ("lanes", int), ("spans", int), ("span_cap", int), ("seed", int),
-                           ("lost_gpu", int), ("problem", str), ("stop_file", str)):
-            env_name = f"GPUFLOW_FAKE_{name.upper()}"
-            raw = options.get(f"fake_{name}", environ.get(env_name))
-            if raw is None or raw == "":
-                continue
-            try:
-                value = kind(raw)
-            except (TypeError, ValueError):
-                raise ValueError(f"{env_name} must be {kind.__name__}, got {raw!r}") from None
-            if kind is not str and value < 0:
-                raise ValueError(f"{env_name} must be >= 0, got {raw!r}")
-            values[name] = value
-        return cls(**values)
-
 
 class FakeScenario:
     """Builds successive parts; pure apart from its own counters (no threads, no clock reads)."""
 
-    def __init__(self, opts: FakeOptions, show_cmdline: bool, lane_span_cap: int) -> None:
+    def __init__(self, opts: FakeOptions, show_cmdline: bool) -> None:
         self.opts = opts
         self.show_cmdline = show_cmdline
-        self.span_cap = max(0, min(opts.span_cap, lane_span_cap))
+        self.span_cap = opts.span_cap
         self.rng = random.Random(opts.seed)
         self.tick = 0
         self.last_now: float | None = None
@@ -318,9 +337,14 @@ class FakeCollector:
 
 
 @hookimpl
+def declare_options() -> PluginOptions:
+    return OPTIONS
+
+
+@hookimpl
 def start_collecting(context) -> None:
-    opts = FakeOptions.resolve(context.config.options, os.environ)
-    scenario = FakeScenario(opts, context.config.show_cmdline, context.config.lane_span_cap)
+    opts = FakeOptions(**context.plugin_options(OPTIONS))
+    scenario = FakeScenario(opts, context.config.show_cmdline)
     collector = FakeCollector(opts, scenario, context.notify)
     context.slots[SLOT] = collector
     collector.start()

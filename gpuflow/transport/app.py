@@ -32,11 +32,13 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import falcon
+import pluggy
 
 from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.context import AgentConfig
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
 from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_registry
@@ -45,7 +47,7 @@ from gpuflow.transport.settings import AppSettings, from_environ
 from gpuflow.transport.sse import StreamResource, StreamSlots
 from gpuflow.transport.ui import FaviconResource, IndexResource
 
-__all__ = ["AppSettings", "GpuflowApp", "TransportState", "create_app", "get_app"]
+__all__ = ["AppSettings", "GpuflowApp", "TransportState", "assemble_app", "create_app", "get_app"]
 
 
 class TransportState:
@@ -190,6 +192,23 @@ def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> Gpu
     return app
 
 
+def assemble_app(config: AgentConfig, settings: AppSettings, *, plugins: Sequence[str] = (),
+                 plugin_manager: pluggy.PluginManager | None = None,
+                 environ: Mapping[str, str] | None = None) -> GpuflowApp:
+    """Plugin manager + agent + app: the one assembly, used by ``get_app()`` and the CLI.
+
+    ``plugin_manager`` is built from ``plugins`` (``--plugin`` modules) unless the caller has
+    one already (the CLI loads the plugins to parse their flags). Starts nothing. Raises
+    :class:`~gpuflow.core.plugins.PluginLoadError` or :class:`~gpuflow.core.options.OptionError`
+    with a one-line message.
+    """
+    from gpuflow.core.agent import Agent
+    from gpuflow.core.plugins import get_plugin_manager
+
+    pm = plugin_manager if plugin_manager is not None else get_plugin_manager(plugins, environ)
+    return create_app(Agent(config, pm, environ=environ), settings=settings)
+
+
 #: Apps built by get_app() in this process, for the gunicorn hooks (gunicorn_conf.py).
 LIVE_APPS: list[GpuflowApp] = []
 
@@ -199,16 +218,13 @@ def get_app() -> GpuflowApp:
 
     Reads GPUFLOW_INTERVAL_MS, GPUFLOW_PLUGINS, GPUFLOW_TOKEN, GPUFLOW_ALLOW_HOSTS,
     GPUFLOW_SHOW_CMDLINE, GPUFLOW_METRICS_PER_PROCESS, GPUFLOW_MAX_STREAMS, GPUFLOW_UI,
-    GPUFLOW_PING_S, GPUFLOW_MAX_STREAM_AGE_S, GPUFLOW_RING_CAPACITY, GPUFLOW_SESSION (and the
-    plugin manager reads GPUFLOW_DISABLED_PLUGINS, GPUFLOW_DISABLE_PLUGIN_AUTOLOAD). Builds the
-    agent; starts nothing.
+    GPUFLOW_PING_S, GPUFLOW_MAX_STREAM_AGE_S, GPUFLOW_SEND_TIMEOUT_S, GPUFLOW_HEADER_TIMEOUT_S,
+    GPUFLOW_SEND_BUFFER_BYTES; the plugin manager reads GPUFLOW_DISABLED_PLUGINS and
+    GPUFLOW_DISABLE_PLUGIN_AUTOLOAD, and each plugin its own variables (GPUFLOW_RING_CAPACITY,
+    GPUFLOW_SESSION, … : docs/transport.md). Builds the agent; starts nothing.
     """
-    from gpuflow.core.agent import Agent
-    from gpuflow.core.plugins import get_plugin_manager
-
     env = from_environ()
-    agent = Agent(env.agent, get_plugin_manager(extra_modules=env.plugins))
-    app = create_app(agent, settings=env.settings)
+    app = assemble_app(env.agent, env.settings, plugins=env.plugins)
     worker = current_gunicorn_worker()
     if worker is not None:
         from gpuflow.transport.gunicorn_hardening import harden_worker

@@ -3,7 +3,8 @@
 ``create_app`` takes an :class:`AppSettings`; the CLI builds one from its flags, ``get_app()``
 from ``GPUFLOW_*`` variables (:func:`from_environ`, which also builds the agent's configuration
 and the list of ``--plugin`` modules). Every bad value fails here, at start-up, with a message
-that names the variable.
+that names the variable. The plugins' own variables (``GPUFLOW_RING_CAPACITY``, …) are theirs:
+each plugin declares and checks them (gpuflow.core.options) when the agent is made.
 
 Constraints: pure (no I/O, no threads); importable without starting anything.
 """
@@ -14,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from gpuflow.core.context import DEFAULT_RING_CAPACITY, AgentConfig
+from gpuflow.core.context import AgentConfig
 
 DEFAULT_MAX_STREAMS = 60  # gunicorn --threads 64 minus 4 for /api/snapshot, /metrics, / and /healthz
 MAX_INTERVAL_MS = 3_600_000  # an hour; far larger waits overflow the platform's time_t in a thread
@@ -106,14 +107,9 @@ def from_environ(environ: Mapping[str, str] | None = None) -> EnvConfig:
     env = os.environ if environ is None else environ
     interval_ms = _number(env, "GPUFLOW_INTERVAL_MS", float, 1000.0, minimum=1,
                           maximum=MAX_INTERVAL_MS)
-    ring = _number(env, "GPUFLOW_RING_CAPACITY", int, DEFAULT_RING_CAPACITY, minimum=2)
-    if ring & (ring - 1):
-        raise ValueError(f"GPUFLOW_RING_CAPACITY must be a power of two, got {ring}")
     agent = AgentConfig(
         interval_s=interval_ms / 1000.0,
         show_cmdline=_flag(env, "GPUFLOW_SHOW_CMDLINE"),
-        ring_capacity=ring,
-        session=env.get("GPUFLOW_SESSION") or None,
     )
     d = AppSettings()
     settings = AppSettings(

@@ -121,7 +121,7 @@ SLOW_WHILE_AGENT_RUNS = SLOWER_WHEN.format(
 @pytest.fixture
 def injection():
     """gpuflow run needs the injection library and a libcupti (no GPU): CI must have both."""
-    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
+    from gpuflow.collectors.cupti.injection import InjectionUnavailable, find_injection_paths
     try:
         find_injection_paths()
     except InjectionUnavailable as exc:

@@ -61,7 +61,7 @@ def start_gpuflow(*args: str, env: dict[str, str] | None = None) -> tuple[subpro
 
 @pytest.fixture
 def injection_built():
-    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
+    from gpuflow.collectors.cupti.injection import InjectionUnavailable, find_injection_paths
 
     try:
         return find_injection_paths()

@@ -6,11 +6,13 @@ import threading
 import time
 
 import pluggy
+import pytest
 
 import gpuflow
 from gpuflow.core import hookspecs
 from gpuflow.core.agent import MIN_FRAME_GAP_S, Agent
 from gpuflow.core.context import AgentConfig
+from gpuflow.core.errors import LaunchRefused
 from gpuflow.core.snapshot import Device, SnapshotPart
 
 
@@ -134,12 +136,70 @@ def test_stop_releases_waiting_readers_and_publishes_a_final_snapshot():
     assert time.monotonic() - t0 < 1
 
 
-def test_exit_status_reported_by_the_launcher_reaches_collectors():
-    tick = Ticking()
-    agent = Agent(AgentConfig(interval_s=10), manager(("tick", tick)))
+class Launching:
+    """A plugin with the launch hooks: adds variables to a launched program, hears its exit."""
+
+    def __init__(self, env):
+        self.env = env
+        self.exited = []
+
+    @gpuflow.hookimpl
+    def child_environment(self, context, session):
+        if self.env is None:
+            return None
+        return {k: v.format(session=session) if isinstance(v, str) else v for k, v in self.env.items()}
+
+    @gpuflow.hookimpl
+    def process_exited(self, context, pid, status):
+        self.exited.append((pid, status))
+
+
+class BrokenExit:
+    @gpuflow.hookimpl
+    def process_exited(self, context, pid, status):
+        raise RuntimeError("boom at exit")
+
+
+def test_exit_status_reported_by_the_launcher_reaches_every_plugin_despite_a_broken_one():
+    first, second = Launching(None), Launching(None)
+    agent = Agent(AgentConfig(interval_s=10),
+                  manager(("a", first), ("broken", BrokenExit()), ("z", second)))
     agent.start()
     try:
-        agent.context.record_exit(1234, 137)
-        assert tick.context.exit_statuses == {1234: 137}
+        agent.process_exited(1234, 137)
+        assert first.exited == second.exited == [(1234, 137)]
+        snap = agent.collect_once(force=True)
+        assert any("'broken' failed in process_exited" in p.message and "boom at exit" in p.message
+                   for p in snap.problems)
     finally:
         agent.stop()
+
+
+def test_child_environment_merges_every_plugin_and_passes_the_session():
+    agent = Agent(AgentConfig(), manager(("a", Launching({"A": "1", "S": "{session}"})),
+                                         ("b", Launching({"B": "2", "S": "{session}"})),
+                                         ("c", Launching(None))))
+    assert agent.child_environment("abc123") == {"A": "1", "B": "2", "S": "abc123"}
+
+
+@pytest.mark.parametrize("envs,message", [
+    ([{"X": "1"}, {"X": "2"}], "both set X"),
+    ([{"X": 1}], "not variable names mapped to text"),
+    ([{"": "1"}], "not variable names mapped to text"),
+])
+def test_child_environment_refuses_conflicts_and_non_text(envs, message):
+    plugins = [(f"p{i}", Launching(env)) for i, env in enumerate(envs)]
+    agent = Agent(AgentConfig(), manager(*plugins))
+    with pytest.raises(LaunchRefused, match=message):
+        agent.child_environment("s")
+
+
+def test_a_plugin_that_refuses_the_launch_stops_it_with_its_reason():
+    class Refusing:
+        @gpuflow.hookimpl
+        def child_environment(self, context, session):
+            raise LaunchRefused("cannot trace: no injection library")
+
+    agent = Agent(AgentConfig(), manager(("r", Refusing()), ("a", Launching({"A": "1"}))))
+    with pytest.raises(LaunchRefused, match="no injection library"):
+        agent.child_environment("s")

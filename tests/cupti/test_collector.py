@@ -106,7 +106,7 @@ def test_a_clean_exit_is_final_unlinked_and_keeps_its_figures(collector_factory,
     p.kernel(0, 1, 13, 3_000_000, 3_000_900, "_Z13attention_fwdPKfPfi")  # published just before exit
     p.mark_exited()
     assert child.exit(3) == 3
-    c.set_exit_status(child.pid, 3)
+    c.record_exit(child.pid, 3)
     part = poll_until(c, lambda part: part.traced[0].state == "exited")
     (t,) = part.traced
     assert (t.state, t.exit_status, t.truncated, t.kernels[0].count) == ("exited", 3, False, 4)
@@ -126,20 +126,19 @@ def test_a_producer_that_died_without_its_exit_flush_is_truncated(collector_fact
     t = part.traced[0]
     assert t.truncated and t.exit_status is None
     assert not R.ring_path(rings.session, child.pid).exists()
-    c.set_exit_status(child.pid, 137)  # the CLI learns the status after the ring is gone
+    c.record_exit(child.pid, 137)  # the CLI learns the status after the ring is gone
     part = poll_until(c, lambda part: part.traced[0].exit_status == 137)
     assert part.traced[0].truncated and part.traced[0].kernels[0].count == 3
 
 
-def test_exit_statuses_recorded_by_the_cli_on_the_context(collector_factory, rings, children):
+def test_an_exit_status_recorded_before_the_ring_is_seen_is_applied(collector_factory, rings, children):
     child = children()
-    shared: dict[int, int] = {}
     p = rings.producer(pid=child.pid)
     fill(p)
     p.mark_exited()
-    c = collector_factory(exit_statuses=shared)
+    c = collector_factory()
+    c.record_exit(child.pid, 0)  # the plugin's process_exited may come before the first drain
     child.exit(0)
-    shared[child.pid] = 0
     part = poll_until(c, lambda part: part.traced and part.traced[0].state == "exited")
     assert part.traced[0].exit_status == 0
 
@@ -264,7 +263,7 @@ def test_summary(collector_factory, rings):
     p.kernel(0, 1, 13, 0, 0, "_Z13attention_fwdPKfPfi")  # untimed: counts, but not in the mean
     p.add_cupti_dropped(2)
     p.mark_exited()
-    c.set_exit_status(p.pid, 130)
+    c.record_exit(p.pid, 130)
     poll_until(c, lambda part: part.traced)
     text = format_summary(c.part().traced)
     assert f"pid {p.pid} (?): exited with status 130; CUPTI ok;" in text

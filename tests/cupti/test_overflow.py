@@ -152,7 +152,7 @@ def test_a_rate_beyond_the_consumer_drops_exactly_reports_it_and_recovers(collec
     assert lanes == {13: burst["written"], 14: 300, 7: 30}
     p.ask("exit 0")
     assert p.wait() == 0
-    c.set_exit_status(p.pid, 0)
+    c.record_exit(p.pid, 0)
     t = wait_for(c, lambda t: t.state == "exited" and t.exit_status == 0)
     # 2 setup records + 2 name chunks + the kernels and copies written: decoded + dropped = pushed
     assert t.records == 2 + 2 + burst["written"] + 300 + 30
@@ -193,7 +193,7 @@ def test_a_producer_that_dies_without_its_exit_flush_is_truncated_and_its_ring_r
     assert second["dropped"] == 0
     died = p.ask(f"die {how}")
     assert p.wait() == status
-    c.set_exit_status(p.pid, 128 - status if status < 0 else status)
+    c.record_exit(p.pid, 128 - status if status < 0 else status)
     t = wait_for(c, lambda t: t.state == "exited" and t.exit_status is not None)
     assert t.truncated and t.exit_status == (128 - status if status < 0 else status)
     assert counts(t) == {"_Z6steadyv": 20, "_Z5burstv": 700} and t.records == died["head"]

@@ -23,6 +23,8 @@ from tests.cli.conftest import gpuflow, gpuflow_env
 from .conftest import shm_segments
 
 ENV = gpuflow_env(GPUFLOW_DISABLED_PLUGINS="nvml,cupti")
+#: for ``gpuflow run``: the CUPTI plugin prepares each launch (its session, its rings)
+RUN_ENV = gpuflow_env(GPUFLOW_DISABLED_PLUGINS="nvml")
 SERVING = ["watch", "run"]
 
 
@@ -163,7 +165,7 @@ RUN_CASES = [
 def test_run_commands_that_cannot_run(case, files, injection_built):
     _, argv, status, message = case
     before = shm_segments()
-    result = gpuflow("run", "--port", "0", "--no-summary", "--", *argv(files), env=ENV,
+    result = gpuflow("run", "--port", "0", "--no-summary", "--", *argv(files), env=RUN_ENV,
                      timeout=30, cwd=files)
     assert result.returncode == status, result.stderr
     err = result.stderr.strip()
@@ -183,7 +185,7 @@ def test_run_commands_that_cannot_run(case, files, injection_built):
 ])
 def test_run_exit_statuses_and_no_segments_left(argv, status, injection_built):
     before = shm_segments()
-    result = gpuflow("run", "--port", "0", "--no-summary", "--", *argv, env=ENV, timeout=30)
+    result = gpuflow("run", "--port", "0", "--no-summary", "--", *argv, env=RUN_ENV, timeout=30)
     assert result.returncode == status, result.stderr
     assert "Traceback" not in result.stderr
     sessions = re.findall(r"tracing session ([0-9a-f]+)", result.stderr)

@@ -26,7 +26,7 @@ CHILD = ("import ctypes, os, time; ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH
 
 @pytest.fixture
 def packaged_injection(fake_cupti):
-    from gpuflow.cli.injection import InjectionUnavailable, find_injection_paths
+    from gpuflow.collectors.cupti.injection import InjectionUnavailable, find_injection_paths
     try:
         return find_injection_paths({**os.environ, "GPUFLOW_CUPTI_PATH": fake_cupti})
     except InjectionUnavailable as exc:

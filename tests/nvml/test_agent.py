@@ -16,7 +16,7 @@ def published(scenario, until, timeout=5.0, **options):
     """Run an agent with the fake scenario until ``until(json_dict)`` holds; return the JSON text."""
     pm = get_plugin_manager(environ=ENVIRON)
     assert pm.get_plugin("nvml") is not None and pm.get_plugin("cupti") is None
-    agent = Agent(AgentConfig(interval_s=0.05, options={"nvml_fake": scenario, **options}), pm)
+    agent = Agent(AgentConfig(interval_s=0.05, options={"nvml": {"fake": scenario, **options}}), pm)
     agent.start()
     try:
         deadline = time.monotonic() + timeout
@@ -108,7 +108,7 @@ def test_hanging_nvml_does_not_hold_up_the_frames():
             return True
         return False
 
-    doc = json.loads(published("hang", stuck, nvml_fake_slow_s=1.0))
+    doc = json.loads(published("hang", stuck, fake_slow_s=1.0))
     # the first poll is stuck in NVML for 1 s, yet a frame saying so went out well before
     assert when[0] < 0.8
     assert doc["devices"] == []

@@ -102,11 +102,11 @@ def test_no_driver_thread_keeps_running_and_reports():
 # -- the pluggy hooks -------------------------------------------------------------------------
 
 def context_with(**options):
-    return CollectorContext(AgentConfig(interval_s=0.05, options=options))
+    return CollectorContext(AgentConfig(interval_s=0.05, options={"nvml": options}))
 
 
 def test_plugin_hooks_with_the_fake_option():
-    ctx = context_with(nvml_fake="single")
+    ctx = context_with(fake="single")
     assert plugin.produce_snapshot(context=ctx) is None  # not started
     plugin.start_collecting(context=ctx)
     try:
@@ -139,7 +139,7 @@ def test_plugin_picks_the_fake_from_the_environment(monkeypatch):
 
 def test_option_wins_over_environment(monkeypatch):
     monkeypatch.setenv("GPUFLOW_NVML_FAKE", "wddm")
-    ctx = context_with(nvml_fake="lost")
+    ctx = context_with(fake="lost")
     plugin.start_collecting(context=ctx)
     try:
         assert ctx.slots["nvml"]._b.scenario.name == "lost"
@@ -148,7 +148,7 @@ def test_option_wins_over_environment(monkeypatch):
 
 
 def test_unknown_scenario_is_a_problem_not_an_exception():
-    ctx = context_with(nvml_fake="nosuch")
+    ctx = context_with(fake="nosuch")
     plugin.start_collecting(context=ctx)
     part = plugin.produce_snapshot(context=ctx)
     assert part.devices == ()

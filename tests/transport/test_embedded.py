@@ -24,7 +24,7 @@ TOKEN = "embedded-token-123"
 
 def make_app(**settings):
     pm = get_plugin_manager(["gpuflow.testing.fake_collector"], environ=dict(FAKE_ENV))
-    agent = Agent(AgentConfig(options={"fake_rate_hz": 10}), pm)
+    agent = Agent(AgentConfig(options={"fake": {"rate_hz": 10}}), pm)
     settings.setdefault("poll_s", 0.1)
     return create_app(agent, settings=AppSettings(**settings))
 

@@ -14,19 +14,19 @@ from tests.transport.conftest import FAKE_ENV
 
 
 def scenario(**kw) -> fc.FakeScenario:
-    return fc.FakeScenario(fc.FakeOptions(**kw), show_cmdline=False, lane_span_cap=512)
+    return fc.FakeScenario(fc.FakeOptions(**kw), show_cmdline=False)
 
 
 def test_options_come_from_config_then_env_then_defaults():
     env = {"GPUFLOW_FAKE_GPUS": "5", "GPUFLOW_FAKE_LANES": "3", "GPUFLOW_FAKE_RATE_HZ": "2.5"}
-    o = fc.FakeOptions.resolve({"fake_gpus": 8}, env)
+    o = fc.FakeOptions(**fc.OPTIONS.resolve({"gpus": 8}, env))
     assert (o.gpus, o.lanes, o.rate_hz, o.procs) == (8, 3, 2.5, fc.FakeOptions().procs)
 
 
 @pytest.mark.parametrize("env", [{"GPUFLOW_FAKE_GPUS": "two"}, {"GPUFLOW_FAKE_SPANS": "-1"}])
 def test_bad_options_name_the_variable(env):
     with pytest.raises(ValueError, match=next(iter(env))):
-        fc.FakeOptions.resolve({}, env)
+        fc.OPTIONS.resolve({}, env)
 
 
 def test_devices_processes_and_nulls():
@@ -41,7 +41,7 @@ def test_devices_processes_and_nulls():
 
 
 def test_show_cmdline_gives_full_command_lines():
-    s = fc.FakeScenario(fc.FakeOptions(), show_cmdline=True, lane_span_cap=512)
+    s = fc.FakeScenario(fc.FakeOptions(), show_cmdline=True)
     assert "--api-key" in s.step(1.0).processes[0].cmdline
 
 
@@ -73,14 +73,14 @@ def test_lanes_labels_spans_and_exact_elision():
     assert min(sp.seq for sp in spans if sp.seq > before) == before + 1
 
 
-def test_span_cap_also_bounded_by_agent_config():
-    s = fc.FakeScenario(fc.FakeOptions(spans=20, span_cap=64), show_cmdline=False, lane_span_cap=8)
-    assert all(len(l.spans) == 8 for l in s.step(1.0).traced[0].lanes)
+def test_span_cap_bounds_every_lane():
+    s = fc.FakeScenario(fc.FakeOptions(spans=20, span_cap=8), show_cmdline=False)
+    assert all(len(l.spans) == 8 and l.spans_elided == 12 for l in s.step(1.0).traced[0].lanes)
 
 
 def test_hooks_same_object_until_a_tick_and_notify_per_tick(tmp_path):
     stop_file = tmp_path / "stopped"
-    ctx = CollectorContext(AgentConfig(options={"fake_rate_hz": 5, "fake_stop_file": str(stop_file)}))
+    ctx = CollectorContext(AgentConfig(options={"fake": {"rate_hz": 5, "stop_file": str(stop_file)}}))
     fc.start_collecting(ctx)
     try:
         assert ctx.wake_event.wait(1)  # the first part is announced at once
@@ -96,7 +96,7 @@ def test_hooks_same_object_until_a_tick_and_notify_per_tick(tmp_path):
 
 
 def test_rate_zero_makes_one_part():
-    ctx = CollectorContext(AgentConfig(options={"fake_rate_hz": 0}))
+    ctx = CollectorContext(AgentConfig(options={"fake": {"rate_hz": 0}}))
     fc.start_collecting(ctx)
     a = fc.produce_snapshot(ctx)
     assert not [t for t in threading.enumerate() if t.name == "gpuflow-fake"]
@@ -106,7 +106,7 @@ def test_rate_zero_makes_one_part():
 
 def test_loaded_as_a_plugin_by_name():
     pm = get_plugin_manager(["gpuflow.testing.fake_collector"], environ=dict(FAKE_ENV))
-    agent = Agent(AgentConfig(options={"fake_rate_hz": 0, "fake_gpus": 4}), pm)
+    agent = Agent(AgentConfig(options={"fake": {"rate_hz": 0, "gpus": 4}}), pm)
     agent.start()
     try:
         snap = agent.board.latest()

@@ -23,20 +23,19 @@ def test_every_variable_is_read():
         "GPUFLOW_INTERVAL_MS": "250", "GPUFLOW_PLUGINS": "a.b, c ,", "GPUFLOW_TOKEN": "t",
         "GPUFLOW_ALLOW_HOSTS": "gpu-node,*.lab", "GPUFLOW_SHOW_CMDLINE": "yes",
         "GPUFLOW_METRICS_PER_PROCESS": "1", "GPUFLOW_MAX_STREAMS": "200", "GPUFLOW_UI": "/x.html",
-        "GPUFLOW_PING_S": "2", "GPUFLOW_MAX_STREAM_AGE_S": "60", "GPUFLOW_RING_CAPACITY": "1024",
-        "GPUFLOW_SESSION": "abc",
+        "GPUFLOW_PING_S": "2", "GPUFLOW_MAX_STREAM_AGE_S": "60",
     })
     s, a = env.settings, env.agent
     assert env.plugins == ("a.b", "c")
     assert (s.token, s.allow_hosts, s.metrics_per_process, s.max_streams, s.ui_path) == \
         ("t", ("gpu-node", "*.lab"), True, 200, "/x.html")
     assert (s.ping_interval_s, s.max_stream_age_s) == (2.0, 60.0)
-    assert (a.interval_s, a.show_cmdline, a.ring_capacity, a.session) == (0.25, True, 1024, "abc")
+    assert (a.interval_s, a.show_cmdline, a.options) == (0.25, True, {})
 
 
 @pytest.mark.parametrize("name,value", [
     ("GPUFLOW_INTERVAL_MS", "fast"), ("GPUFLOW_INTERVAL_MS", "0"), ("GPUFLOW_MAX_STREAMS", "0"),
-    ("GPUFLOW_SHOW_CMDLINE", "maybe"), ("GPUFLOW_RING_CAPACITY", "1000"),
+    ("GPUFLOW_SHOW_CMDLINE", "maybe"),
 ])
 def test_bad_values_name_the_variable(name, value):
     with pytest.raises(ValueError, match=name):
@@ -88,6 +87,28 @@ def test_get_app_bad_plugin_fails_at_load(fake_env, monkeypatch, live_apps):
     monkeypatch.setenv("GPUFLOW_PLUGINS", "no_such_module_here")
     with pytest.raises(PluginLoadError, match="no_such_module_here"):
         app_module.get_app()
+
+
+def test_get_app_gives_each_plugin_its_own_variables(fake_env, monkeypatch, live_apps):
+    """GPUFLOW_RING_CAPACITY and GPUFLOW_SESSION are the CUPTI plugin's, read and checked by it."""
+    from gpuflow.collectors.cupti.options import OPTIONS
+
+    monkeypatch.setenv("GPUFLOW_DISABLED_PLUGINS", "nvml")
+    monkeypatch.setenv("GPUFLOW_RING_CAPACITY", "1024")
+    monkeypatch.setenv("GPUFLOW_SESSION", "abc")
+    app = app_module.get_app()
+    values = app.state.agent.context.plugin_options(OPTIONS)
+    assert (values["ring_capacity"], values["session"]) == (1024, "abc")
+
+
+@pytest.mark.parametrize("name,value", [("GPUFLOW_RING_CAPACITY", "1000"), ("GPUFLOW_SESSION", "a/b"),
+                                        ("GPUFLOW_FAKE_GPUS", "two")])
+def test_get_app_refuses_a_bad_plugin_variable_naming_it(fake_env, monkeypatch, live_apps, name, value):
+    monkeypatch.setenv("GPUFLOW_DISABLED_PLUGINS", "nvml")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name):
+        app_module.get_app()
+    assert live_apps == []
 
 
 def test_app_does_not_stop_an_agent_it_did_not_start(fake_env, monkeypatch, live_apps):

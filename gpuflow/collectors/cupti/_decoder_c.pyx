@@ -27,7 +27,6 @@ from gpuflow.collectors.cupti._ring cimport *
 
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti.errors import RingDetached, RingFormatError
-from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
 
 # -- limits and codes (the values mirror _layout; a test checks they match) -------------------
 cdef enum:
@@ -730,7 +729,7 @@ cdef class RingDecoder:
         self.hdr = NULL
         self.busy = 0
 
-    def __init__(self, buffer, *, lane_span_cap=DEFAULT_LANE_SPAN_CAP):
+    def __init__(self, buffer, *, lane_span_cap=L.DEFAULT_LANE_SPAN_CAP):
         lane_span_cap = L.check_lane_span_cap(lane_span_cap)
         if self.has_view:
             raise RuntimeError("RingDecoder.__init__ called twice")

@@ -18,7 +18,6 @@ from typing import Any
 
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti.errors import RingDetached
-from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
 
 _U16 = struct.Struct("<H")
 #: type, flags, device, start, end, context, stream, correlation, name_id, grid x/y/z,
@@ -45,7 +44,7 @@ class RingDecoder:
 
     is_compiled = False
 
-    def __init__(self, buffer: Any, *, lane_span_cap: int = DEFAULT_LANE_SPAN_CAP) -> None:
+    def __init__(self, buffer: Any, *, lane_span_cap: int = L.DEFAULT_LANE_SPAN_CAP) -> None:
         lane_span_cap = L.check_lane_span_cap(lane_span_cap)
         info = L.validate_header(buffer)
         mv = memoryview(buffer).cast("B")

@@ -134,6 +134,8 @@ MAX_DEVICES = 1 << 16
 U64_MAX = (1 << 64) - 1
 #: The most spans a lane may keep (``lane_span_cap``); the compiled twin counts spans in 32 bits.
 MAX_LANE_SPAN_CAP = 1 << 20
+#: spans kept per lane unless the collector is told otherwise (the ``lane_span_cap`` option)
+DEFAULT_LANE_SPAN_CAP = 512
 
 
 def check_lane_span_cap(value: Any) -> int:

@@ -17,9 +17,9 @@ One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
    processes a long session starts (a soak on the H200 started 1,145 of them). A pid that comes
    back (pid reuse) with a new ring folds its predecessor first.
 
-``set_exit_status(pid, status)`` records the shell-style status the CLI saw for its direct child;
-``CollectorContext.exit_statuses`` (the CLI's ``record_exit``) is read as well. :meth:`stop` drains
-everything one last time and publishes the final part. The end-of-run text is gpuflow.cli.summary, built from the final snapshot.
+:meth:`record_exit` takes the shell-style status ``gpuflow run`` saw for the program it launched
+(the plugin's ``process_exited`` hook). :meth:`stop` drains everything one last time and publishes
+the final part. The end-of-run text is gpuflow.cli.summary, built from the final snapshot.
 
 Constraints: never imports the NVML collector; the decoders are touched only by this thread (and
 by :meth:`stop` after the thread has ended); the part is swapped in with one assignment, so
@@ -40,7 +40,7 @@ from gpuflow.collectors.cupti import decoder as decoder_mod
 from gpuflow.collectors.cupti import rings
 from gpuflow.collectors.cupti.build import TracedBuilder
 from gpuflow.collectors.cupti.errors import RingError, RingFormatError, RingNotReady
-from gpuflow.core.context import DEFAULT_LANE_SPAN_CAP
+from gpuflow.collectors.cupti.options import DEFAULT_LANE_SPAN_CAP
 from gpuflow.collectors.cupti.retire import fold
 from gpuflow.core.snapshot import Problem, RetiredTraced, SnapshotPart, TracedProcess
 
@@ -88,13 +88,12 @@ class CuptiCollector:
     :param lane_span_cap: spans kept per lane.
     :param shm_dir: where the rings are (tests point it elsewhere).
     :param decoder_class: defaults to the selected decoder (compiled when available).
-    :param exit_statuses: a mapping the CLI fills (``CollectorContext.exit_statuses``), read each pass.
     :param stale_grace_s: rings of dead sessions younger than this are not swept.
     """
 
     def __init__(self, session: str, notify: Callable[[], None] = lambda: None, *,
                  lane_span_cap: int = DEFAULT_LANE_SPAN_CAP, shm_dir: Path = rings.SHM_DIR,
-                 decoder_class: type | None = None, exit_statuses: dict[int, int] | None = None,
+                 decoder_class: type | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
                  drain_interval_s: float = DRAIN_INTERVAL_S,
                  stale_grace_s: float = rings.STALE_GRACE_S) -> None:
@@ -103,7 +102,6 @@ class CuptiCollector:
         self._cap = lane_span_cap
         self._shm_dir = Path(shm_dir)
         self._decoder_class = decoder_class or decoder_mod.RingDecoder
-        self._shared_exits = exit_statuses if exit_statuses is not None else {}
         self._exits: dict[int, int] = {}
         self._exits_lock = threading.Lock()
         self._clock_ns = clock_ns
@@ -163,8 +161,8 @@ class CuptiCollector:
             self._wake.clear()
 
     # -- the CLI's side ------------------------------------------------------------------------
-    def set_exit_status(self, pid: int, status: int) -> None:
-        """Record the shell-style exit status (128+N for signal N) of a traced process."""
+    def record_exit(self, pid: int, status: int) -> None:
+        """Record the shell-style exit status (128+N for signal N) of a launched program; any thread."""
         with self._exits_lock:
             self._exits[pid] = status
         self._wake.set()
@@ -307,8 +305,7 @@ class CuptiCollector:
 
     def _apply_exit_statuses(self) -> bool:
         with self._exits_lock:
-            statuses = dict(self._shared_exits)
-            statuses.update(self._exits)
+            statuses = dict(self._exits)
         changed = False
         for pid, status in statuses.items():
             ring = self._rings.get(pid)
@@ -319,9 +316,7 @@ class CuptiCollector:
 
     def _exit_status(self, pid: int) -> int | None:
         with self._exits_lock:
-            if pid in self._exits:
-                return self._exits[pid]
-        return self._shared_exits.get(pid)
+            return self._exits.get(pid)
 
     def _build(self) -> None:
         now_ns = self._clock_ns()

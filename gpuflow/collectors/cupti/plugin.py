@@ -1,49 +1,91 @@
 """The CUPTI collector as a pluggy plugin, registered under the name ``cupti``.
 
-Active only when the agent runs a ``gpuflow run`` session (``context.config.session`` set): then
-``start_collecting`` starts a :class:`~gpuflow.collectors.cupti.collector.CuptiCollector` (its
-drain thread) and keeps it in ``context.slots["cupti"]``; otherwise nothing starts and
-``produce_snapshot`` returns None. The CLI reaches the collector with :func:`get_collector` (to
-report its child's exit status and print the end-of-run summary).
+Hooks, each the only way the rest of GPUFlow reaches this collector:
+
+* ``declare_options`` — :data:`~gpuflow.collectors.cupti.options.OPTIONS` (``--ring-capacity``,
+  ``--flush-ms``, the spans kept per lane, ``GPUFLOW_SESSION``);
+* ``child_environment`` — for a program ``gpuflow run`` launches: the injection library, the
+  libcupti it must load, the session, ring capacity and flush period
+  (:mod:`~gpuflow.collectors.cupti.injection`); remembers the session so that
+  ``start_collecting`` drains its rings;
+* ``start_collecting`` — starts a :class:`~gpuflow.collectors.cupti.collector.CuptiCollector`
+  (its drain thread) when there is a session to drain (a launch's, or the ``session`` option);
+  otherwise nothing starts and ``produce_snapshot`` returns None;
+* ``process_exited`` — the launched program's exit status, shown on its traced process;
+* ``doctor_checks`` — injection library, libcupti, decoder, shared memory.
 
 Constraints: module-level hook implementations, per-agent state only in ``context.slots``; never
-imports the NVML collector; nothing happens at import.
+imports the NVML collector; nothing happens at import (the collector, the decoder and libcupti
+are loaded by the hooks that need them).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
 
+from gpuflow.collectors.cupti.options import OPTIONS
+from gpuflow.core.errors import LaunchRefused
 from gpuflow.core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from gpuflow.collectors.cupti.collector import CuptiCollector
     from gpuflow.core.context import CollectorContext
+    from gpuflow.core.doctor import DoctorCheck
+    from gpuflow.core.options import PluginOptions
     from gpuflow.core.snapshot import SnapshotPart
 
 SLOT = "cupti"
 
 
+@dataclass
+class _State:
+    """This plugin's per-agent state: the session a launch prepared, and the running collector."""
+
+    launch_session: str | None = None
+    collector: CuptiCollector | None = None
+
+
+def _state(context: CollectorContext) -> _State:
+    return context.slots.setdefault(SLOT, _State())
+
+
 def get_collector(context: CollectorContext) -> CuptiCollector | None:
     """The running CUPTI collector of an agent, or None (no session, or not started)."""
-    return context.slots.get(SLOT)
+    state = context.slots.get(SLOT)
+    return None if state is None else state.collector
+
+
+@hookimpl
+def declare_options() -> PluginOptions:
+    return OPTIONS
+
+
+@hookimpl
+def child_environment(context: CollectorContext, session: str) -> Mapping[str, str]:
+    from gpuflow.collectors.cupti import injection
+
+    options = context.plugin_options(OPTIONS)
+    try:
+        paths = injection.find_injection_paths()
+    except injection.InjectionUnavailable as exc:
+        raise LaunchRefused(f"cannot trace: {exc}") from None
+    _state(context).launch_session = session
+    return injection.child_environment(paths, session, options["ring_capacity"], options["flush_ms"],
+                                       base={})
 
 
 @hookimpl
 def start_collecting(context: CollectorContext) -> None:
-    session = context.config.session
-    if not session or SLOT in context.slots:
+    options = context.plugin_options(OPTIONS)
+    state = _state(context)
+    session = state.launch_session or options["session"]
+    if not session or state.collector is not None:
         return
     from gpuflow.collectors.cupti.collector import CuptiCollector
 
-    collector = CuptiCollector(
-        session, context.notify,
-        lane_span_cap=context.config.lane_span_cap,
-        exit_statuses=getattr(context, "exit_statuses", None),
-        **context.config.options.get("cupti", {}),
-    )
-    context.slots[SLOT] = collector
-    collector.start()
+    state.collector = CuptiCollector(session, context.notify, lane_span_cap=options["lane_span_cap"])
+    state.collector.start()
 
 
 @hookimpl
@@ -53,7 +95,22 @@ def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
 
 
 @hookimpl
+def process_exited(context: CollectorContext, pid: int, status: int) -> None:
+    collector = get_collector(context)
+    if collector is not None:
+        collector.record_exit(pid, status)
+
+
+@hookimpl
 def stop_collecting(context: CollectorContext) -> None:
     collector = get_collector(context)
     if collector is not None:
         collector.stop()
+
+
+@hookimpl
+def doctor_checks(context: CollectorContext) -> Sequence[DoctorCheck]:
+    from gpuflow.collectors.cupti import doctor
+
+    ring_capacity = context.plugin_options(OPTIONS)["ring_capacity"]
+    return [*doctor.injection_checks(), doctor.decoder_check(), doctor.shm_check(ring_capacity)]

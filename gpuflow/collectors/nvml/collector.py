@@ -52,13 +52,13 @@ from gpuflow.collectors.nvml.readings import (
 )
 from gpuflow.collectors.nvml.sampler import Sampler
 from gpuflow.testing.ab_period import ab_period_ms, seconds_until_on
+from gpuflow.collectors.nvml.options import DEFAULT_INIT_RETRY_S
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.snapshot import Attachment, Device, HostInfo, Problem, Process, SnapshotPart
 
 log = logging.getLogger("gpuflow.nvml")
 
 SOURCE = "nvml"
-DEFAULT_INIT_RETRY_S = 30.0
 FIRST_SAMPLE_WAIT_S = 0.5  #: how long the first tick waits for the sampler's first sweep
 MIN_GAP_S = 0.005  #: the poll thread never spins, whatever the interval and the poll time
 

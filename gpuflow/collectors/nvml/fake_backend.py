@@ -1,7 +1,7 @@
 """A scripted, pure-Python NVML: GPUs and processes from a named scenario, faults on demand.
 
 Used by the tests, by the benchmark (``bench/nvml_tick.py --fake``) and by a running agent
-(``GPUFLOW_NVML_FAKE=shared8 gpuflow watch``, or ``AgentConfig.options["nvml_fake"]``) so the UI
+(``GPUFLOW_NVML_FAKE=shared8 gpuflow watch``, or ``AgentConfig.options["nvml"]["fake"]``) so the UI
 can be shown and tested without a GPU. Scenarios are listed in
 :mod:`gpuflow.collectors.nvml.fake_scenarios` and docs/nvml.md.
 

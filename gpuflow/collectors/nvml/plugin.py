@@ -2,7 +2,9 @@
 
 An ordinary plugin, registered the way third-party collectors are (``DEFAULT_PLUGINS`` in
 :mod:`gpuflow.core.plugins`); disable it with ``GPUFLOW_DISABLED_PLUGINS=nvml``. Per-agent state
-lives in ``context.slots["nvml"]`` (several agents may share a process in tests).
+lives in ``context.slots["nvml"]`` (several agents may share a process in tests). Its options
+(the fake backend, nvmlInit's retry period) are :data:`~gpuflow.collectors.nvml.options.OPTIONS`;
+its ``gpuflow doctor`` lines come from :mod:`gpuflow.collectors.nvml.doctor`.
 
 Constraints: importing this module does nothing (no NVML, no threads); ``start_collecting``
 returns at once (NVML is initialized on the collector's thread) and never raises for an
@@ -11,10 +13,15 @@ environmental problem: a missing driver becomes a Problem in the part.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from gpuflow.collectors.nvml.collector import SOURCE
 from gpuflow.collectors.nvml.factory import build_collector
+from gpuflow.collectors.nvml.options import OPTIONS
 from gpuflow.core.context import CollectorContext
+from gpuflow.core.doctor import DoctorCheck
 from gpuflow.core.hookspecs import hookimpl
+from gpuflow.core.options import PluginOptions
 from gpuflow.core.snapshot import Problem, SnapshotPart
 
 SLOT = "nvml"
@@ -34,9 +41,14 @@ class _Misconfigured:
 
 
 @hookimpl
+def declare_options() -> PluginOptions:
+    return OPTIONS
+
+
+@hookimpl
 def start_collecting(context: CollectorContext) -> None:
     try:
-        collector = build_collector(context)
+        collector = build_collector(context, context.plugin_options(OPTIONS))
     except ValueError as exc:  # e.g. an unknown fake scenario name
         context.slots[SLOT] = _Misconfigured(f"NVML collector not started: {exc}")
         return
@@ -55,3 +67,11 @@ def stop_collecting(context: CollectorContext) -> None:
     collector = context.slots.pop(SLOT, None)
     if collector is not None:
         collector.stop()
+
+
+@hookimpl
+def doctor_checks(context: CollectorContext) -> Sequence[DoctorCheck]:
+    from gpuflow.collectors.nvml.doctor import nvml_checks
+    from gpuflow.collectors.nvml.pynvml_backend import PynvmlBackend
+
+    return nvml_checks(PynvmlBackend())
