@@ -33,8 +33,8 @@ import sys
 import time
 
 from gpuflow.collectors.cupti import _layout as L
-from gpuflow.collectors.cupti import build as build_module
-from gpuflow.collectors.cupti.build import TracedBuilder
+from gpuflow.collectors.cupti import traced_builder as build_module
+from gpuflow.collectors.cupti.traced_builder import TracedBuilder
 from gpuflow.collectors.cupti.decoder import RingDecoderC, RingDecoderPy
 from gpuflow.core.snapshot import Span
 

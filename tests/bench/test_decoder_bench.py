@@ -1,6 +1,6 @@
 """bench/decoder.py runs end to end on a small ring: both decoders agree, the frame-time lines
 and the span-constructor comparison are printed, the last line has the documented form, and
-the benchmark leaves build.py's Span constructor as it found it. Needs the compiled decoder
+the benchmark leaves traced_builder.py's Span constructor as it found it. Needs the compiled decoder
 (CI builds it); timings are printed, never asserted."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_the_benchmark_runs_and_prints_its_result_line():
 def test_the_comparison_restores_the_constructor_it_swapped():
     import decoder as decoder_bench  # bench/decoder.py
 
-    from gpuflow.collectors.cupti import build
+    from gpuflow.collectors.cupti import traced_builder as build
 
     before = build._make_span
     decoder_bench.span_constructor_costs(decoder_bench.build_ring(30_000), rounds=1)

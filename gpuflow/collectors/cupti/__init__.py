@@ -3,11 +3,17 @@
 Modules, one job each:
 
 * ``_layout`` — the ring's constants and header check, shared by both decoder twins;
-* ``_ring.pxd`` / ``_decoder_c.pyx`` — the compiled decoder (hot path, no Python object per record);
+* ``_ring.pxd`` / ``_decoder_c.pyx`` (typed by ``_decoder_c.pyi``) — the compiled decoder (hot
+  path, no Python object per record);
 * ``_decoder_py`` — its pure-Python twin (identical results, slow); ``decoder`` picks one;
-* ``demangle`` — C++ names for display; ``build`` — decoder state to snapshot data types;
+  ``protocol`` — the ``RingDecoder`` type both satisfy;
+* ``demangle`` — C++ names for display; ``traced_builder`` — decoder state to the snapshot's
+  TracedProcess; ``retire`` — folding exited processes into the session's roll-up;
 * ``rings`` — finding, mapping and cleaning up the rings of a session in /dev/shm;
-* ``collector`` — the drain thread and the traced part of the snapshot; ``plugin`` — its hooks.
+* ``collector`` — the drain thread and the traced part of the snapshot;
+* ``options`` — its options and flags; ``injection`` — the injection library, libcupti and a
+  launched program's environment; ``doctor`` — its lines in ``gpuflow doctor``;
+* ``plugin`` — its hooks, the only way the rest of GPUFlow reaches it.
 
 Constraints: importing this package does nothing (no threads, no /dev/shm access); the collector
 starts only from the ``start_collecting`` hook, inside the serving process, and never imports the

@@ -38,7 +38,8 @@ from typing import Any, Callable
 
 from gpuflow.collectors.cupti import decoder as decoder_mod
 from gpuflow.collectors.cupti import rings
-from gpuflow.collectors.cupti.build import TracedBuilder
+from gpuflow.collectors.cupti.protocol import RingDecoder
+from gpuflow.collectors.cupti.traced_builder import TracedBuilder
 from gpuflow.collectors.cupti.errors import RingError, RingFormatError, RingNotReady
 from gpuflow.collectors.cupti.options import DEFAULT_LANE_SPAN_CAP
 from gpuflow.collectors.cupti.retire import fold
@@ -69,7 +70,7 @@ class _Ring:
     path: Path
     name: str | None
     mapped: rings.MappedRing | None = None
-    decoder: Any = None
+    decoder: RingDecoder | None = None
     builder: TracedBuilder | None = None
     state: str = "running"
     truncated: bool = False
@@ -93,7 +94,7 @@ class CuptiCollector:
 
     def __init__(self, session: str, notify: Callable[[], None] = lambda: None, *,
                  lane_span_cap: int = DEFAULT_LANE_SPAN_CAP, shm_dir: Path = rings.SHM_DIR,
-                 decoder_class: type | None = None,
+                 decoder_class: type[RingDecoder] | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
                  drain_interval_s: float = DRAIN_INTERVAL_S,
                  stale_grace_s: float = rings.STALE_GRACE_S) -> None:

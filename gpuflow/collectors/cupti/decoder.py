@@ -5,6 +5,8 @@ non-CPython interpreter; type checkers are pointed at the Python twin. Both clas
 importable under their own names (``RingDecoderPy`` always, ``RingDecoderC`` when built) so the
 tests can run every case through both; ``USING_EXTENSION`` says which one ``RingDecoder`` is.
 
+Both satisfy :class:`gpuflow.collectors.cupti.protocol.RingDecoder`, the type their callers use.
+
 Constraints: importing this module must never fail because the extension is missing or broken.
 """
 
@@ -15,12 +17,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from gpuflow.collectors.cupti._decoder_py import RingDecoder as RingDecoderPy
+from gpuflow.collectors.cupti.protocol import RingDecoder as RingDecoderProtocol
 
 NO_EXTENSIONS = bool(os.environ.get("GPUFLOW_NO_EXTENSIONS"))
 if sys.implementation.name != "cpython":
     NO_EXTENSIONS = True
 
-RingDecoderC: type | None
+RingDecoderC: type[RingDecoderProtocol] | None
 try:
     from gpuflow.collectors.cupti._decoder_c import RingDecoder as RingDecoderC
 except ImportError as exc:  # pragma: no cover - depends on the build

@@ -9,7 +9,10 @@ Layout, one job per module:
 * ``query.py`` - the one function every NVML call goes through ("not available" → None);
 * ``procinfo.py`` - process name, user, redacted command line from /proc;
 * ``sampler.py`` - the slow NVML readings, sampled on a background thread;
+* ``readings.py`` - one GPU's share of a tick: its calls, their cleaning, unchanged objects reused;
 * ``collector.py`` - the poll thread that builds the cached SnapshotPart;
+* ``options.py`` - its options (the fake backend, nvmlInit's retry period);
+* ``doctor.py`` - its lines in ``gpuflow doctor`` (the real NVML, through ``query.py``);
 * ``factory.py`` / ``plugin.py`` - wiring into the agent as the pluggy plugin "nvml".
 
 docs/nvml.md describes what is collected and how faults show up. Importing this package loads

@@ -12,7 +12,7 @@ sentinels become None through :data:`~gpuflow.collectors.nvml.query.SENTINELS`. 
 * an Attachment equal to last tick's (:func:`attachments_of`) is the same object.
 
 Frozen snapshot objects are built positionally without ``__init__``'s setattr calls
-(:mod:`gpuflow.collectors.nvml.build`); the field order is checked against
+(:mod:`gpuflow.core.frozen`); the field order is checked against
 gpuflow/core/snapshot.py at import.
 
 Constraints: the tick's hot path (docs/nvml.md, "Cost": the goal is a tick within 1.2× the
@@ -28,7 +28,7 @@ from typing import Any
 import pynvml
 
 from gpuflow.collectors.nvml.backend import NvmlBackend
-from gpuflow.collectors.nvml.build import positional_constructor
+from gpuflow.core.frozen import positional_constructor
 from gpuflow.collectors.nvml.query import SENTINELS, failed_query
 from gpuflow.collectors.nvml.sampler import Sampled
 from gpuflow.core.snapshot import Attachment, Device, Process, SnapshotPart

@@ -2,8 +2,8 @@
 
 A frozen dataclass's ``__init__`` stores each field through ``object.__setattr__`` (it must get
 past the frozen ``__setattr__``): ~90 ns a field, so ~1.6 µs for a 17-field
-:class:`~gpuflow.core.snapshot.Device`, the biggest single cost of an NVML tick whose readings
-changed. :func:`positional_constructor` returns a function taking the fields in declaration
+:class:`~gpuflow.core.snapshot.Device`. Collectors that make many snapshot objects per frame (a
+poll tick's devices and processes, a traced process's new spans) use these instead. :func:`positional_constructor` returns a function taking the fields in declaration
 order that creates the object with ``object.__new__`` and stores each field through its slot
 descriptor directly (~45 ns a field). The result is the same object ``cls(*args)`` builds:
 same class, same slot values, so equal, same hash and repr.
@@ -12,9 +12,8 @@ It falls back to ``cls`` itself (the ordinary constructor) for any class where t
 hold: not a dataclass, not frozen, without slots, with a ``__post_init__``, or with fields that
 are not all ``__init__`` parameters.
 
-Constraints: for the NVML collector's tick (gpuflow/collectors/nvml/collector.py); the function
-is generated once per class at import (as dataclasses generates ``__init__``), never per call;
-no defaults: every field is passed, in order.
+Constraints: on collectors' hot paths; the function is generated once per class at import (as
+dataclasses generates ``__init__``), never per call; no defaults: every field is passed, in order.
 """
 
 from __future__ import annotations

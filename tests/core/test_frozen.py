@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gpuflow.collectors.nvml.build import positional_constructor
+from gpuflow.core.frozen import positional_constructor
 from gpuflow.core.snapshot import Attachment, Device, Process, SnapshotPart
 
 DEVICE = (3, "GPU-1", "NVIDIA H200", "00000000:19:00.0", False, 87, 41, 1 << 34, 150754820096,

@@ -19,51 +19,17 @@ therefore mapped with the clock pair known when it was first reported.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import fields
-from typing import Any, Callable
 
 from gpuflow.collectors.cupti.demangle import demangle
+from gpuflow.collectors.cupti.protocol import RingDecoder
+from gpuflow.core.frozen import positional_constructor
 from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, TransferStat, kernel_order
 
 UNNAMED_KERNEL = "(unnamed kernel)"
 
-_SPAN_FIELDS = ("seq", "kind", "start_us", "dur_ns", "name", "grid", "block", "bytes", "direction")
-
-
-def _span_factory() -> Callable[..., Span]:
-    """A Span from its fields, positionally. Span objects are the dominant cost of a build, and a
-    frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: this sets
-    Span's slots directly through their descriptors instead (what ``object.__setattr__`` ends in),
-    about 40 % faster, giving an object equal to and indistinguishable from ``Span(...)`` (still
-    frozen: assignment still raises). Falls back to the class itself if Span ever stops being a
-    slotted dataclass with these fields in this order, or gains a ``__post_init__`` this would skip."""
-    names = tuple(f.name for f in fields(Span))
-    slots = getattr(Span, "__slots__", ())
-    if (names != _SPAN_FIELDS or tuple(slots) != _SPAN_FIELDS
-            or hasattr(Span, "__post_init__")):  # pragma: no cover - contract changed
-        return Span
-    (seq_, kind_, start_, dur_, name_, grid_, block_, bytes_, direction_) = (
-        Span.__dict__[n].__set__ for n in _SPAN_FIELDS)
-    new = object.__new__
-
-    def make(seq: int, kind: str, start_us: int, dur_ns: int, name: str | None, grid: Any, block: Any,
-             nbytes: int | None, direction: str | None, _cls: type = Span) -> Span:
-        span = new(_cls)
-        seq_(span, seq)
-        kind_(span, kind)
-        start_(span, start_us)
-        dur_(span, dur_ns)
-        name_(span, name)
-        grid_(span, grid)
-        block_(span, block)
-        bytes_(span, nbytes)
-        direction_(span, direction)
-        return span
-
-    return make
-
-
-_make_span = _span_factory()
+#: A Span from its fields, positionally, without ``__init__``'s setattr calls (Span objects are
+#: the dominant cost of a build): gpuflow.core.frozen.
+_make_span = positional_constructor(Span)
 
 
 def lane_label(name: str | None, null_stream: int | None, stream: int) -> str:
@@ -95,7 +61,7 @@ class TracedBuilder:
         self._kernels: dict[int, tuple[int, int, KernelStat]] = {}
         self._names: dict[int, tuple[str, int]] = {}
 
-    def _name(self, decoder: Any, name_id: int) -> str | None:
+    def _name(self, decoder: RingDecoder, name_id: int) -> str | None:
         if name_id == 0:
             return None
         entry = self._names.get(name_id)
@@ -104,7 +70,7 @@ class TracedBuilder:
             entry = self._names.get(name_id)
         return None if entry is None else entry[0]
 
-    def _kernel_stats(self, decoder: Any) -> tuple[KernelStat, ...]:
+    def _kernel_stats(self, decoder: RingDecoder) -> tuple[KernelStat, ...]:
         out = []
         for name_id, count, timed, total, mn, mx in decoder.kernels():
             cached = self._kernels.get(name_id)
@@ -120,7 +86,7 @@ class TracedBuilder:
         out.sort(key=kernel_order)
         return tuple(out)
 
-    def build(self, decoder: Any, *, name: str | None, state: str, exit_status: int | None,
+    def build(self, decoder: RingDecoder, *, name: str | None, state: str, exit_status: int | None,
               truncated: bool, now_ns: int) -> TracedProcess:
         """The process as the decoder sees it now (``now_ns``: wall clock, for behind-live)."""
         header = decoder.header()

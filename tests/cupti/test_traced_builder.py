@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuflow.collectors.cupti.build import UNNAMED_KERNEL, TracedBuilder, lane_label
+from gpuflow.collectors.cupti.traced_builder import UNNAMED_KERNEL, TracedBuilder, lane_label
 from gpuflow.collectors.cupti.demangle import AVAILABLE as DEMANGLER
 
 WALL0 = 1_764_000_000_000_000_000  # ns
@@ -125,7 +125,7 @@ def test_malformed_records_mark_the_process_truncated(decoder_impl, rings):
 def test_the_fast_span_constructor_makes_exactly_what_the_class_makes(values):
     from dataclasses import FrozenInstanceError
 
-    from gpuflow.collectors.cupti.build import _make_span
+    from gpuflow.collectors.cupti.traced_builder import _make_span
     from gpuflow.core.snapshot import Span
 
     fast, plain = _make_span(*values), Span(*values)

@@ -1,0 +1,60 @@
+"""What a ring decoder is, as a type: the :class:`RingDecoder` protocol both twins satisfy.
+
+The compiled ``_decoder_c.RingDecoder`` (typed by ``_decoder_c.pyi``) and the pure-Python
+``_decoder_py.RingDecoder`` have the same public surface; their callers (the collector, the
+traced-process builder, the benchmarks) are typed against this protocol rather than against
+either twin or ``Any``, so a type checker sees every call whichever twin :mod:`decoder` picked.
+The tests check that both twins have exactly these members with these signatures.
+
+Constraints: types only; importing it loads neither twin.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+SpanTuple = tuple[int, str, int, int, int, tuple[int, int, int] | None, tuple[int, int, int] | None,
+                  int | None, str | None]
+"""(seq, kind, start_ns, end_ns, name_id, grid, block, bytes, direction); times in CUPTI ns."""
+
+LaneTuple = tuple[int, int, int, int, int, int, list[SpanTuple]]
+"""(device, context, stream, executions, kept, name_id, spans with seq > after_seq)."""
+
+KernelTuple = tuple[int, int, int, int, int | None, int | None]
+"""(name_id, count, timed, total_ns, min_ns, max_ns)."""
+
+TransferTuple = tuple[str, int, int, int, int]
+"""(direction, count, timed, bytes, total_ns)."""
+
+
+@runtime_checkable
+class RingDecoder(Protocol):
+    """Drains one ring (shared memory of ``buffer``) and keeps the complete aggregates and the
+    per-lane span sample of docs/decoder.md."""
+
+    is_compiled: bool
+
+    def __init__(self, buffer: Any, *, lane_span_cap: int = ...) -> None: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def producer_pid(self) -> int: ...
+    @property
+    def session(self) -> str: ...
+    @property
+    def tail(self) -> int: ...
+    @property
+    def lane_span_cap(self) -> int: ...
+    @property
+    def detached(self) -> bool: ...
+    def drain(self, max_records: int | None = None) -> int: ...
+    def detach(self) -> None: ...
+    def kernels(self) -> list[KernelTuple]: ...
+    def transfers(self) -> list[TransferTuple]: ...
+    def lanes(self, after_seq: int = -1) -> list[LaneTuple]: ...
+    def names(self) -> dict[int, tuple[str, int]]: ...
+    def null_streams(self) -> dict[tuple[int, int], int]: ...
+    def devices(self) -> dict[int, int]: ...
+    def clock(self) -> tuple[int, int] | None: ...
+    def counters(self) -> dict[str, Any]: ...
+    def header(self) -> dict[str, Any]: ...
