@@ -1,10 +1,12 @@
-"""UI frame-time benchmark: p95 cost of one rendered frame of gpuflow/ui/index.html.
+"""UI frame-time benchmark: p95 cost of one rendered frame of the page (gpuflow/ui).
 
-Drives the page's own bench variant (``index.html?demo=bench``) in headless Debian Chromium
-through Playwright. That variant generates, in the page, the load named in the design's budget
-table: 8 GPUs, 64 processes, one TRACED process with 16 lanes each holding 2,000 spans, with
-delta frames at 20 Hz appending new spans (the agent's frame format, through the same JSON parse
-and ingest path as the live stream). It redraws on every animation frame while the view drifts
+Drives the page's own bench variant (``/?demo=bench``) in headless Debian Chromium through
+Playwright; the page and its modules are served by GPUFlow's own app over an empty board (no
+agent, no collector) on a local port. That variant generates, in the page, the load named in the
+design's budget table: 8 GPUs, 64 processes, one TRACED process with 16 lanes each holding 2,000
+spans, with delta frames at 20 Hz appending new spans (plain snapshots with the stream's
+full-then-delta semantics, through the same JSON parse, reader and store as the live stream's
+frames). It redraws on every animation frame while the view drifts
 between the whole graph and a zoom-1 close look at the lanes. Chromium runs with its frame-rate
 limit and vsync off, so animation frames come back to back and the time between two of them is
 the whole cost of a frame: JSON parse and ingest of the frames that arrived, draw, raster,
@@ -30,7 +32,12 @@ import statistics
 import sys
 import time
 
-PAGE = pathlib.Path(__file__).resolve().parent.parent / "gpuflow" / "ui" / "index.html"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from gpuflow.core.board import SnapshotBoard  # noqa: E402
+from gpuflow.transport.app import create_app  # noqa: E402
+from gpuflow.transport.server import EmbeddedServer  # noqa: E402
+
 CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -53,13 +60,14 @@ def main() -> int:
 
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
+    with EmbeddedServer(create_app(SnapshotBoard()), "127.0.0.1", 0) as server, sync_playwright() as p:
+        server.serve_in_thread()
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": a.width, "height": a.height}, device_scale_factor=a.dpr)
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(PAGE.as_uri() + "?demo=bench")
-        page.wait_for_function("window.__gpuflow && window.__gpuflow.frames > 2", timeout=20000)
+        page.goto(f"http://127.0.0.1:{server.port}/?demo=bench")
+        page.wait_for_function("() => window.__gpuflow && window.__gpuflow.frames > 2", timeout=20000)
         time.sleep(a.warmup)
         page.evaluate("window.__gpuflow.benchReset()")
         time.sleep(a.seconds)

@@ -45,7 +45,7 @@ from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_r
 from gpuflow.transport.security import SecurityMiddleware
 from gpuflow.transport.settings import AppSettings, from_environ
 from gpuflow.transport.sse import StreamResource, StreamSlots
-from gpuflow.transport.ui import FaviconResource, IndexResource
+from gpuflow.transport.ui import FaviconResource, IndexResource, module_routes
 
 __all__ = ["AppSettings", "GpuflowApp", "TransportState", "assemble_app", "create_app", "get_app"]
 
@@ -183,6 +183,8 @@ def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> Gpu
     )
     app.state = state
     app.add_route("/", IndexResource(settings.ui_path))
+    for route, module in module_routes():   # the page's ES modules, a fixed list
+        app.add_route(route, module)
     app.add_route("/favicon.ico", FaviconResource())
     app.add_route("/api/snapshot", SnapshotResource(state))
     app.add_route("/api/stream", StreamResource(state))

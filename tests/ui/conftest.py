@@ -15,11 +15,14 @@ Screenshots go to tests/artifacts/ (git-ignored) for a person to look at.
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -161,6 +164,22 @@ class Agent:
 
     def health(self) -> dict:
         return requests.get(self.url + "healthz", timeout=5).json()
+
+
+class _QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="session")
+def static_ui(browser):
+    """The page's folder (gpuflow/ui) behind a plain static file server, no agent: its URL."""
+    handler = functools.partial(_QuietFiles, directory=str(PAGE.parent))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/index.html"
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,12 @@
 """Demo mode: every variant renders what it promises, says DEMO on screen at all times, opens no
-stream, and never appears without ?demo.
+stream, needs no agent, and never appears without ?demo.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .conftest import until, PAGE, hook, open_live, shot
+from .conftest import until, hook, open_live, shot
 
 pytestmark = pytest.mark.browser
 
@@ -72,8 +72,8 @@ def test_traced_demo_has_lively_lanes_an_exit_and_a_cupti_failure(page, agent):
     shot(page, "demo-traced")
 
 
-def test_demo_needs_no_server(page):
-    graph = open_demo(page, PAGE.as_uri(), "shared")
+def test_demo_needs_no_agent_any_static_server_of_the_page_folder_will_do(page, static_ui):
+    graph = open_demo(page, static_ui, "shared")
     assert "p:48213" in graph["nodes"]
 
 

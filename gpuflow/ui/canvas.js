@@ -1,0 +1,208 @@
+// The canvas engine: the plane (one <canvas>), the view over it (pan and zoom), the redraw loop,
+// and the drawing primitives every node is made of (queued text, value cells, bars, boxes).
+//
+// The view maps world units (layout.js) to CSS pixels; the canvas is backed at the screen's
+// pixel density. Nothing is drawn until something called markDirty(), and then once, in the next
+// animation frame, by the painter main.js registers. Text is queued while the shapes are drawn
+// and flushed at the end of the frame, grouped by font, at zoomed sizes rounded to half a pixel.
+//
+// Constraints: one canvas, one 2D context, no DOM text on the plane (untrusted strings go to
+// fillText only). Everything the last draw put on screen is recorded in `drawn`, for the test
+// hook. With `bench.on` (?demo=bench) each frame's cost is recorded for bench/ui_frame.py,
+// including a 1-pixel read-back that makes the rasteriser finish inside the timing.
+
+import { DASH, clamp01 } from './format.js';
+import { model } from './layout.js';
+
+export const COL = {
+  bg: '#0d1117', node: '#161b22', head: '#1c2330', border: '#30363d', text: '#e6edf3',
+  dim: '#8b949e', faint: '#6e7681', barBg: '#262c36', sm: '#3fb950', xfer: '#e3a23b',
+  mem: '#58a6ff', temp: '#f0883e', power: '#bc8cff', clock: '#79c0ff', lost: '#f85149',
+  traced: '#db61a2', host: '#a371f7', warn: '#d29922', err: '#f85149', edge: '#3fb950',
+  edgeNull: '#6e7681', hostEdge: '#a371f7', hi: '#ffffff',
+};
+const FF = '"Segoe UI", Roboto, "Helvetica Neue", Arial, "Liberation Sans", sans-serif';
+// fonts in world units; text is drawn in screen space at the zoomed size rounded to 0.5 px, so
+// zooming reuses the rasteriser's glyph cache instead of rendering every glyph at a new size
+function mkFont(weight, px) { return { w: weight, px, css: weight + ' ' + px + 'px ' + FF, sized: new Map() }; }
+export const F = {
+  title: mkFont('600', 13), body: mkFont('400', 12), small: mkFont('400', 11), bold: mkFont('600', 12),
+  badge: mkFont('700', 10), label: mkFont('400', 10),
+};
+export const NOT_SAMPLED = '#3b4350';
+
+export const canvas = document.getElementById('plane');
+export const ctx = canvas.getContext('2d', { alpha: false });
+export const view = { s: 1, x: 0, y: 0, touched: false };
+export let cssW = 1, cssH = 1, dpr = 1;
+
+export function bounds(ids) {
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const n of model.nodes.values()) {
+    if (ids && !ids.has(n.id)) continue;
+    x0 = Math.min(x0, n.x); y0 = Math.min(y0, n.y); x1 = Math.max(x1, n.x + n.w); y1 = Math.max(y1, n.y + n.h);
+  }
+  return x0 === Infinity ? null : { x0, y0, x1, y1 };
+}
+export function fitTo(ids) {
+  const b = bounds(ids);
+  if (!b) return;
+  const pad = 40, bw = b.x1 - b.x0, bh = b.y1 - b.y0;
+  const s = Math.min((cssW - 2 * pad) / bw, (cssH - 2 * pad - 30) / bh, 1.6);
+  view.s = Math.max(0.02, s);
+  view.x = (cssW - bw * view.s) / 2 - b.x0 * view.s;
+  view.y = (cssH - bh * view.s) / 2 - b.y0 * view.s + 12;
+  markDirty();
+}
+export function toWorld(sx, sy) { return [(sx - view.x) / view.s, (sy - view.y) / view.s]; }
+
+export function resize() {
+  const r = canvas.getBoundingClientRect();
+  dpr = window.devicePixelRatio || 1;
+  cssW = Math.max(1, r.width); cssH = Math.max(1, r.height);
+  const w = Math.round(cssW * dpr), h = Math.round(cssH * dpr);
+  if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
+  if (!view.touched) fitTo(null);
+  markDirty();
+}
+export function setWorld() { ctx.setTransform(dpr * view.s, 0, 0, dpr * view.s, dpr * view.x, dpr * view.y); }
+
+// what the user picked: the isolated node, the hovered thing, and the isolated node's lit set
+export const ui = { isolated: null, hover: null, lit: null };
+
+// the redraw loop; `animate`, when set, runs every animation frame and keeps them coming
+export const loop = { dirty: false, draws: 0, lastDrawMs: 0, animate: null };
+// per-frame costs while ?demo=bench runs (bench/ui_frame.py reads them through the test hook)
+export const bench = { on: false, draw: [], ingest: [], pendingIngest: 0, intervals: [], lastTs: 0, t: 0 };
+let rafPending = false, paint = () => {};
+export function setPainter(fn) { paint = fn; }
+export function markDirty() {
+  loop.dirty = true;
+  if (!rafPending) { rafPending = true; requestAnimationFrame(onAnimationFrame); }
+}
+function onAnimationFrame(ts) {
+  rafPending = false;
+  if (loop.animate) loop.animate(ts);
+  if (!loop.dirty) return;
+  loop.dirty = false;
+  const t = performance.now();
+  paint();
+  if (bench.on) ctx.getImageData(0, 0, 1, 1);   // make the rasteriser finish inside the timing
+  loop.lastDrawMs = performance.now() - t;
+  loop.draws++;
+  if (bench.on) {
+    bench.draw.push(loop.lastDrawMs + bench.pendingIngest);
+    bench.pendingIngest = 0;
+    if (bench.lastTs) bench.intervals.push(ts - bench.lastTs);
+    bench.lastTs = ts;
+  }
+  if (loop.animate && !rafPending) { rafPending = true; requestAnimationFrame(onAnimationFrame); }
+}
+
+// what the last draw put on screen, for the test hook
+export let drawn = emptyDrawn();
+function emptyDrawn() {
+  return { nodes: 0, devices: 0, processes: 0, hosts: 0, edges: 0, lanes: 0, spans: 0, rects: 0,
+    dimmed: 0, dashes: 0, dashCells: [], laneLabels: [], strips: [], retired: [], text: true };
+}
+// a clean slate: the record emptied, the whole canvas the background colour
+export function beginDraw() {
+  drawn = emptyDrawn();
+  curFont = '';
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.globalAlpha = 1;
+  ctx.fillStyle = COL.bg;
+  ctx.fillRect(0, 0, cssW, cssH);
+  ctx.textBaseline = 'alphabetic';
+}
+let curFont = '';
+function font(css) { if (css !== curFont) { ctx.font = css; curFont = css; } }
+function sizedFont(f, S) {
+  const q = Math.max(1, Math.round(f.px * S * 2) / 2);
+  let css = f.sized.get(q);
+  if (!css) { css = f.w + ' ' + q + 'px ' + FF; f.sized.set(q, css); }
+  return css;
+}
+// ellipsis fitting is done once per (string, width, font) in world units: zoom never re-measures
+const fitCache = new Map();
+export function fit(s, maxW, f) {
+  const key = f.css + '\u0001' + maxW + '\u0001' + s;
+  let r = fitCache.get(key);
+  if (r !== undefined) return r;
+  font(f.css);
+  if (ctx.measureText(s).width <= maxW) r = s;
+  else {
+    let lo = 0, hi = s.length;
+    while (lo < hi) { const m = (lo + hi + 1) >> 1; if (ctx.measureText(s.slice(0, m) + '…').width <= maxW) lo = m; else hi = m - 1; }
+    r = s.slice(0, lo) + '…';
+  }
+  if (fitCache.size > 4000) fitCache.clear();
+  fitCache.set(key, r);
+  return r;
+}
+// text is queued while the shapes are drawn and flushed at the end of the frame, grouped by font
+let textOps = [];
+export function text(s, x, y, f, color, align, maxW) {
+  textOps.push([maxW ? fit(s, maxW, f) : s, x, y, f, color, align || 'left', ctx.globalAlpha, false]);
+}
+export function textScreen(s, sx, sy, f, color, alpha) { textOps.push([s, sx, sy, f, color, 'left', alpha, true]); }
+const widthCache = new Map();
+export function textWidth(s, f) {
+  const key = f.css + '\u0001' + s;
+  let w = widthCache.get(key);
+  if (w === undefined) { font(f.css); w = ctx.measureText(s).width; if (widthCache.size > 2000) widthCache.clear(); widthCache.set(key, w); }
+  return w;
+}
+export function flushText() {
+  if (!textOps.length) return;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const S = view.s, groups = new Map();
+  for (const op of textOps) {
+    const css = op[7] ? op[3].css : sizedFont(op[3], S);
+    let g = groups.get(css);
+    if (!g) { g = []; groups.set(css, g); }
+    g.push(op);
+  }
+  let fill = '', align = '', alpha = -1;
+  for (const [css, ops] of groups) {
+    font(css);
+    for (const op of ops) {
+      if (op[4] !== fill) { ctx.fillStyle = fill = op[4]; }
+      if (op[5] !== align) { ctx.textAlign = align = op[5]; }
+      if (op[6] !== alpha) { ctx.globalAlpha = alpha = op[6]; }
+      if (op[7]) ctx.fillText(op[0], op[1], op[2]);
+      else ctx.fillText(op[0], view.x + op[1] * S, view.y + op[2] * S);
+    }
+  }
+  ctx.globalAlpha = 1;
+  textOps = [];
+}
+// a value cell: null/undefined is drawn as "—" and recorded, never as 0
+export function cell(v, fmt, id) {
+  if (v === null || v === undefined || (typeof v === 'number' && !isFinite(v))) { drawn.dashCells.push(id); return DASH; }
+  return fmt(v);
+}
+export function bar(x, y, w, h, frac, color) {
+  ctx.fillStyle = COL.barBg;
+  ctx.fillRect(x, y, w, h);
+  if (frac === null || frac === undefined || !isFinite(frac)) {
+    ctx.strokeStyle = COL.faint; ctx.lineWidth = 1; ctx.setLineDash([3, 3]);
+    ctx.strokeRect(x + 0.5, y + 0.5, w - 1, h - 1); ctx.setLineDash([]);
+    return;
+  }
+  ctx.fillStyle = color;
+  ctx.fillRect(x, y, w * clamp01(frac), h);
+}
+export function box(n, border, headColor) {
+  ctx.fillStyle = COL.node;
+  ctx.fillRect(n.x, n.y, n.w, n.h);
+  if (headColor) { ctx.fillStyle = headColor; ctx.fillRect(n.x, n.y, n.w, 28); }
+  ctx.strokeStyle = border; ctx.lineWidth = ui.isolated === n.id ? 2.5 : 1;
+  ctx.strokeRect(n.x + 0.5, n.y + 0.5, n.w - 1, n.h - 1);
+}
+export function badge(s, x, y, bg, fg) {
+  const w = textWidth(s, F.badge) + 10;
+  ctx.fillStyle = bg; ctx.fillRect(x - w, y - 11, w, 15);
+  text(s, x - w + 5, y, F.badge, fg);
+  return w;
+}

@@ -1,0 +1,77 @@
+// The page's test hook: window.__gpuflow, a frozen object of read-only getters over the page's
+// state, so that tests (tests/ui), bench/ui_frame.py and scripts/screenshots assert on state
+// rather than on pixels and find where to point the mouse. docs/ui.md lists its fields.
+//
+// Constraints: the only global the page defines; read-only (getters, copies of what the page
+// holds), so nothing outside the page can change what it shows. Every field is the same in live
+// and demo mode; the bench fields stay empty unless ?demo=bench runs.
+
+import { bench, canvas, cssH, cssW, dpr, drawn, loop, ui, view } from './canvas.js';
+import { conn, demo, el } from './connection.js';
+import { HEAD_H, LANE_H, TRACK_W, TRACK_X, model } from './layout.js';
+import { store } from './store.js';
+
+function nodeRect(id) {
+  const n = model.nodes.get(id);
+  if (!n) return null;
+  const r = canvas.getBoundingClientRect();
+  return { x: r.left + view.x + n.x * view.s, y: r.top + view.y + n.y * view.s, w: n.w * view.s, h: n.h * view.s };
+}
+// page coordinates of the middle of span i (index into the lane's kept spans) of lane li of a traced pid
+function spanPoint(pid, li, i) {
+  const n = model.nodes.get('p:' + pid);
+  if (!n || !n.tr || !n.tr.lanes[li]) return null;
+  const tr = n.tr, L = tr.lanes[li], s = L.spans[i < 0 ? L.spans.length + i : i];
+  if (!s) return null;
+  const r = canvas.getBoundingClientRect(), k = TRACK_W * view.s / (tr.t1 - tr.t0);
+  const a = view.x + (n.x + TRACK_X) * view.s + (s.start_us - tr.t0) * k;
+  const w = Math.max(s.dur_ns * 0.001 * k, 1);
+  return { x: r.left + a + w / 2, y: r.top + view.y + (n.y + HEAD_H + 18 + 6 + li * LANE_H + LANE_H / 2) * view.s,
+    span: { seq: s.seq, kind: s.kind, name: s.name, dur_ns: s.dur_ns, bytes: s.bytes, direction: s.direction, grid: s.grid, block: s.block } };
+}
+// defines window.__gpuflow, once, from main.js
+export function installHook() {
+  const hook = {};
+  const ro = (name, fn) => Object.defineProperty(hook, name, { get: fn, enumerable: true });
+  ro('frames', () => store.frames);
+  ro('fullFrames', () => store.full);
+  ro('deltaFrames', () => store.delta);
+  ro('resyncs', () => store.resyncs);
+  ro('badFrames', () => store.badFrames);
+  ro('lastSeq', () => store.lastSeq);
+  ro('connection', () => conn.state);
+  ro('connects', () => conn.connects);
+  ro('demo', () => demo);
+  ro('isolated', () => ui.isolated);
+  ro('draws', () => loop.draws);
+  ro('pendingDraw', () => loop.dirty);   // true between a change (frame, input) and the draw showing it
+  ro('lastDrawMs', () => loop.lastDrawMs);
+  ro('view', () => ({ s: view.s, x: view.x, y: view.y, w: cssW, h: cssH, dpr }));
+  ro('graph', () => ({ nodes: [...model.nodes.keys()].sort(), edges: model.edges.map(e => e.id).sort() }));
+  ro('drawn', () => JSON.parse(JSON.stringify(drawn)));
+  ro('counts', () => ({ nodes: drawn.nodes, devices: drawn.devices, processes: drawn.processes, edges: drawn.edges,
+    lanes: drawn.lanes, spans: drawn.spans, dashes: drawn.dashes }));
+  ro('lanesKept', () => [...store.traced].map(([pid, t]) => ({ pid, lanes: t.lanes.map(L => ({ key: L.key, label: L.label,
+    held: L.spans.length, executions: L.executions, spans_elided: L.spans_elided, lastSeq: L.lastSeq })) })));
+  ro('hover', () => {
+    const h = ui.hover;
+    if (!h) return null;
+    const s = h.span;
+    return { node: h.node, lane: h.laneObj ? h.laneObj.label : null, tip: el.tip.hidden ? null : el.tip.textContent,
+      span: s ? { seq: s.seq, kind: s.kind, name: s.name, dur_ns: s.dur_ns, bytes: s.bytes, direction: s.direction, grid: s.grid, block: s.block } : null };
+  });
+  ro('bench', () => ({ draw: bench.draw.slice(), ingest: bench.ingest.slice(), intervals: bench.intervals.slice() }));
+  hook.nodeRect = nodeRect;
+  hook.laneSeqs = (pid) => {
+    const t = store.traced.get(pid);
+    return t ? t.lanes.map(L => ({ key: L.key, seqs: L.spans.map(s => s.seq) })) : null;
+  };
+  hook.spanPoint = spanPoint;
+  hook.kernelsOf = (pid) => {
+    const t = store.traced.get(pid);
+    return t ? t.info.kernels.map(k => ({ name: k.name, mangled: k.mangled, count: k.count })) : null;
+  };
+  hook.benchReset = () => { bench.draw.length = 0; bench.ingest.length = 0; bench.intervals.length = 0; bench.lastTs = 0; };
+  Object.freeze(hook);
+  Object.defineProperty(window, '__gpuflow', { value: hook, writable: false, enumerable: false, configurable: false });
+}

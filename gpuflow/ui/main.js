@@ -1,0 +1,45 @@
+// The page's entry, the one script index.html loads: wires the modules together and starts the
+// page, live on the agent's stream or, with ?demo, on demo.js's canned frames.
+//
+// Every frame, live or demo, arrives as JSON text and takes the same path: parsed, read back to
+// the plain form (stream.js), applied to what the page keeps (store.js), laid out (layout.js),
+// and drawn in the next animation frame (scene.js through canvas.js's loop).
+//
+// Constraints: ES modules of the page's own origin only, no framework, no build step, under the
+// agent's Content-Security-Policy ('self' scripts, no eval, no inline handlers). demo.js is
+// imported only in demo mode. The only global is the read-only test hook (hook.js).
+
+import { bench, canvas, fitTo, markDirty, resize, setPainter, ui, view } from './canvas.js';
+import { demo, startLive, updateHeader } from './connection.js';
+import { installHook } from './hook.js';
+import { installInteraction } from './interaction.js';
+import { model, rebuild } from './layout.js';
+import { draw } from './scene.js';
+import { APPLIED, RESYNC, ingest, store } from './store.js';
+
+// One frame's text; false when the page cannot apply it and must start over with a full frame.
+function onFrameText(txt) {
+  const t = performance.now();
+  let f;
+  try { f = JSON.parse(txt); } catch (e) { store.badFrames++; return true; }
+  const result = ingest(f);
+  if (result === APPLIED) {
+    rebuild(store.snap, store.traced);
+    if (ui.isolated && !model.nodes.has(ui.isolated)) ui.isolated = null;
+    if (!view.touched) fitTo(null);
+    markDirty();
+  }
+  if (bench.on) { const d = performance.now() - t; bench.ingest.push(d); bench.pendingIngest += d; }
+  updateHeader();
+  return result !== RESYNC;
+}
+
+setPainter(draw);
+installInteraction();
+installHook();
+new ResizeObserver(resize).observe(canvas);
+window.addEventListener('resize', resize);
+resize();
+setInterval(updateHeader, 1000);
+if (demo) import('./demo.js').then(m => m.startDemo(demo, onFrameText));
+else startLive(onFrameText);
