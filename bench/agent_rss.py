@@ -4,12 +4,12 @@
                               [--tracemalloc]
 
 This process is the agent: ``gpuflow.core.agent.Agent`` with the real plugin manager (NVML
-disabled, no third-party entry points), ``AgentConfig(session=...)``, so the built-in CUPTI
-collector drains the session's rings exactly as under ``gpuflow run``; a snapshot consumer thread
+disabled, no third-party entry points), the CUPTI plugin's ``session`` option set, so the built-in
+CUPTI collector drains the session's rings exactly as under ``gpuflow run``; a snapshot consumer thread
 (in place of SSE clients) takes the latest snapshot and calls ``to_json_dict()`` 10 times a second.
 
 Each simulated traced process is a separate process: a small C driver (below, compiled here) that
-dlopens the compiled test producer (tests/ringproducer.py's ``build_producer``: the same
+dlopens the compiled test producer (built by running tests/support/ringproducer.py: the same
 ring_producer.c as libgpuflow_inject.so), creates its own ring under its own pid with the ring
 size ``gpuflow run`` uses, and writes a realistic mix at a paced rate: kernels on 4 named streams
 (~200 distinct long mangled C++ names, a few hot), host/device copies on the null stream, some
@@ -46,14 +46,14 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from gpuflow.collectors.cupti.plugin import get_collector
+from gpuflow.core.agent import Agent
+from gpuflow.core.context import AgentConfig
+from gpuflow.core.plugins import get_plugin_manager
 
-from ringproducer import build_producer  # noqa: E402
-
-from gpuflow.core.agent import Agent  # noqa: E402
-from gpuflow.core.context import AgentConfig  # noqa: E402
-from gpuflow.core.plugins import get_plugin_manager  # noqa: E402
+#: builds the test producer into a folder and prints its path; run, not imported, because this
+#: benchmark runs as ``python bench/agent_rss.py``, which puts only bench/ on the import path
+PRODUCER_BUILDER = Path(__file__).resolve().parents[1] / "tests" / "support" / "ringproducer.py"
 
 DRIVER_C = r"""
 /* One simulated traced process: writes a realistic record mix into its own ring, paced. */
@@ -177,7 +177,8 @@ def status_kb() -> dict[str, int]:
 
 
 def build(workdir: Path) -> tuple[str, str]:
-    lib = build_producer(workdir)
+    lib = subprocess.run([sys.executable, str(PRODUCER_BUILDER), str(workdir)], check=True,
+                         capture_output=True, text=True).stdout.strip()
     src = workdir / "agent_rss_driver.c"
     src.write_text(DRIVER_C)
     exe = workdir / "agent_rss_driver"
@@ -230,7 +231,7 @@ def main() -> int:
         lib, driver = build(Path(tmp))
         base = status_kb()
         env = {"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        agent = Agent(AgentConfig(session=session), get_plugin_manager(environ=env))
+        agent = Agent(AgentConfig(options={"cupti": {"session": session}}), get_plugin_manager(environ=env))
         agent.start()
         consumer = SnapshotConsumer(agent)
         consumer.start()
@@ -260,7 +261,7 @@ def main() -> int:
             p.wait()
         cpu_end = resource.getrusage(resource.RUSAGE_SELF)   # this process only: the agent's threads
         cpu_wall = time.monotonic() - started
-        collector = agent.context.slots["cupti"]
+        collector = get_collector(agent.context)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # the final drains: every process exited, every ring removed
             part = collector.part()

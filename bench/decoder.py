@@ -41,7 +41,6 @@ from gpuflow.core.snapshot import Span
 KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
 COPY = struct.Struct("<HHIQQIIIBBBxQIIII")
 NAME = struct.Struct("<HHIII48s")
-HEADER = struct.Struct("<QIIIIiI32sqqIIq")
 
 N_NAMES = 200
 DEVICES = 2
@@ -129,8 +128,8 @@ def build_ring(records: int, seed: int = 1) -> bytearray:
     whole, part = divmod(remaining, pattern_len)
     body += block * whole + block[: part * L.RECORD_SIZE]
     buf = bytearray(L.HEADER_SIZE + capacity * L.RECORD_SIZE)
-    HEADER.pack_into(buf, 0, L.MAGIC, L.VERSION, L.HEADER_SIZE, L.RECORD_SIZE, capacity, 4242, 1,
-                     b"bench", 0, 0, 130001, 50, time.time_ns())
+    L.HEADER_STRUCT.pack_into(buf, 0, L.MAGIC, L.VERSION, L.HEADER_SIZE, L.RECORD_SIZE, capacity, 4242, 1,
+                              b"bench", 0, 0, 130001, 50, time.time_ns(), b"")
     buf[L.HEADER_SIZE:L.HEADER_SIZE + len(body)] = body
     L.U64.pack_into(buf, L.OFF_HEAD, records)
     return buf

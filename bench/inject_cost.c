@@ -47,7 +47,7 @@
  * linked as they are; its thread is never started here) */
 gf_state g_gf;
 
-/* framing: [u32 size][u32 pad][record], as tests/inject/fake_cupti.c writes and reads it */
+/* framing: [u32 size][u32 pad][record], as tests/support/fake_cupti.c writes and reads it */
 static CUptiResult next_record(uint8_t *buf, size_t valid, CUpti_Activity **rec)
 {
     uint8_t *p = buf;

@@ -5,7 +5,7 @@ Like multidict's tests/conftest.py: the session fixture ``decoder_impl`` is para
 and is skipped when the extension is not built — unless it is required (GPUFLOW_REQUIRE_EXTENSIONS=1
 or CI=true), where it fails instead.
 
-Rings are written by tests/ringproducer.py, the producer compiled from the same C sources as
+Rings are written by tests/support/ringproducer.py, the producer compiled from the same C sources as
 libgpuflow_inject.so, so the wire format is exercised byte for byte. Each test gets its own session
 id; every ring a test creates is unlinked afterwards.
 """
@@ -16,21 +16,14 @@ import itertools
 import mmap
 import os
 import secrets
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from ringproducer import RingProducer, build_producer
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
-
-from ringproducer import RingProducer, build_producer  # noqa: E402
-
-from gpuflow.collectors.cupti import decoder as decoder_mod  # noqa: E402
-from gpuflow.collectors.cupti.collector import CuptiCollector  # noqa: E402
+from gpuflow.collectors.cupti import decoder as decoder_mod
+from gpuflow.collectors.cupti.collector import CuptiCollector
 
 #: the wall clock the collector tests' collectors read (ns since the epoch)
 WALL0 = 1_764_000_000_000_000_000

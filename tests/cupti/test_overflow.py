@@ -25,15 +25,14 @@ from gpuflow.collectors.cupti import rings as R
 from gpuflow.collectors.cupti.collector import CuptiCollector
 from gpuflow.core.snapshot import Snapshot
 
-from .conftest import TESTS_DIR
+from child_env import with_support
 
 # A traced program stand-in: creates its own ring under its own pid with the compiled producer,
 # then follows commands from stdin, one per line, answering each with one JSON line.
 PRODUCER = r"""
 import json, os, signal, sys, time
-sys.path.insert(0, sys.argv[1])
 from ringproducer import RingProducer
-lib, session, capacity = sys.argv[2], sys.argv[3], int(sys.argv[4])
+lib, session, capacity = sys.argv[1], sys.argv[2], int(sys.argv[3])
 p = RingProducer(lib, session, os.getpid(), capacity)
 p.set_status(1, "overflow test")
 p.context(0, 1, 7)
@@ -71,8 +70,8 @@ for line in sys.stdin:
 
 class Producer:
     def __init__(self, lib: str, session: str, capacity: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", PRODUCER, str(TESTS_DIR), lib, session, str(capacity)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([sys.executable, "-c", PRODUCER, lib, session, str(capacity)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=with_support())
         self.pid = self.proc.pid
 
     def ask(self, line: str) -> dict:

@@ -1,32 +1,29 @@
 """Coverage-guided fuzzing of the ring decoder with atheris (libFuzzer for Python): both twins.
 
     pip install atheris
-    python tests/fuzz/atheris_decoder.py -runs=500000 -max_len=8192 [corpus_dir]
+    PYTHONPATH=tests/support python tests/fuzz/atheris_decoder.py -runs=500000 -max_len=8192 [corpus_dir]
 
 libFuzzer's bytes become a ring: a few bytes choose the header (valid, or each field taken from the
 input), the start position (anywhere, near a wrap, near 2^64) and the drain batches; the rest
 are the records, 64 raw bytes each, optionally with a valid producer-shaped prelude so the
 mutations reach deep states (names being reassembled, lanes, kernels) quickly. Each input is
-played against the compiled and the Python twin with tests/fuzz/ringfuzz.py; any difference, any
+played against the compiled and the Python twin with tests/support/ringfuzz.py; any difference, any
 undocumented exception and any broken invariant is an AssertionError, which libFuzzer reports as
-a crash and saves the input for replay (``python tests/fuzz/atheris_decoder.py crash-<hash>``).
+a crash and saves the input for replay (the same command with ``crash-<hash>`` as its argument).
 
 Coverage feedback comes from the Python code (the pure twin, the shared header checks, which
 mirror the compiled twin's branches one for one); the compiled twin is not instrumented (that
 would need clang's -fsanitize=fuzzer), but a fault in it still ends the run as a crash.
 
-Constraints: not a pytest test (it runs until told to stop); needs atheris and the compiled
-decoder.
+Constraints: not a pytest test (it runs until told to stop); needs atheris, the compiled
+decoder, and tests/support on PYTHONPATH for the fuzz engine.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import atheris
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 with atheris.instrument_imports(include=["gpuflow.collectors.cupti", "ringfuzz"]):
     import ringfuzz as F

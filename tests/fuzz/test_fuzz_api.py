@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gpuflow.collectors.cupti import _layout as L
 
-from . import ringfuzz as F
+import ringfuzz as F
 
 values = st.one_of(st.integers(-(1 << 70), 1 << 70), st.sampled_from([0, 1, 512, L.MAX_LANE_SPAN_CAP,
                                                                      L.MAX_LANE_SPAN_CAP + 1, 1 << 32, -1]),

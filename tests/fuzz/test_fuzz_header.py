@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import pytest
 
-from . import ringfuzz as F
+import ringfuzz as F
 
 U32 = st.integers(0, (1 << 32) - 1)
 U64 = st.integers(0, F.U64_MAX)

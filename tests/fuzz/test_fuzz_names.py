@@ -16,7 +16,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from . import ringfuzz as F
+import ringfuzz as F
 
 KEEP = F.FLAG_NAME_TRUNCATED | F.FLAG_NAME_STREAM
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from . import ringfuzz as F
+import ringfuzz as F
 
 PRELUDE = [F.context(0, 1, 7)] + F.name_chunks(1, b"_Z1kv") + F.name_chunks(2, b"side", F.FLAG_NAME_STREAM) + [
     F.kernel(1, 0, 1, 13, 100, 200), F.copy(1, 64, 0, 1, 7, 300, 400)]

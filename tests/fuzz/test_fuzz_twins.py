@@ -4,8 +4,8 @@ exception (type and message), every aggregate, lane, span, name, counter and hea
 Two sources of cases: the long-run fuzzer's generator (ringfuzz.random_case: damaged headers, torn
 counters, producer-shaped streams with mistakes, mangled names, mutated valid rings, wraparound,
 rings published in several steps), driven here by hypothesis for a few hundred cases; and rings
-written by the real compiled producer (tests/ringproducer.py), copied out of shared memory and
-then mutated. bench/fuzz_decoder.py runs the first kind by the million.
+written by the real compiled producer (tests/support/ringproducer.py), copied out of shared memory
+and then mutated. tests/fuzz/fuzz_decoder.py runs the first kind by the million.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from . import ringfuzz as F
+import ringfuzz as F
 
 pytestmark = pytest.mark.c_extension
 

@@ -14,7 +14,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from . import ringfuzz as F
+import ringfuzz as F
 
 CAP = 1024
 LONG = b"_ZN5cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelined" + b"x" * 150  # 5 chunks

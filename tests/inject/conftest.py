@@ -10,21 +10,14 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
-ROOT = TESTS.parent
-for p in (str(TESTS), str(Path(__file__).resolve().parent)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from inject_helpers import (INJECT_CFLAGS, INJECT_LDFLAGS, cuda_include_dir,  # noqa: E402
-                            inject_sources)
-from ringproducer import build_producer  # noqa: E402
+from inject_lib import (FAKE_CUPTI_C, INJECT_CFLAGS, INJECT_LDFLAGS, ROOT, cuda_include_dir,
+                        inject_sources)
+from ringproducer import build_producer
 
 
 def need_cuda_headers() -> Path:
@@ -34,6 +27,12 @@ def need_cuda_headers() -> Path:
             pytest.fail("CI is set but no CUPTI/CUDA headers were found (set CUDA_HOME)")
         pytest.skip("no CUPTI/CUDA headers (set CUDA_HOME)")
     return inc
+
+
+@pytest.fixture
+def cuda_headers() -> Path:
+    """The CUPTI/CUDA include directory; the test skips without one (fails under CI)."""
+    return need_cuda_headers()
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +63,7 @@ def fake_cupti(tmp_path_factory) -> str:
     inc = need_cuda_headers()
     out = tmp_path_factory.mktemp("fakecupti") / "libcupti_fake.so"
     cmd = ["gcc", "-shared", "-fPIC", "-pthread", "-O2", "-std=c11", "-Wall", "-Wextra", f"-I{inc}",
-           str(Path(__file__).with_name("fake_cupti.c")), "-o", str(out)]
+           str(FAKE_CUPTI_C), "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return str(out)

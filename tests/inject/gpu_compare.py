@@ -4,12 +4,12 @@ What it is for: the producer-side check on a real GPU (no agent, no decoder invo
 
     GPUFLOW_SESSION=s1 CUDA_INJECTION64_PATH=.../libgpuflow_inject.so \\
     GPUFLOW_CUPTI_PATH=$CUPTI NVTX_INJECTION64_PATH=$CUPTI ./demo_workload 200 > demo.txt
-    python3 tests/inject/gpu_compare.py demo.txt gpuflow-s1-<pid>
+    PYTHONPATH=tests/support python3 tests/inject/gpu_compare.py demo.txt gpuflow-s1-<pid>
 
 prints a JSON report and, last, `counts_exact=<yes|no>`; exit status 0 only when every kernel
 count (by mangled name), every copy count and byte total per direction, the three NVTX stream
 names and the null stream's context record all match, with nothing dropped. Standard library
-only (runs with the GPU machine's python3).
+and tests/support/ringread.py (which needs an installed GPUFlow) only.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from ringread import read_ring  # noqa: E402
+from ringread import read_ring
 
 COPY_KINDS = {1: "h2d", 2: "d2h", 8: "d2d", 10: "p2p"}
 

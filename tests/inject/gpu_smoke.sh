@@ -4,8 +4,10 @@
 # Builds the injection library (the package's flags) and examples/demo_workload.cu, runs the
 # demo bare and injected, compares the ring with the demo's own counts (gpu_compare.py), checks
 # a tiny ring drops and counts, a fork child stays out, PyTorch is traced (gpu_torch_probe.py),
-# and runs tests/inject. Writes logs to $OUT (default /tmp/gpuflow-smoke). Run from the repo root.
+# and runs tests/inject. Writes logs to $OUT (default /tmp/gpuflow-smoke). Run from the repo root,
+# with GPUFlow installed (`pip install -e .`: the ring reader takes the header's layout from it).
 set -u
+export PYTHONPATH="$PWD/tests/support${PYTHONPATH:+:$PYTHONPATH}"   # ringread.py, for the scripts below
 OUT=${OUT:-/tmp/gpuflow-smoke}
 mkdir -p "$OUT"
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -42,11 +44,11 @@ for i in 1 2; do
   { time "$B/demo_workload" 3000 > /dev/null; } 2>&1 | sed 's/^/bare /'
   { time inject "t$i" "$B/demo_workload" 3000 > /dev/null; } 2>&1 | sed 's/^/injected /'
 done
-python3 tests/inject/ringread.py "$(ring_of t1)" | grep -E '"(status|status_detail|dropped_ring|dropped_cupti|head|incomplete)"'
+python3 tests/support/ringread.py "$(ring_of t1)" | grep -E '"(status|status_detail|dropped_ring|dropped_cupti|head|incomplete)"'
 
 echo "== tiny ring: drops are counted, the program is untouched"
 GPUFLOW_RING_CAPACITY=1024 inject s2 "$B/demo_workload" 200 > /dev/null; echo "rc=$?"
-python3 tests/inject/ringread.py "$(ring_of s2)" | grep -E '"(status|dropped_ring|head|records)"'
+python3 tests/support/ringread.py "$(ring_of s2)" | grep -E '"(status|dropped_ring|head|records)"'
 
 echo "== fork child (python + torch)"
 inject s3 python3 -c "
@@ -56,12 +58,12 @@ pid = os.fork()
 if pid == 0:
     import sys; sys.exit(0)  # a normal exit: atexit handlers run in the child
 os.waitpid(pid, 0); print('child', pid)
-" ; ls /dev/shm | grep gpuflow-s3- ; python3 tests/inject/ringread.py "$(ring_of s3)" | grep -E '"(status|status_detail|producer_exited|kernels)"' -A3 | head -20
+" ; ls /dev/shm | grep gpuflow-s3- ; python3 tests/support/ringread.py "$(ring_of s3)" | grep -E '"(status|status_detail|producer_exited|kernels)"' -A3 | head -20
 
 echo "== a process tree: bash -c with two demos -> two rings; no session -> inert"
 inject s5 bash -c "'$B/demo_workload' 5 > /dev/null & '$B/demo_workload' 7 > /dev/null; wait"; echo "rc=$?"
 for r in $(ls /dev/shm | grep '^gpuflow-s5-'); do
-  python3 tests/inject/ringread.py "$r" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['ring'], d['header']['status'], d['header']['producer_exited'], sum(d['kernels'].values()))"
+  python3 tests/support/ringread.py "$r" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['ring'], d['header']['status'], d['header']['producer_exited'], sum(d['kernels'].values()))"
 done
 n0=$(ls /dev/shm | grep -c '^gpuflow-')
 env -u GPUFLOW_SESSION CUDA_INJECTION64_PATH="$B/libgpuflow_inject.so" "$B/demo_workload" 3 | tail -1
@@ -69,7 +71,7 @@ echo "new rings without a session: $(( $(ls /dev/shm | grep -c '^gpuflow-') - n0
 
 echo "== torch probe (latency, torch.profiler)"
 GPUFLOW_TEST_NAMER="$B/libnamer.so" inject s4 timeout 120 python3 tests/inject/gpu_torch_probe.py 2>&1 | tail -8; echo "rc=$?"
-python3 tests/inject/ringread.py "$(ring_of s4)" > "$OUT/torch_ring.json"; grep -E '"(status|status_detail|dropped_ring|dropped_cupti|producer_exited)"' "$OUT/torch_ring.json"; grep -A6 '"streams"' "$OUT/torch_ring.json"
+python3 tests/support/ringread.py "$(ring_of s4)" > "$OUT/torch_ring.json"; grep -E '"(status|status_detail|dropped_ring|dropped_cupti|producer_exited)"' "$OUT/torch_ring.json"; grep -A6 '"streams"' "$OUT/torch_ring.json"
 
 echo "== pytest tests/inject"
 python3 -m pytest tests/inject -q -p no:cacheprovider 2>&1 | tail -5

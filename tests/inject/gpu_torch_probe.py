@@ -3,7 +3,8 @@ kernel reach the ring, and what happens when torch.profiler (Kineto) takes CUPTI
 
 What it is for: producer-side facts that only a real CUPTI can tell (run by gpu_smoke.sh inside
 an injected process). Prints one JSON line per phase; never asserts, so every phase reports.
-Needs torch with CUDA; standard library otherwise.
+Needs torch with CUDA and tests/support/ringread.py on the import path (gpu_smoke.sh sets
+PYTHONPATH=tests/support; ringread needs an installed GPUFlow).
 """
 
 from __future__ import annotations
@@ -11,13 +12,10 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import ringread  # noqa: E402
-import torch  # noqa: E402
+import ringread
+import torch
 
 RING = f"gpuflow-{os.environ['GPUFLOW_SESSION']}-{os.getpid()}"
 

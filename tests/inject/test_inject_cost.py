@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT, need_cuda_headers
+from inject_lib import ROOT
 
 BENCH = ROOT / "bench" / "inject_cost.py"
 
@@ -17,8 +17,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=300)
 
 
-def test_both_modes_are_timed_on_the_same_records_and_none_is_lost():
-    need_cuda_headers()
+def test_both_modes_are_timed_on_the_same_records_and_none_is_lost(cuda_headers):
     out = run("--rounds", "3", "--buffers", "2", "--names", "5", "--per-launch-us", "5")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
@@ -37,8 +36,7 @@ def test_both_modes_are_timed_on_the_same_records_and_none_is_lost():
     assert 0.3 * gpuflow < float(harness["self_reported_ns_per_record"]) < 1.5 * gpuflow
 
 
-def test_bad_arguments_are_refused():
-    need_cuda_headers()
+def test_bad_arguments_are_refused(cuda_headers):
     out = run("--buffers", "33", "--rounds", "1")
     assert out.returncode == 2 and "usage: inject_cost" in out.stderr
     out = run("--per-launch-us", "0")
@@ -49,11 +47,10 @@ def test_bad_arguments_are_refused():
     assert out.returncode == 2 and "--pairs must be at least 1" in out.stderr
 
 
-def test_a_baseline_is_built_from_its_own_sources_and_timed_alternately(tmp_path):
+def test_a_baseline_is_built_from_its_own_sources_and_timed_alternately(tmp_path, cuda_headers):
     """The baseline is another copy of the library's sources; one that does more work per
     record (here: a thousand-step busy loop after each record) reads slower, so the comparison
     times the sources it was given and not this checkout's twice."""
-    need_cuda_headers()
     import shutil
     shutil.copytree(ROOT / "cupti_src", tmp_path / "cupti_src")
     slow = tmp_path / "cupti_src" / "activity.c"

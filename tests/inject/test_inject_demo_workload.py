@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from inject_helpers import ROOT
+from inject_lib import ROOT
 
 DEMO = ROOT / "examples" / "demo_workload.cu"
 

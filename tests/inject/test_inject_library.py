@@ -1,6 +1,6 @@
 """libgpuflow_inject.so without a GPU: how it is built and linked, that it stays inert without a
 session, what it reports when CUPTI is missing, unsupported or taken, and — against a scripted
-fake libcupti (tests/inject/fake_cupti.c, records built from the real CUDA 13 structs) — the
+fake libcupti (tests/support/fake_cupti.c, records built from the real CUDA 13 structs) — the
 whole collection path: enables, translation into ring records, drop counts, the flusher, the
 exit flush, fork safety and the stolen-callbacks probe.
 """
@@ -16,7 +16,8 @@ import sys
 import pytest
 
 import ringproducer as rpm
-from inject_helpers import INJECTED_CHILD, run_injected
+from child_env import support_pythonpath
+from inject_lib import INJECTED_CHILD, run_injected
 from ringread import read_ring, shm_path
 
 
@@ -243,13 +244,12 @@ def test_forked_child_stays_out_of_the_parents_ring(inject_lib, fake_cupti, sess
         "    time.sleep(0.1)\n"
         "    sys.exit(0)\n"  # runs atexit handlers in the child: ours must do nothing
         "os.waitpid(pid, 0)\n"
-        "sys.path.insert(0, os.environ['READER'])\n"
         "import ringread\n"
         "h = ringread.read_ring('gpuflow-%s-%d' % (os.environ['GPUFLOW_SESSION'], os.getpid())).header\n"
         "print('child', pid, 'exited_flag', h['producer_exited'])\n"
     )
     env = fake_env(session_id, fake_cupti, tmp_path / "log", GPUFLOW_FLUSH_MS=10,
-                   READER=os.path.dirname(__file__))
+                   PYTHONPATH=support_pythonpath())
     proc, info = run_injected(inject_lib, env, body=body)
     assert proc.returncode == 0, proc.stderr
     _, child, _, flag = proc.stdout.splitlines()[-1].split()

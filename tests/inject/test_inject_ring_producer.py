@@ -2,7 +2,7 @@
 creation, header layout, head/tail/drop accounting, name interning and chunking (across
 wraparound, all-or-nothing when nearly full), and the raw helpers other tests rely on.
 
-Rings are read back with tests/inject/ringread.py, an independent struct-based reader.
+Rings are read back with tests/support/ringread.py, an independent struct-based reader.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 import pytest
 
 import ringproducer as rpm
+from child_env import with_support
 from ringproducer import RingProducer, load_library, pack_record
 from ringread import read_ring, shm_path
 
@@ -105,8 +106,7 @@ def test_open_is_exclusive(producer_lib, session_id):
 def test_a_segment_that_cannot_be_reserved_fails_cleanly(producer_lib, session_id):
     """A size limit hit while reserving gives -errno and leaves no segment behind (no SIGBUS)."""
     code = textwrap.dedent(f"""
-        import resource, signal, sys
-        sys.path.insert(0, {str(rpm.ROOT / 'tests')!r})
+        import resource, signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
         from ringproducer import RingProducer
@@ -116,7 +116,7 @@ def test_a_segment_that_cannot_be_reserved_fails_cleanly(producer_lib, session_i
             print("errno", e.errno)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=30)
+                         timeout=30, env=with_support())
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["errno", str(errno.EFBIG)]
     assert not os.path.exists(f"/dev/shm/gpuflow-{session_id}-99")

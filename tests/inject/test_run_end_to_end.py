@@ -3,7 +3,7 @@ libgpuflow_inject.so, a scripted fake libcupti, the ring, the CUPTI collector, t
 
 A traced "program" here is a Python child that does what the CUDA driver does at cuInit: it loads
 the library named by CUDA_INJECTION64_PATH and calls InitializeInjection. The fake libcupti then
-delivers its scripted records (tests/inject/fake_cupti.c): per process 13 kernel launches
+delivers its scripted records (tests/support/fake_cupti.c): per process 13 kernel launches
 (`_Z6kernelPf` 7, `_Z7softmaxIfLi128EEvPT_ii` 5, `_Z4latev` 1 at the exit flush) and one copy of
 each kind. Counts must come out exact, also when more processes exit than the snapshot keeps
 whole (the older ones are folded into `traced_retired`).

@@ -1,9 +1,11 @@
 """Long-run decoder fuzzer: a million random rings through both twins, zero crashes, zero disagreements.
 
-    python bench/fuzz_decoder.py [--cases 1000000] [--workers N] [--seed S] [--asan]
-    python bench/fuzz_decoder.py --replay INDEX [--seed S]     # one case, shown in full
+    PYTHONPATH=tests/support python tests/fuzz/fuzz_decoder.py [--cases 1000000] [--workers N]
+        [--seed S] [--asan]
+    PYTHONPATH=tests/support python tests/fuzz/fuzz_decoder.py --replay INDEX [--seed S]
 
-Each case comes from ``tests/fuzz/ringfuzz.random_case`` seeded by (seed, index), so any case can
+(``--replay`` shows one case in full.) Each case comes from ``ringfuzz.random_case`` (the fuzz
+engine in tests/support, which PYTHONPATH reaches) seeded by (seed, index), so any case can
 be replayed: damaged headers and wrong versions, short mappings, torn counters at open and
 mid-session, producer-shaped streams with mistakes (torn and impossible records, undefined
 names, bad copy kinds, end before start, saturating totals, table-sized lane keys), name chunks
@@ -46,9 +48,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
 
 ASAN_SO_ENV = "GPUFLOW_FUZZ_ASAN_SO"
 BLOCK = 500

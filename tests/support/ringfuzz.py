@@ -1,7 +1,8 @@
 """The decoder fuzzing engine: ring cases, their random generation, and the twin comparison.
 
-What it is for: the hypothesis tests in tests/fuzz/, the long-run fuzzer (bench/fuzz_decoder.py)
-and the atheris harness (tests/fuzz/atheris_decoder.py) all build rings here and judge them here.
+What it is for: the hypothesis tests in tests/fuzz/, the long-run fuzzer
+(tests/fuzz/fuzz_decoder.py) and the atheris harness (tests/fuzz/atheris_decoder.py) all build
+rings here and judge them here.
 
 * A :class:`Case` is a ring laid out byte for byte as cupti_src/gpuflow_ring.h says (4096-byte
   header, 64-byte records in slots ``n & (capacity - 1)``), possibly damaged (header fields,
@@ -16,7 +17,8 @@ and the atheris harness (tests/fuzz/atheris_decoder.py) all build rings here and
   / oversized, torn counters, and mutations of valid, producer-shaped rings.
 
 Constraints: standard library only (plus the decoders under test); the layout constants come from
-tests/ringproducer.py, the test suite's own mirror of the C header, not from the decoder package.
+ringproducer.py, the test suite's own mirror of the C header, not from the decoder package, except
+the header's field layout, which has one definition (``_layout.HEADER_STRUCT``).
 Rings live in bytearrays: the decoders accept any writable buffer and this keeps a case cheap
 (~70 KB at capacity 1024). A case is reproducible from its seed.
 """
@@ -25,27 +27,18 @@ from __future__ import annotations
 
 import random
 import struct
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
+from ringproducer import (FLAG_NAME_LAST, FLAG_NAME_STREAM, FLAG_NAME_TRUNCATED, FLAG_NO_TIMING,
+                          HEADER_SIZE, MAGIC, MIN_CAPACITY, NAME_CHUNK_TEXT, NAME_MAX, RECORD_SIZE,
+                          REC_CLOCK_SYNC, REC_CONTEXT, REC_DEVICE, REC_KERNEL, REC_MEMCPY, REC_MEMSET,
+                          REC_NAME_CHUNK, REC_STREAM_NAME, VERSION)
 
-from ringproducer import (FLAG_NAME_LAST, FLAG_NAME_STREAM, FLAG_NAME_TRUNCATED,  # noqa: E402
-                          FLAG_NO_TIMING, HEADER_SIZE, MAGIC, MIN_CAPACITY,
-                          NAME_CHUNK_TEXT, NAME_MAX, RECORD_SIZE, REC_CLOCK_SYNC, REC_CONTEXT,
-                          REC_DEVICE, REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_NAME_CHUNK,
-                          REC_STREAM_NAME, VERSION)
+from gpuflow.collectors.cupti._layout import HEADER_STRUCT
 
 U64_MAX = (1 << 64) - 1
 NAME_ID_LIMIT = 1 << 24
-
-#: magic, version, header_size, record_size, capacity, producer_pid, status, session,
-#: clock_cupti_ns, clock_wall_ns, cupti_version, flush_ms, started_wall_ns, status_detail
-HEADER = struct.Struct("<QIIIIiI32sqqIIq256s")
 #: byte offsets of the header fields a case may damage
 OFF = {"magic": 0, "version": 8, "header_size": 12, "record_size": 16, "capacity": 20,
        "producer_pid": 24, "status": 28, "head": 512, "tail": 576, "dropped_ring": 640,
@@ -143,7 +136,7 @@ class Case:
         buf = bytearray(max(0, size))
         valid_cap = cap if cap > 0 and cap & (cap - 1) == 0 else 0
         if len(buf) >= HEADER_SIZE:
-            HEADER.pack_into(buf, 0, MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, cap & 0xFFFFFFFF, 4_000_001, 1,
+            HEADER_STRUCT.pack_into(buf, 0, MAGIC, VERSION, HEADER_SIZE, RECORD_SIZE, cap & 0xFFFFFFFF, 4_000_001, 1,
                              self.header_bytes.get("session", b"fuzz"), 1_000, 2_000, 130001, 50, 3_000,
                              self.header_bytes.get("status_detail", b"fuzzed ring"))
             U64.pack_into(buf, OFF["head"], (self.tail0 + len(self.records)) & U64_MAX)

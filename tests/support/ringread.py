@@ -2,8 +2,12 @@
 
 What it is for: checking what the producer (test producer or injected library) wrote, record by
 record, without depending on the real decoder (gpuflow/collectors/cupti), which is tested on its
-own. It reads /dev/shm/<name> with struct, so it also works on the GPU machine with nothing but
-the standard library (`python3 tests/inject/ringread.py <shm-name>` prints a summary as JSON).
+own. It reads /dev/shm/<name> with struct; only the header's field layout comes from the
+package (``_layout.HEADER_STRUCT``, its one definition). ``python3 tests/support/ringread.py
+<shm-name>`` prints a summary as JSON (on a GPU machine too: tests/inject/gpu_smoke.sh).
+
+Constraints: the standard library and GPUFlow's ``_layout`` (an installed GPUFlow); a strict
+reader: a record naming a name id not yet defined is an AssertionError, not a guess.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import struct
 import sys
 from dataclasses import dataclass, field
 
-HEADER_FMT = "<QIIIIiI32sqqIIq256s"
+from gpuflow.collectors.cupti._layout import HEADER_STRUCT
+
 SHM_DIR = "/dev/shm"
 
 
@@ -35,7 +40,7 @@ def shm_path(name: str) -> str:
 
 def read_header(buf: bytes) -> dict:
     (magic, version, header_size, record_size, capacity, pid, status, session, clock_cupti,
-     clock_wall, cupti_version, flush_ms, started, detail) = struct.unpack_from(HEADER_FMT, buf, 0)
+     clock_wall, cupti_version, flush_ms, started, detail) = HEADER_STRUCT.unpack_from(buf, 0)
     head, = struct.unpack_from("<Q", buf, 512)
     tail, = struct.unpack_from("<Q", buf, 576)
     dropped_ring, dropped_cupti, incomplete = struct.unpack_from("<QQQ", buf, 640)

@@ -1,18 +1,19 @@
-"""ctypes wrapper around the test ring producer (cupti_src/test_producer.c).
+"""ctypes wrapper around the test ring producer (tests/support/test_producer.c).
 
 What it is for: tests of the ring consumer (decoder, collector) need rings written exactly as the
 injected CUPTI collector writes them, without a GPU. The producer is compiled from the same
 ``cupti_src/ring_producer.c`` and ``cupti_src/gpuflow_ring.h`` as ``libgpuflow_inject.so``, so
 the wire format is exercised byte for byte.
 
-Constraints: standard library only; needs ``gcc`` and POSIX shared memory (/dev/shm).
-Import it from a test with ``tests/`` on ``sys.path`` (tests/inject/conftest.py shows how), e.g.
-``from ringproducer import build_producer, RingProducer``.
+Constraints: standard library only; needs ``gcc`` and POSIX shared memory (/dev/shm). Tests
+import it by name (pytest's ``pythonpath`` puts tests/support on the path), e.g.
+``from ringproducer import build_producer, RingProducer``. A program that only needs the library
+runs this file: ``python tests/support/ringproducer.py DIR`` builds it into DIR and prints its path.
 
 Two layers:
 
 * ``build_producer(tmpdir) -> path`` compiles the shared library
-  (``gcc -shared -fPIC -O2 -Icupti_src cupti_src/test_producer.c cupti_src/ring_producer.c
+  (``gcc -shared -fPIC -O2 -Icupti_src tests/support/test_producer.c cupti_src/ring_producer.c
   -lrt -pthread``).
 * ``RingProducer(lib_path, session, pid, capacity)`` creates ``/gpuflow-<session>-<pid>``.
   It uses the library's handle-based ``tph_*`` API, so one process may hold several rings at
@@ -30,10 +31,12 @@ import ctypes
 import os
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CUPTI_SRC = ROOT / "cupti_src"
+TEST_PRODUCER_C = Path(__file__).resolve().with_name("test_producer.c")
 
 # gpuflow_ring.h, mirrored for tests (tests/inject checks these against the header).
 MAGIC = 0x31474E5257465047
@@ -103,7 +106,7 @@ def build_producer(tmpdir: str | os.PathLike[str]) -> str:
     """Compile the test producer into ``tmpdir`` and return the library's path."""
     out = Path(tmpdir) / "libgpuflow_testproducer.so"
     cmd = ["gcc", "-shared", "-fPIC", "-O2", f"-I{CUPTI_SRC}",
-           str(CUPTI_SRC / "test_producer.c"), str(CUPTI_SRC / "ring_producer.c"),
+           str(TEST_PRODUCER_C), str(CUPTI_SRC / "ring_producer.c"),
            "-lrt", "-pthread", "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -329,3 +332,10 @@ def pack_record(rtype: int, flags: int = 0, device: int = 0, start: int = 0, end
     if len(payload) > 32:
         raise ValueError("payload is at most 32 bytes")
     return head + payload.ljust(32, b"\0")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tests/support/ringproducer.py DIR (builds the test producer into DIR, "
+                 "prints the library's path)")
+    print(build_producer(sys.argv[1]))

@@ -1,8 +1,9 @@
-"""Helpers shared by the tests in tests/inject: where the CUDA headers are, what setup.py builds,
-and a runner for a child process that loads the injection library.
+"""The injection library as the tests build and load it: where the CUDA headers are, what
+setup.py compiles and with which flags, the fake libcupti's source, and a runner for a child
+process that loads the library.
 
-Constraints: standard library only, importable without pytest plugins (conftest.py puts this
-directory on sys.path).
+Constraints: standard library only, importable without pytest plugins (tests/inject/conftest.py
+builds its fixtures from it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: a stand-in libcupti that replays scripted records (built by tests/inject/conftest.py)
+FAKE_CUPTI_C = Path(__file__).resolve().with_name("fake_cupti.c")
 
 # The exact flags setup.py's BuildNative uses for libgpuflow_inject.so.
 INJECT_CFLAGS = ["-std=c11", "-O2", "-fPIC", "-fvisibility=hidden", "-pthread", "-Wall",

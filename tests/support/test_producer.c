@@ -2,11 +2,12 @@
  * test_producer.c — a ring producer for tests, compiled by the test suite (never shipped) from
  * the same ring_producer.c and gpuflow_ring.h as the injected library:
  *
- *     gcc -shared -fPIC -O2 -Icupti_src cupti_src/test_producer.c cupti_src/ring_producer.c \
+ *     gcc -shared -fPIC -O2 -Icupti_src tests/support/test_producer.c cupti_src/ring_producer.c \
  *         -lrt -pthread
  *
  * Two APIs over the same code:
- *   - tp_*  : one ring per process (global state), the contract tests/ringproducer.py documents;
+ *   - tp_*  : one ring per process (global state), the contract tests/support/ringproducer.py
+ *             documents;
  *   - tph_* : the same calls on an explicit handle, so one test process can fill several rings.
  * Record-pushing calls return 1 if the record (and any name chunks it needed) was written and
  * 0 if it was dropped. Activity timestamps are normalised exactly as in the injected library
