@@ -13,7 +13,7 @@
 // full frame) or as a bad frame (ignored). Each lane stays ordered by start, with a running sum
 // of its durations, for the drawing's binary searches. No DOM.
 
-import { DELTA, FrameError, NOT_A_SNAPSHOT, OUT_OF_STEP, START, read } from './stream.js';
+import { DELTA, FrameError, nothingRead, read } from './stream.js';
 import { isNum } from './format.js';
 
 export const MAX_KEEP = 5000;        // spans kept per lane by the page, whatever the agent says
@@ -21,7 +21,7 @@ export const APPLIED = 'applied', IGNORED = 'ignored', RESYNC = 'resync';
 
 export const store = {
   snap: null, lastSeq: null, traced: new Map(), frames: 0, full: 0, delta: 0, resyncs: 0,
-  badFrames: 0, reader: START,
+  badFrames: 0, reader: nothingRead,
 };
 
 // Applies one frame: APPLIED, IGNORED (not a snapshot, counted in badFrames) or RESYNC (a delta
@@ -36,7 +36,7 @@ export function ingest(f) {
     next = keptTraced(r.frame.traced, isDelta);
   } catch (e) {
     const why = e instanceof FrameError ? e.why : null;
-    if (why === OUT_OF_STEP || (why !== NOT_A_SNAPSHOT && isDelta)) { store.resyncs++; return RESYNC; }
+    if (why === FrameError.OUT_OF_STEP || (why !== FrameError.NOT_A_SNAPSHOT && isDelta)) { store.resyncs++; return RESYNC; }
     store.badFrames++; return IGNORED;
   }
   store.reader = r.state;

@@ -24,15 +24,18 @@ export const DIRECTIONS = ['h2d', 'd2h', 'd2d', 'p2p', 'h2h', 'memset'];
 export const OMITTABLE = ['host', 'sources', 'devices', 'processes', 'traced_retired'];
 export const KERNEL_ORDER = [['total_ns', 'desc'], ['count', 'desc'], ['name', 'asc'], ['mangled', 'asc']];
 
-// why read() refused a frame: a delta on another base than the last frame read, something that
-// is not a snapshot at all, or a snapshot that cannot be decoded against what was read before
-export const OUT_OF_STEP = 'out of step', NOT_A_SNAPSHOT = 'not a snapshot', UNDECODABLE = 'undecodable';
+// why read() refused a frame (`why`): a delta on another base than the last frame read,
+// something that is not a snapshot at all, or a snapshot that cannot be decoded against what was
+// read before
 export class FrameError extends Error {
+  static OUT_OF_STEP = 'out of step';
+  static NOT_A_SNAPSHOT = 'not a snapshot';
+  static UNDECODABLE = 'undecodable';
   constructor(why, detail) { super(why + ': ' + detail); this.why = why; }
 }
 
-// nothing read yet
-export const START = Object.freeze({ seq: null, frame: null, processes: new Map() });
+// the state before the first frame
+export const nothingRead = Object.freeze({ seq: null, frame: null, processes: new Map() });
 
 // the agent's order of a kernel table (gpuflow.core.snapshot.kernel_order): a total order
 const ORDER = KERNEL_ORDER.map(([field, dir]) => [field, dir === 'desc' ? -1 : 1]);
@@ -44,7 +47,7 @@ export function kernelOrder(a, b) {
   return 0;
 }
 
-function bad(why) { throw new FrameError(UNDECODABLE, why); }
+function bad(why) { throw new FrameError(FrameError.UNDECODABLE, why); }
 function geom(g) { return g === undefined || g === null ? null : typeof g === 'number' ? [g, 1, 1] : g; }
 function nameAt(names, id) {
   if (id === undefined || id === null) return null;
@@ -86,11 +89,11 @@ function laneHead(L) {
 export function read(state, f) {
   const isDelta = f.frame === DELTA;
   if (isDelta && Array.isArray(f.traced) && (state.frame === null || f.base_seq !== state.seq)) {
-    throw new FrameError(OUT_OF_STEP, 'delta on base ' + f.base_seq + ', last frame read ' + state.seq);
+    throw new FrameError(FrameError.OUT_OF_STEP, 'delta on base ' + f.base_seq + ', last frame read ' + state.seq);
   }
   const frame = Object.assign({}, f);
   if (isDelta && state.frame) for (const k of OMITTABLE) if (!(k in frame)) frame[k] = state.frame[k];
-  if (!Array.isArray(frame.devices)) throw new FrameError(NOT_A_SNAPSHOT, 'no devices');
+  if (!Array.isArray(frame.devices)) throw new FrameError(FrameError.NOT_A_SNAPSHOT, 'no devices');
   const compact = frame.schema !== PLAIN_SCHEMA;
   const processes = new Map(), traced = [];
   for (const t of frame.traced || []) {
