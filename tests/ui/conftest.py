@@ -112,9 +112,10 @@ def free_port() -> int:
 class Agent:
     """One ``gpuflow watch`` subprocess with the fake collector; can be killed and restarted."""
 
-    def __init__(self, port: int, fake: dict[str, str]) -> None:
+    def __init__(self, port: int, fake: dict[str, str], cwd: Path = ROOT) -> None:
         self.port = port
         self.fake = fake
+        self.cwd = cwd
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{port}/"
 
@@ -127,7 +128,7 @@ class Agent:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port),
              "--plugin", "gpuflow.testing.fake_collector"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
