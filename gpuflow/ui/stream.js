@@ -57,7 +57,7 @@ function nameAt(names, id) {
 function direction(c) { return c === undefined || c === null ? null : DIRECTIONS[c] || bad('direction ' + c); }
 
 // one lane's span arrays back to span objects (docs/snapshot.md, Span)
-export function decodeSpans(rows, names) {
+function decodeSpans(rows, names) {
   const out = new Array(rows.length);
   let seq = 0, start = 0;
   for (let i = 0; i < rows.length; i++) {
