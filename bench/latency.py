@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import statistics
 import subprocess
 import sys
 import threading
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sse_client import connect, events  # noqa: E402
+from sse_client import connect, events
 
-from gpuflow.transport.wire import StreamReader  # noqa: E402
+from gpuflow.transport.wire import StreamReader
 
 
 def free_port() -> int:

@@ -1,15 +1,16 @@
 """What ``gpuflow run`` costs the observed program, side by side in one run, on a real GPU.
 
 Three modes per workload, interleaved round by round (machines drift; interleaving spreads the
-drift over all three): **bare** (no injection), **floor** (bench/floor/cupti_floor.c: the minimal
+drift over all three): **bare** (no injection), **floor** (bench/cost/cupti_floor.c: the minimal
 CUPTI collector — same activity kinds, records only counted), **gpuflow** (``gpuflow run``).
 Each workload reports its own timed region (after warm-up), so CUDA/CUPTI start-up is not in the
 numbers; a workload that prints no metric is timed by process wall clock (said in the table).
 
 overhead_above_floor_pct = (median gpuflow − median floor) / median bare × 100 — GPUFlow's own cost
 on top of what CUPTI itself costs. Each workload also gets a 90 % bootstrap interval over rounds
-and a verdict against the 1 % budget (``met``, ``missed``, ``unresolved``: bench/overhead_stats.py);
-the last line reports the worst workload and the verdict over all of them.
+and a verdict against the 1 % budget (``met``, ``missed``, ``unresolved``:
+bench/cost/overhead_stats.py); the last line reports the worst workload and the verdict over all
+of them. Each run goes through bench/cost/workload_run.py, the runner the cost benchmarks share.
 
 ``--seconds S``: after ``--rounds`` rounds, keep adding rounds while some workload is
 ``unresolved`` and another round fits in S seconds (from the start): noisy workloads get the
@@ -24,11 +25,11 @@ injected ones included, share its CPUs, while the agent's CPU time is left out o
 got slower and no steadier) and with 2 CPUs (no steadier either).
 
 An unresolved workload gets a forecast of the rounds it would need; more than one call holds
-are gathered by pooling several runs' ``--json-out`` files with bench/overhead_pool.py.
+are gathered by pooling several runs' ``--json-out`` files with bench/cost/overhead_pool.py.
 
 ``--no-aslr``: the program starts (in every mode, through the same shim; gpuflow's agent is left
 as it is) with address-space randomisation off, so every process of it has the same layout
-(bench/spread_probe.py measures whether that makes processes' speeds agree).
+(bench/cost/spread_probe.py measures whether that makes processes' speeds agree).
 
 Usage: python bench/overhead.py --floor-lib libcupti_floor.so --workload NAME=METRIC:CMD... [--rounds 5]
        [--seconds S] [--pin [CPUS]] [--no-aslr]
@@ -43,38 +44,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import statistics
-import subprocess
-import sys
-import threading
 import time
-from typing import Callable
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved  # noqa: E402
+# the machinery this side-by-side comparison shares with the other cost benchmarks lives in
+# bench/cost/, a package of this script's own folder
+from cost.overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved
+from cost.workload_run import run_once
 
 BUDGET_PCT = 1.0
-#: sets the program's CPUs and/or turns address-space randomisation off, then becomes the
-#: program (exec: same pid, nothing left in between; the personality flag survives the exec)
-EXEC_SHIM = """import ctypes, os, sys
-cpus, no_aslr = {cpus!r}, {no_aslr!r}
-if cpus:
-    os.sched_setaffinity(0, cpus)
-if no_aslr:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.personality.restype = ctypes.c_int
-    now = libc.personality(ctypes.c_ulong(0xffffffff))
-    if now == -1 or libc.personality(ctypes.c_ulong(now | 0x0040000)) == -1:
-        sys.exit("cannot turn address-space randomisation off: errno " + str(ctypes.get_errno()))
-os.execvp(sys.argv[1], sys.argv[1:])
-"""
-
-
-def shimmed(cmd: list[str], cpus: set[int] | None = None, no_aslr: bool = False) -> list[str]:
-    """``cmd`` started through EXEC_SHIM (ADDR_NO_RANDOMIZE = 0x0040000 from linux/personality.h)."""
-    return [sys.executable, "-c", EXEC_SHIM.format(cpus=sorted(cpus or ()), no_aslr=no_aslr), *cmd]
 
 
 def cpu_split(spec: str) -> tuple[set[int], set[int]]:
@@ -95,65 +74,6 @@ def cpu_split(spec: str) -> tuple[set[int], set[int]]:
     if not program <= set(cpus) or program == set(cpus):
         raise SystemExit(f"--pin {spec!r}: the program needs some of the CPUs {cpus}, not all")
     return program, set(cpus) - program
-
-
-def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
-             pin: tuple[set[int], set[int]] | None = None,
-             extra_env: dict[str, str] | None = None,
-             while_running: Callable[[subprocess.Popen], None] | None = None,
-             no_aslr: bool = False,
-             ) -> tuple[float, dict[str, float]]:
-    """One run: the metric's value, and every ``name=<number>`` the program printed (plus the
-    process wall time as ``wall``), so other measures of the same runs can be compared.
-    ``extra_env`` reaches the program (through ``gpuflow run`` in that mode); ``while_running``
-    is called on a thread with the started process (``gpuflow run`` itself in that mode) and
-    must return once it has exited. ``no_aslr`` starts the program (not gpuflow's agent) with
-    address-space randomisation off."""
-    env = dict(os.environ)
-    for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION",
-                "GPUFLOW_AB_PERIOD_MS", "PROGRESS_TRACE"):
-        env.pop(var, None)
-    env.update(extra_env or {})
-    if mode == "floor":
-        env["CUDA_INJECTION64_PATH"] = floor_lib
-    argv = cmd
-    preexec = None
-    if pin is not None:
-        program_cpus, agent_cpus = pin
-        argv = shimmed(cmd, program_cpus, no_aslr)
-        preexec = lambda: os.sched_setaffinity(0, agent_cpus)  # noqa: E731 - the agent's (or shim's) CPUs
-    elif no_aslr:
-        argv = shimmed(cmd, no_aslr=True)
-    if mode == "gpuflow":
-        argv = [sys.executable, "-m", "gpuflow", "run", "--port", "0", "--no-summary", "--", *argv]
-    t0 = time.perf_counter()
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          preexec_fn=preexec) as proc:
-        watcher = threading.Thread(target=while_running, args=(proc,), daemon=True) if while_running else None
-        if watcher:
-            watcher.start()
-        try:
-            stdout, stderr = proc.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
-        finally:
-            if watcher:
-                watcher.join(timeout=5)
-    result = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
-    wall = time.perf_counter() - t0
-    if result.returncode != 0:
-        raise RuntimeError(f"{mode} {cmd} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    printed = {"wall": wall}
-    for name, value in re.findall(r"\b([A-Za-z_]\w*)=([0-9][0-9.eE+-]*)", result.stdout):
-        try:
-            printed[name] = float(value)
-        except ValueError:
-            pass
-    if metric not in printed:
-        raise RuntimeError(f"{mode}: no {metric}= in output:\n{result.stdout}")
-    return printed[metric], printed
 
 
 def other_metrics(metric: str, printed: dict[str, list[dict[str, float]]]) -> dict[str, dict]:
@@ -238,7 +158,7 @@ def main() -> int:
         verdict = resolved(ci, BUDGET_PCT)
         spread = {m: (min(results[name][m]), max(results[name][m])) for m in MODES}
         # the command without its directory (a temporary build folder), marked when it ran with
-        # randomisation off: bench/overhead_pool.py refuses to pool runs of different commands
+        # randomisation off: bench/cost/overhead_pool.py refuses to pool runs of different commands
         command = (["no-aslr:"] if args.no_aslr else []) + [os.path.basename(cmd[0]), *cmd[1:]]
         summary[name] = {"metric": metric, "command": command,
                          "median": med, "runs": results[name], "floor_pct": floor_pct,
@@ -248,7 +168,7 @@ def main() -> int:
               f"{floor_pct:>8.1f} {total_pct:>9.1f} {above:>13.2f} {ci[0]:>8.2f}..{ci[1]:<7.2f} {verdict}")
         print(f"{'':<10} {'min..max':<14} " + " ".join(f"{lo:>5.4g}..{hi:<5.4g}" for lo, hi in spread.values()))
         need = forecast(r, above, ci, BUDGET_PCT)
-        if need:   # more than one call holds: pool calls with bench/overhead_pool.py
+        if need:   # more than one call holds: pool calls with bench/cost/overhead_pool.py
             print(f"{'':<10} {need}")
         summary[name]["other_metrics"] = other_metrics(metric, printed[name])
         for other, o in summary[name]["other_metrics"].items():

@@ -31,22 +31,19 @@ import argparse
 import gzip
 import json
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from gpuflow.core.board import SnapshotBoard  # noqa: E402
-from gpuflow.core.snapshot import (  # noqa: E402
+from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.snapshot import (
     Attachment, Device, HostInfo, KernelStat, Lane, Problem, Process, Snapshot, Span,
     TracedProcess, TransferStat,
 )
-from gpuflow.transport.frames import Frame, FrameEncoder, dumps  # noqa: E402
+from gpuflow.transport.frames import Frame, FrameEncoder, dumps
 
+ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "docs" / "images" / "h200-demo_workload.sse.gz"
 TORCH_SUMMARY = ROOT / "measurements" / "2026-11-30-h200-1-full-check" / "summary_torch.json"
 BUDGET = 1_000_000

@@ -27,16 +27,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import pathlib
 import statistics
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from gpuflow.core.board import SnapshotBoard  # noqa: E402
-from gpuflow.transport.app import create_app  # noqa: E402
-from gpuflow.transport.server import EmbeddedServer  # noqa: E402
+from gpuflow.core.board import SnapshotBoard
+from gpuflow.transport.app import create_app
+from gpuflow.transport.server import EmbeddedServer
 
 CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",

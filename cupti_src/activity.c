@@ -16,10 +16,11 @@
  * must. Whichever thread translates adds its CPU time for it to the ring header
  * (translate_cpu_ns): GPUFlow's own cost in the process, reported to the user.
  *
- * GPUFLOW_AB_PERIOD_MS=P (benchmarking only; bench/overhead_ab.py): time is cut into periods of
- * P ms of CLOCK_MONOTONIC, and in the odd ones (floor(now / P) odd when a batch of buffers is
- * translated) kernel, copy and memset records are only counted and stepped over, as the
- * minimal CUPTI collector (bench/floor) does; names, contexts and devices are still translated.
+ * GPUFLOW_AB_PERIOD_MS=P (benchmarking only; bench/cost/overhead_ab.py): time is cut into
+ * periods of P ms of CLOCK_MONOTONIC, and in the odd ones (floor(now / P) odd when a batch of
+ * buffers is translated) kernel, copy and memset records are only counted and stepped over, as
+ * the minimal CUPTI collector (bench/cost/cupti_floor.c) does; names, contexts and devices are
+ * still translated.
  * A program that times its own progress on the same clock is then measured with GPUFlow's
  * per-record work on and off in alternation, in one process: the between-process spread that
  * swamps a side-by-side comparison cancels. One clock read per batch; unset, one branch.

@@ -8,7 +8,7 @@ overhead figure: ``timed_s`` covers the steps after warm-up only; ``step_ms_medi
 median step of them, which a burst of noise in a few steps does not move.
 
 With PROGRESS_TRACE=<file> set it also writes, after the run, one line ``<CLOCK_MONOTONIC ns>
-<steps done>`` at the start of the timed region and after every step: bench/overhead_ab.py reads
+<steps done>`` at the start of the timed region and after every step: bench/cost/overhead_ab.py reads
 its speed in alternating periods from it.
 
 Constraints: needs torch with CUDA; fixed seed, fixed shapes, a synchronize each step.

@@ -1,4 +1,4 @@
-"""bench/ab_campaign.py: a fixed-rule campaign is interim below its target and read once at it,
+"""bench/cost/ab_campaign.py: a fixed-rule campaign is interim below its target and read once at it,
 from the first processes in the order run, scaled to bare time, with the verdict taken from the
 scaled interval — checked on constructed progress traces with known slowdowns."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ab_campaign import campaign_reading
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-from ab_campaign import campaign_reading  # noqa: E402
 
 MS = 1_000_000
 
@@ -29,7 +29,7 @@ def write_trace(path: Path, on_unit_ns: int, off_unit_ns: int = 1_000_000, perio
 
 
 def campaign(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "ab_campaign.py"), *args, "--workload", "torch",
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "ab_campaign.py"), *args, "--workload", "torch",
                            "--period-ms", "100", "--guard-ms", "10"], capture_output=True, text=True, timeout=60)
 
 
@@ -120,7 +120,7 @@ def kept(folder: str, *runs: int) -> list[str]:
                       "--only", "torch"]),
 ], ids=["storm-campaign", "torch-campaign", "torch-interim", "torch-17", "torch-28", "torch-50"])
 def test_the_readings_quoted_in_the_docs_are_what_the_committed_traces_give(script, args):
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / script), *args], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     doc = (ROOT / "docs" / "overhead.md").read_text()

@@ -1,4 +1,4 @@
-"""bench/floor/cupti_floor.c and bench/overhead_attribution.sh without a GPU: the floor builds
+"""bench/cost/cupti_floor.c and bench/cost/overhead_attribution.sh without a GPU: the floor builds
 against the toolkit's CUPTI with its opt-in pieces and stays harmless where CUDA cannot start;
 the attribution script runs every variant end to end (a program that prints its own metric
 stands in for a CUDA workload; the injected libraries stay idle in it)."""
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not (CUDA / "include" / "cupti.h").exists(), rea
 def floor_lib(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("floor") / "libcupti_floor.so"
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wall", "-Werror", f"-I{CUDA / 'include'}", "-o", str(out),
-                    str(ROOT / "bench" / "floor" / "cupti_floor.c"), f"-L{CUPTI_LIB}", "-lcupti",
+                    str(ROOT / "bench" / "cost" / "cupti_floor.c"), f"-L{CUPTI_LIB}", "-lcupti",
                     f"-Wl,-rpath,{CUPTI_LIB}"], check=True)
     return str(out)
 
@@ -38,7 +38,7 @@ def test_the_floor_initialises_without_harm_where_cuda_cannot_start(floor_lib, e
 
 def test_every_attribution_variant_runs_and_reports_a_median(floor_lib):
     program = [sys.executable, "-c", "print('metric_us=4.25')"]
-    out = subprocess.run(["bash", str(ROOT / "bench" / "overhead_attribution.sh"), floor_lib, "metric_us", "1",
+    out = subprocess.run(["bash", str(ROOT / "bench" / "cost" / "overhead_attribution.sh"), floor_lib, "metric_us", "1",
                           "--", *program], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env={**os.environ, "PYTHON": sys.executable})
     assert out.returncode == 0, out.stderr
@@ -49,7 +49,7 @@ def test_every_attribution_variant_runs_and_reports_a_median(floor_lib):
 
 
 def test_an_unknown_variant_is_refused(floor_lib):
-    out = subprocess.run(["bash", str(ROOT / "bench" / "overhead_attribution.sh"), floor_lib, "m", "1", "--",
+    out = subprocess.run(["bash", str(ROOT / "bench" / "cost" / "overhead_attribution.sh"), floor_lib, "m", "1", "--",
                           "true"], capture_output=True, text=True, timeout=60, cwd=ROOT,
                          env={**os.environ, "VARIANTS": "bare nonsense"})
     assert out.returncode == 2 and "unknown variant nonsense" in out.stderr and out.stdout == ""

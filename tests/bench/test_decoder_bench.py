@@ -15,7 +15,6 @@ import pytest
 from gpuflow.collectors.cupti import decoder
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 @pytest.mark.skipif(not decoder.USING_EXTENSION, reason="needs the compiled decoder")

@@ -1,4 +1,4 @@
-"""bench/floor_calls.py without a GPU: the floor's exit report (FLOOR_COUNT=1) is read from the
+"""bench/cost/floor_calls.py without a GPU: the floor's exit report (FLOOR_COUNT=1) is read from the
 real compiled floor, injected into a program where CUDA cannot start (so every count is a true
 zero), a report in the shape the floor prints on a GPU is read exactly, and a run whose report
 is missing is an error, never zero calls."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from floor_calls import parse_floor_output
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-from floor_calls import parse_floor_output  # noqa: E402
 
 CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 CUPTI_LIB = CUDA / "targets" / "x86_64-linux" / "lib"
@@ -47,11 +47,11 @@ def test_a_missing_report_is_an_error(text):
 def test_the_real_floor_reports_zero_calls_where_cuda_cannot_start(tmp_path):
     lib = tmp_path / "libcupti_floor.so"
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wall", "-Werror", f"-I{CUDA / 'include'}", "-o", str(lib),
-                    str(ROOT / "bench" / "floor" / "cupti_floor.c"), f"-L{CUPTI_LIB}", "-lcupti",
+                    str(ROOT / "bench" / "cost" / "cupti_floor.c"), f"-L{CUPTI_LIB}", "-lcupti",
                     f"-Wl,-rpath,{CUPTI_LIB}"], check=True)
     # the program loads the floor itself (no driver here to do it) and initialises it
     program = f"{sys.executable} -c 'import ctypes, os; ctypes.CDLL(os.environ[\"CUDA_INJECTION64_PATH\"]).InitializeInjection()'"
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "floor_calls.py"), "--floor-lib", str(lib),
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "floor_calls.py"), "--floor-lib", str(lib),
                           "--workload", f"idle:{program}"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == ("floor_calls workloads=1 records=0 clock_calls=0 "
@@ -60,6 +60,6 @@ def test_the_real_floor_reports_zero_calls_where_cuda_cannot_start(tmp_path):
 
 
 def test_a_malformed_workload_is_refused():
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "floor_calls.py"), "--floor-lib", "x",
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "floor_calls.py"), "--floor-lib", "x",
                           "--workload", "nocolon"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "expected NAME:CMD" in out.stderr

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+import frameworks
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench" / "workloads"))
-import frameworks  # noqa: E402
 
 
 def printed(counts: dict[str, int], checksum: str = "1234.5") -> str:

@@ -1,4 +1,4 @@
-"""bench/ab_phases.py and bench/overhead_ab.py: a program's speed with GPUFlow's per-record work
+"""bench/cost/ab_phases.py and bench/cost/overhead_ab.py: a program's speed with GPUFlow's per-record work
 on vs off, read from its progress trace — exact on constructed traces, malformed traces refused
 with the line, and the whole runner through a real ``gpuflow run`` on a program that slows itself
 down by a known amount in the on periods (the GPU's part, the library stepping over records, is
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ab_phases import MIN_PROCESSES, mean_interval, on_vs_off_pct, parse_trace, phase_totals
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-from ab_phases import MIN_PROCESSES, mean_interval, on_vs_off_pct, parse_trace, phase_totals  # noqa: E402
 
 MS = 1_000_000
 
@@ -131,10 +131,10 @@ def injection():
 
 
 def overhead_ab(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """bench/overhead_ab.py with these arguments, its gpuflow run agents without NVML."""
+    """bench/cost/overhead_ab.py with these arguments, its gpuflow run agents without NVML."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUFLOW_", "PROGRESS_TRACE"))}
     env.update({"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_ab.py"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "overhead_ab.py"), *args],
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -184,14 +184,14 @@ def test_kept_traces_are_analysed_again_at_other_guards(tmp_path):
         for r in range(1, 6):
             points = trace_of(on, 1_000_000, 100 * MS, 3_000 * MS, start_ns=(7 + r) * MS)
             (tmp_path / f"storm-{arm}-{r}.txt").write_text("".join(f"{t} {u}\n" for t, u in points))
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "ab_phases.py"), str(tmp_path),
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "ab_phases.py"), str(tmp_path),
                            "--period-ms", "100", "--guards", "0,20,150"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     rows = {line.split()[1]: line for line in done.stdout.splitlines()[1:]}
     assert "guard 0 ms: +3.00" in rows["ab"] and "guard 20 ms: +3.00" in rows["ab"]
     assert "guard 0 ms: +0.00" in rows["aa"] and "150 ms" not in rows["aa"]   # guard >= period: skipped
-    empty = subprocess.run([sys.executable, str(ROOT / "bench" / "ab_phases.py"), str(tmp_path / "none"),
+    empty = subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "ab_phases.py"), str(tmp_path / "none"),
                             "--period-ms", "100"], capture_output=True, text=True, timeout=60)
     assert empty.returncode != 0 and "no NAME-ARM-ROUND.txt traces" in empty.stderr
 
@@ -210,7 +210,7 @@ def test_kept_traces_pool_across_directories_and_archives(tmp_path):
         tar.add(second, arcname="ab-traces")
 
     def analyse(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(ROOT / "bench" / "ab_phases.py"), *args, "--period-ms", "100",
+        return subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "ab_phases.py"), *args, "--period-ms", "100",
                                "--guards", "20"], capture_output=True, text=True, timeout=60)
 
     done = analyse(str(first), str(archive), "--only", "torch")

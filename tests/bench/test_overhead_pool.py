@@ -1,4 +1,4 @@
-"""bench/overhead_pool.py: rounds from several device calls pooled into one verdict, each call
+"""bench/cost/overhead_pool.py: rounds from several device calls pooled into one verdict, each call
 scaled by its own machine's speed, like only with like, and bad files refused with a reason;
 and overhead_stats.rounds_to_resolve, the forecast both benches print for an unresolved figure."""
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from overhead_pool import load_runs, pool
+from overhead_stats import above_floor_pct, interval, resolved, rounds_to_resolve
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-from overhead_pool import load_runs, pool  # noqa: E402
-from overhead_stats import above_floor_pct, interval, resolved, rounds_to_resolve  # noqa: E402
 
 
 def write_run(path: Path, speed: float, n: int, floor: float, gpuflow: float, noise: float, seed: int,
@@ -31,7 +31,7 @@ def write_run(path: Path, speed: float, n: int, floor: float, gpuflow: float, no
 
 
 def pool_cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_pool.py"), *map(str, args)],
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "overhead_pool.py"), *map(str, args)],
                           capture_output=True, text=True, timeout=60)
 
 

@@ -1,4 +1,4 @@
-"""bench/overhead_stats.py and bench/overhead.py's verdict: an interval that settles the 1 %
+"""bench/cost/overhead_stats.py and bench/overhead.py's verdict: an interval that settles the 1 %
 budget only when the runs do, and a last line gpu-check can parse. The bench itself runs real
 ``gpuflow run`` processes (a workload that prints its own metric stands in for a CUDA program)."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from overhead_stats import MIN_ROUNDS, above_floor_pct, interval, resolved
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-from overhead_stats import MIN_ROUNDS, above_floor_pct, interval, resolved  # noqa: E402
 
 
 def rounds(n: int, floor: float, gpuflow: float, noise: float, seed: int = 1, drift: float = 0.0):
@@ -76,7 +76,7 @@ def test_the_bench_keeps_adding_rounds_while_unresolved_and_ends_with_the_verdic
     import json
     saved = json.loads((tmp_path / "o.json").read_text())["w"]
     assert set(saved["other_metrics"]) == {"y"} and len(saved["runs"]["gpuflow"]) == rounds_run
-    # the command without its directory, so bench/overhead_pool.py can refuse unlike runs
+    # the command without its directory, so bench/cost/overhead_pool.py can refuse unlike runs
     assert saved["command"][0] == Path(sys.executable).name and saved["command"][1] == "-c"
 
 

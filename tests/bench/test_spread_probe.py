@@ -1,4 +1,4 @@
-"""bench/spread_probe.py and bench/overhead.py's ``--no-aslr`` without a GPU: the exec shim
+"""bench/cost/spread_probe.py and bench/overhead.py's ``--no-aslr`` without a GPU: the exec shim
 really turns address-space randomisation off for the program (every process then places its
 first mapping at the same address, in every mode, ``gpuflow run`` included), the plain
 configuration really leaves it on, and bad arguments are refused before anything runs."""
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from spread_probe import spread
+from workload_run import run_once
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-from overhead import run_once  # noqa: E402
-from spread_probe import spread  # noqa: E402
 
 #: prints where an anonymous mapping lands (randomised per process unless ASLR is off), and a metric
 WHERE = [sys.executable, "-c",
@@ -38,7 +38,7 @@ def test_without_no_aslr_layouts_differ():
 
 
 def test_the_probe_reads_the_spread_of_each_configuration():
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "spread_probe.py"), "--runs", "3",
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "spread_probe.py"), "--runs", "3",
                           "--configs", "plain,noaslr", "--workload", "where=where:" + shlex.join(WHERE)],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -59,7 +59,7 @@ def test_spread_statistics():
     (["--workload", "nometric"], "expected NAME=METRIC:CMD"),
 ])
 def test_bad_arguments_are_refused(args, message):
-    argv = [sys.executable, str(ROOT / "bench" / "spread_probe.py")]
+    argv = [sys.executable, str(ROOT / "bench" / "cost" / "spread_probe.py")]
     if "--workload" not in args:
         argv += ["--workload", "x=m:true"]
     out = subprocess.run(argv + args, capture_output=True, text=True, timeout=60)
@@ -78,6 +78,6 @@ def test_overhead_runs_with_and_without_no_aslr_are_never_pooled(tmp_path):
     plain, randomisation_off = bench(), bench("--no-aslr")
     import json
     assert json.loads(randomisation_off.read_text())["w"]["command"][0] == "no-aslr:"
-    pooled = subprocess.run([sys.executable, str(ROOT / "bench" / "overhead_pool.py"), str(plain),
+    pooled = subprocess.run([sys.executable, str(ROOT / "bench" / "cost" / "overhead_pool.py"), str(plain),
                              str(randomisation_off)], capture_output=True, text=True, timeout=60)
     assert pooled.returncode != 0 and "ran different commands" in pooled.stderr

@@ -1,5 +1,5 @@
 """The CUDA workloads scripts/gpu-check builds compile cleanly with nvcc: launch_storm.cu (its
-progress trace is read on a GPU by bench/overhead_ab.py) and launch_patterns.cu (the exact-count
+progress trace is read on a GPU by bench/cost/overhead_ab.py) and launch_patterns.cu (the exact-count
 check of graphs, threads, the stream-ordered allocator and pageable copies); without a GPU the
 latter says why and exits 1. Nothing here runs them on a GPU: there is none in CI. nvcc missing
 skips these tests only when CI is not set: CI must have the toolkit."""

@@ -1,4 +1,4 @@
-"""bench/inject_cost.py: the injected library's per-record cost beside the CUPTI floor's, built
+"""bench/cost/inject_cost.py: the injected library's per-record cost beside the CUPTI floor's, built
 from the library's own sources, every record accounted for (translated, published, consumed),
 and bad arguments refused."""
 
@@ -10,7 +10,7 @@ import sys
 
 from inject_lib import ROOT
 
-BENCH = ROOT / "bench" / "inject_cost.py"
+BENCH = ROOT / "bench" / "cost" / "inject_cost.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

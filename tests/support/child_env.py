@@ -22,7 +22,7 @@ def support_pythonpath(current: str | None = None) -> str:
 
 
 def with_support(env: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``env`` (default: this process's environment) whose PYTHONPATH reaches tests/support."""
+    """A copy of ``env`` (default: this process's environment), PYTHONPATH reaching tests/support."""
     out = dict(os.environ if env is None else env)
     out["PYTHONPATH"] = support_pythonpath(out.get("PYTHONPATH", ""))
     return out

@@ -14,9 +14,9 @@ Each interval between two trace points counts for a period only if it lies wholl
 starts at least ``guard`` after the period began: work queued in the previous period (the flusher
 translates up to one flush period late; the agent drains 50 ms late) stays out of both sides.
 
-Run as a script, it analyses kept traces again (``bench/overhead_ab.py --keep-traces``) with other
+Run as a script, it analyses kept traces again (``bench/cost/overhead_ab.py --keep-traces``) with other
 guards, to show a figure does not hang on the guard chosen before the run:
-``python bench/ab_phases.py DIR --period-ms 170 --guards 0,30,60,100``. Several sources (trace
+``python bench/cost/ab_phases.py DIR --period-ms 170 --guards 0,30,60,100``. Several sources (trace
 directories, or .tar.gz archives of one, as measurements/ keeps them) pool their processes:
 runs with the same parameters, decided before their numbers were read.
 
@@ -32,12 +32,10 @@ import os
 import random
 import re
 import statistics
-import sys
 import tarfile
 from typing import Iterator, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead_stats import percentile_bounds  # noqa: E402
+from overhead_stats import percentile_bounds
 
 #: fewer processes than this: no interval (a bootstrap over 2-4 values is not one)
 MIN_PROCESSES = 5

@@ -1,16 +1,16 @@
 """How often CUPTI calls GPUFlow's two set-once pieces, per thread, on a real GPU.
 
-bench/overhead_ab.py switches GPUFlow's per-record work (and, with ``--freeze-agent``, its whole
+bench/cost/overhead_ab.py switches GPUFlow's per-record work (and, with ``--freeze-agent``, its whole
 agent) on and off inside one process; what it cannot switch is what the injected library sets up
 once: its CUPTI subscriber (RESOURCE context-destroy and STATE fatal-error callbacks) and its
 CLOCK_MONOTONIC timestamp callback. Either can cost the program per launch only if CUPTI calls it
 per launch on a thread of the program. This runs each workload once under the minimal CUPTI
-collector (bench/floor/cupti_floor.c) with exactly those two pieces added and counted
+collector (bench/cost/cupti_floor.c) with exactly those two pieces added and counted
 (FLOOR_CLOCK=1 FLOOR_SUBSCRIBE=1 FLOOR_COUNT=1) and prints, per thread that was called, its name
 and counts beside the records CUPTI delivered. Counting is not timing: the counts are exact, the
 run's speed is not a figure.
 
-Usage: python bench/floor_calls.py --floor-lib libcupti_floor.so --workload NAME:CMD...
+Usage: python bench/cost/floor_calls.py --floor-lib libcupti_floor.so --workload NAME:CMD...
   e.g. --workload 'storm:./launch_storm 500000'
 Last line: ``floor_calls workloads=<n> records=<total> clock_calls=<total>
 clock_calls_per_record=<max over workloads> sub_calls=<total> uncounted=<calls from threads past

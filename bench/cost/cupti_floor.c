@@ -7,12 +7,12 @@
  * Whatever gpuflow run costs above this is GPUFlow's own cost (ring, names, flusher thread,
  * consumer). At exit it force-flushes and prints its counts to stderr, so a run can be checked.
  *
- * Two of GPUFlow's CUPTI-side choices can be added one at a time, for bench/overhead_attribution.sh:
+ * Two of GPUFlow's CUPTI-side choices can be added one at a time, for bench/cost/overhead_attribution.sh:
  *   FLOOR_CLOCK=1      register a CLOCK_MONOTONIC timestamp callback before enabling (as GPUFlow)
  *   FLOOR_SUBSCRIBE=1  subscribe and enable the RESOURCE context-destroy and STATE fatal-error
  *                      callbacks (as GPUFlow)
  * and FLOOR_COUNT=1 counts how often CUPTI calls those two into the collector, per thread, and
- * prints it at exit beside the records (bench/floor_calls.py reads it): whether either runs once
+ * prints it at exit beside the records (bench/cost/floor_calls.py reads it): whether either runs once
  * per launch on the program's threads, which is the only way they could cost per launch.
  *
  * Build: cc -O2 -shared -fPIC -I$CUDA_HOME/include -o libcupti_floor.so cupti_floor.c \

@@ -1,7 +1,7 @@
 /*
  * inject_cost.c — what the injected library spends per CUPTI record, against what the minimal
- * CUPTI collector (bench/floor/cupti_floor.c) spends on the same records, side by side in one
- * process, without a GPU. Built and run by bench/inject_cost.py.
+ * CUPTI collector (bench/cost/cupti_floor.c) spends on the same records, side by side in one
+ * process, without a GPU. Built and run by bench/cost/inject_cost.py.
  *
  * bench/overhead.py measures GPUFlow's cost on a real program, but on the lent VMs one process's
  * speed varies by 6-15 %, so it cannot place a 1 % difference. This measures the part of that

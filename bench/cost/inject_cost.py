@@ -1,5 +1,5 @@
 """The injected library's CPU cost per CUPTI record against the minimal CUPTI collector's, without
-a GPU: builds bench/inject_cost.c with libgpuflow_inject.so's own sources (activity.c,
+a GPU: builds bench/cost/inject_cost.c with libgpuflow_inject.so's own sources (activity.c,
 buffer_pool.c, ring_producer.c, flusher.c, compiled as setup.py compiles them) and runs it.
 
 bench/overhead.py times real programs on a GPU, where one process's speed varies by 6–15 % on
@@ -22,7 +22,7 @@ machine: it prints each pair, then ``baseline_ns_per_record=<b> gpuflow_ns_per_r
 vs_baseline=<g/b>`` (medians over the pairs) before the last line, which is then the current
 version's median pair.
 
-Usage: python bench/inject_cost.py [--rounds 21] [--buffers 2] [--names 40] [--per-launch-us 4.0]
+Usage: python bench/cost/inject_cost.py [--rounds 21] [--buffers 2] [--names 40] [--per-launch-us 4.0]
                                    [--baseline-src DIR [--pairs 5]]
 Last line: ``floor_ns_per_record=<f> gpuflow_ns_per_record=<g> ratio=<g/f> extra_ns_per_record=<g-f>
 extra_pct_of_launch=<(g-f)/per-launch>``.
@@ -42,7 +42,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS_C = Path(__file__).resolve().with_name("inject_cost.c")
 LIBRARY_SOURCES = ["cupti_src/activity.c", "cupti_src/buffer_pool.c", "cupti_src/ring_producer.c",
                    "cupti_src/flusher.c"]
 # setup.py's flags for libgpuflow_inject.so, less what only a shared object needs
@@ -59,10 +60,10 @@ def cuda_include() -> Path:
 
 
 def build(out_dir: Path, library_root: Path = ROOT, label: str = "inject_cost") -> Path:
-    """The harness (this checkout's bench/inject_cost.c) linked with library_root's cupti_src/."""
+    """The harness (this checkout's bench/cost/inject_cost.c) linked with library_root's cupti_src/."""
     exe = out_dir / label
     cmd = [os.environ.get("CC", "cc"), *CFLAGS, f"-I{library_root / 'cupti_src'}", f"-I{cuda_include()}",
-           "-o", str(exe), str(ROOT / "bench" / "inject_cost.c"),
+           "-o", str(exe), str(HARNESS_C),
            *(str(library_root / s) for s in LIBRARY_SOURCES), "-lrt", "-ldl"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:

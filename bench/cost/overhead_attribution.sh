@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# bench/overhead_attribution.sh — where does `gpuflow run`'s cost above the CUPTI floor come from?
+# bench/cost/overhead_attribution.sh — where does `gpuflow run`'s cost above the CUPTI floor
+# come from?
 #
 # Times one workload (a command printing METRIC=<value>) under variants that add one piece of
 # GPUFlow at a time, interleaved round by round, and prints medians:
-#   bare | floor (bench/floor) | floor-nvtx (NVTX_INJECTION64_PATH set) | floor-clock (the floor with
-#   GPUFlow's CLOCK_MONOTONIC timestamp callback) | floor-sub (the floor with GPUFlow's CUPTI
-#   subscriber) | inject (libgpuflow_inject.so alone, no agent: ring fills and drops) |
+#   bare | floor (bench/cost/cupti_floor.c) | floor-nvtx (NVTX_INJECTION64_PATH set) |
+#   floor-clock (the floor with GPUFlow's CLOCK_MONOTONIC timestamp callback) | floor-sub (the
+#   floor with GPUFlow's CUPTI subscriber) | inject (libgpuflow_inject.so alone, no agent: ring fills and drops) |
 #   inject-nonvtx | run (gpuflow run) | run-nonvml (NVML off)
 # VARIANTS="bare floor floor-clock run" picks some (default: all, in that order).
-# Usage: bench/overhead_attribution.sh FLOOR_LIB METRIC ROUNDS -- CMD ARGS...
+# Usage: bench/cost/overhead_attribution.sh FLOOR_LIB METRIC ROUNDS -- CMD ARGS...
 set -uo pipefail
 FLOOR=$1; METRIC=$2; ROUNDS=$3; shift 4
 PY=${PYTHON:-python3}

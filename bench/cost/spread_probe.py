@@ -3,7 +3,7 @@
 The side-by-side overhead comparison (bench/overhead.py) is limited by how much one process of a
 workload differs in speed from the next: on the lent H200 virtual machines, 6-15 % for the
 launch storm and the PyTorch loop, while inside one process the speed holds to well under 1 %
-(bench/overhead_ab.py's controls). This runs each workload bare (no injection, no GPUFlow) N
+(bench/cost/overhead_ab.py's controls). This runs each workload bare (no injection, no GPUFlow) N
 times under each start-up configuration, interleaved run by run, and prints each
 configuration's median, coefficient of variation and range:
 
@@ -17,7 +17,7 @@ configuration's median, coefficient of variation and range:
 A configuration that cuts the spread is worth running the side-by-side comparison under
 (``bench/overhead.py --no-aslr``); one that does not rules that cause out.
 
-Usage: python bench/spread_probe.py --workload NAME=METRIC:CMD... [--runs 8]
+Usage: python bench/cost/spread_probe.py --workload NAME=METRIC:CMD... [--runs 8]
        [--configs plain,noaslr,noaslr-hashseed]
 Last line: ``spread_probe <name>_<config>_cv_pct=<x> ...`` for every workload and configuration.
 """
@@ -32,8 +32,7 @@ import statistics
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead import shimmed  # noqa: E402
+from workload_run import shimmed
 
 #: configuration -> (address-space randomisation off, extra environment)
 CONFIGS: dict[str, tuple[bool, dict[str, str]]] = {

@@ -1,7 +1,7 @@
 """Read a fixed-rule A/B campaign: interim until it holds its processes, then its one verdict.
 
 A campaign (docs/overhead.md, "The campaign that settles the torch loop") pools every ab process
-of ``bench/overhead_ab.py`` runs with the same parameters over several device calls, and is read
+of ``bench/cost/overhead_ab.py`` runs with the same parameters over several device calls, and is read
 once, when the pool reaches a number of processes fixed before it began. This applies that rule
 mechanically, so the reading does not depend on who reads it or when:
 
@@ -11,12 +11,12 @@ mechanically, so the reading does not depend on who reads it or when:
 * fewer than ``--target``: the line says ``interim`` and gives the pool's figure, which decides
   nothing;
 * at ``--target``: the mean on-vs-off % over those processes and its 90 % bootstrap interval (the
-  same statistic as bench/overhead_ab.py), at ``--guard-ms``; then the same scaled to the bare run
+  same statistic as bench/cost/overhead_ab.py), at ``--guard-ms``; then the same scaled to the bare run
   time by ``--floor-over-bare`` (the A/B compares against the off periods, which run at the
   floor's speed; the issue's figure is a share of the bare time); the verdict against the 1 %
   budget is read from the scaled interval.
 
-Usage: python bench/ab_campaign.py SOURCE... --workload torch --period-ms 170 --guard-ms 60
+Usage: python bench/cost/ab_campaign.py SOURCE... --workload torch --period-ms 170 --guard-ms 60
        --target 50 --floor-over-bare 1.134
 Last line: ``campaign workload=<w> processes=<n>/<target> state=<interim|final>
 on_vs_off_pct=<x> ci90=<lo>..<hi> overhead_above_floor_pct=<x> bare_ci90=<lo>..<hi>
@@ -26,13 +26,10 @@ verdict=<met|missed|unresolved|interim>``.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_phases import kept_pct, kept_points, kept_traces, mean_interval  # noqa: E402
-from overhead_stats import resolved  # noqa: E402
+from ab_phases import kept_pct, kept_points, kept_traces, mean_interval
+from overhead_stats import resolved
 
 BUDGET_PCT = 1.0
 

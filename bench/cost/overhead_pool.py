@@ -5,12 +5,12 @@ storm and the PyTorch loop spread by ±6–15 % from one process to the next, so
 place GPUFlow's cost above the floor to within the 1 % budget. Rounds from several calls can:
 each run's values are divided by its own bare median (the machines' speeds differ by up to a
 third), rounds are kept whole (a round's three modes ran side by side), and the pooled rounds
-get bench/overhead_stats.py's estimate, 90 % bootstrap interval and verdict, plus a forecast of
+get bench/cost/overhead_stats.py's estimate, 90 % bootstrap interval and verdict, plus a forecast of
 the rounds an unresolved workload still needs. Say which runs were pooled and why when quoting
 the result: choose them before looking at their numbers (e.g. "every unpinned run of this
 library"), never by their estimates.
 
-Usage: python bench/overhead_pool.py RUN.json... [--workload NAME]...
+Usage: python bench/cost/overhead_pool.py RUN.json... [--workload NAME]...
   RUN.json: a ``bench/overhead.py --json-out`` file (``scripts/gpu-check`` leaves overhead.json).
 Last line: ``pooled_overhead_above_floor_pct=<z> runs=<files> workloads=<n> ci90=<lo>..<hi>
 verdict=<met|missed|unresolved>`` (the worst workload, as bench/overhead.py's last line).
@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved  # noqa: E402
+from overhead_stats import MODES, above_floor_pct, forecast, interval, overall, resolved
 
 BUDGET_PCT = 1.0
 

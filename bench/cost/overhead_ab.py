@@ -1,5 +1,5 @@
 """GPUFlow's own cost measured inside one process: ``gpuflow run`` with its per-record work
-switched on and off in alternating periods (bench/ab_phases.py), on a real GPU.
+switched on and off in alternating periods (bench/cost/ab_phases.py), on a real GPU.
 
 Each round runs every workload twice under ``gpuflow run``, in alternating order:
 
@@ -34,7 +34,7 @@ controls by up to 10 %).
 ``--control-every K`` runs the control in every K-th round only (rounds 1, K+1, …): for a
 campaign that needs many ab processes once the control has read about 0 run after run.
 
-Usage: python bench/overhead_ab.py --workload NAME=METRIC:CMD... [--rounds 8] [--seconds S]
+Usage: python bench/cost/overhead_ab.py --workload NAME=METRIC:CMD... [--rounds 8] [--seconds S]
        [--period-ms 370] [--guard-ms 100] [--freeze-agent] [--control-every K] [--keep-traces DIR]
        [--json-out F]
   e.g. --workload 'storm=per_launch_us:./launch_storm 1000000'
@@ -56,10 +56,9 @@ import tempfile
 import time
 from typing import Callable
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_phases import mean_interval, on_vs_off_pct, parse_trace, phase_totals  # noqa: E402
-from overhead import run_once  # noqa: E402
-from overhead_stats import overall, resolved  # noqa: E402
+from ab_phases import mean_interval, on_vs_off_pct, parse_trace, phase_totals
+from overhead_stats import overall, resolved
+from workload_run import run_once
 
 BUDGET_PCT = 1.0
 ARMS = ("ab", "aa")
