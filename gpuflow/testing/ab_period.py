@@ -1,6 +1,6 @@
 """GPUFLOW_AB_PERIOD_MS: the benchmarking switch that turns GPUFlow's work on and off in alternation.
 
-``bench/overhead_ab.py`` measures what GPUFlow costs a program inside one process: with
+``bench/cost/overhead_ab.py`` measures what GPUFlow costs a program inside one process: with
 ``GPUFLOW_AB_PERIOD_MS=P`` CLOCK_MONOTONIC is cut into periods of P ms, GPUFlow works as usual in
 the even ones and stands aside in the odd ones — the injected library steps over kernel and copy
 records (cupti_src/activity.c) and the NVML collector makes no NVML call — and the program's own

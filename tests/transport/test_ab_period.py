@@ -1,6 +1,6 @@
 """GPUFLOW_AB_PERIOD_MS in the agent: parsed as the injected library parses it, and the NVML
 collector (both its threads, against the scripted fake backend) beginning no poll or sweep in an
-off period — so bench/overhead_ab.py's on-vs-off figure includes NVML polling's cost."""
+off period — so bench/cost/overhead_ab.py's on-vs-off figure includes NVML polling's cost."""
 
 from __future__ import annotations
 
