@@ -77,6 +77,14 @@ def test_demo_needs_no_agent_any_static_server_of_the_page_folder_will_do(page, 
     assert "p:48213" in graph["nodes"]
 
 
+def test_the_live_page_never_loads_the_demos_code(page, agent):
+    requested = []
+    page.on("request", lambda r: requested.append(r.url.rsplit("/", 1)[-1]))
+    open_live(page, agent)
+    assert "main.js" in requested and "stream.js" in requested
+    assert "demo.js" not in requested
+
+
 def test_no_demo_data_without_the_demo_parameter(page, agent):
     open_live(page, agent)
     assert hook(page, "demo") is None
