@@ -1,5 +1,6 @@
-"""Both decoder twins and the compiled twin's stub are exactly the RingDecoder protocol: the same
-public members, the same parameters, so callers typed against the protocol see every call."""
+"""Both decoder twins are exactly the RingDecoder protocol (the same public members, the same
+parameters), and the compiled twin's stub types it by that protocol, so callers typed against the
+protocol see every call whichever twin runs."""
 
 from __future__ import annotations
 
@@ -28,18 +29,10 @@ def protocol_members() -> dict[str, list[str] | None]:
     return members
 
 
-def stub_members() -> dict[str, list[str] | None]:
+def stub_declarations() -> dict[str, str]:
+    """Name → annotation text of the compiled twin's stub's module-level declarations."""
     tree = ast.parse(STUB.read_text())
-    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RingDecoder"]
-    members: dict[str, list[str] | None] = {}
-    for node in cls.body:
-        if isinstance(node, ast.AnnAssign):
-            members[node.target.id] = None
-        elif isinstance(node, ast.FunctionDef):
-            is_property = any(isinstance(d, ast.Name) and d.id == "property" for d in node.decorator_list)
-            args = node.args
-            members[node.name] = None if is_property else [a.arg for a in args.args + args.kwonlyargs]
-    return members
+    return {n.target.id: ast.unparse(n.annotation) for n in tree.body if isinstance(n, ast.AnnAssign)}
 
 
 def twin_members(cls: type) -> dict[str, list[str] | None]:
@@ -57,8 +50,18 @@ def twin_members(cls: type) -> dict[str, list[str] | None]:
     return members
 
 
-def test_the_stub_is_the_protocol():
-    assert stub_members() == protocol_members()
+def test_the_stub_types_the_compiled_twin_by_the_protocol():
+    """The stub restates nothing: its RingDecoder is a class implementing the protocol."""
+    declared = stub_declarations()
+    assert declared["RingDecoder"] == "type[_RingDecoderProtocol]"
+    assert "from gpuflow.collectors.cupti.protocol import RingDecoder as _RingDecoderProtocol" in STUB.read_text()
+
+
+@pytest.mark.c_extension
+def test_the_stubs_other_names_exist_in_the_compiled_module(both_impls):
+    from gpuflow.collectors.cupti import _decoder_c
+
+    assert all(hasattr(_decoder_c, name) for name in stub_declarations())
 
 
 def test_the_python_twin_is_the_protocol():

@@ -259,7 +259,8 @@ class CuptiCollector:
         run on, and its exit still ends the ring.
         """
         gone = not rings.pid_alive(ring.pid)  # decided before draining: nothing follows a gone producer
-        dec = ring.decoder
+        dec, mapped = ring.decoder, ring.mapped
+        assert dec is not None and mapped is not None  # poll() drains only mapped rings
         changed = False
         if ring.error is None:
             try:
@@ -267,7 +268,7 @@ class CuptiCollector:
                 # published meanwhile wait for the next pass, 20 ms later
                 changed = dec.drain() > 0
                 if changed:
-                    ring.mapped.release_consumed(dec.tail)  # type: ignore[union-attr]
+                    mapped.release_consumed(dec.tail)
             except RingFormatError as exc:
                 ring.error = str(exc)
                 ring.truncated = True
@@ -327,9 +328,10 @@ class CuptiCollector:
                 ring.name = rings.process_name(pid) or ring.name
             status = self._exit_status(pid) if ring.state == "exited" else None
             if ring.mapped is not None or ring.traced is None:
-                ring.traced = ring.builder.build(  # type: ignore[union-attr]
-                    ring.decoder, name=ring.name, state=ring.state, exit_status=status,
-                    truncated=ring.truncated, now_ns=now_ns)
+                builder, dec = ring.builder, ring.decoder
+                assert builder is not None and dec is not None  # dropped only once released and built
+                ring.traced = builder.build(dec, name=ring.name, state=ring.state, exit_status=status,
+                                            truncated=ring.truncated, now_ns=now_ns)
             elif ring.traced.exit_status != status:
                 # a released ring cannot change any more, except for the exit status the CLI reports
                 ring.traced = replace(ring.traced, exit_status=status)
@@ -340,7 +342,7 @@ class CuptiCollector:
         while len(self._released_order) > EXITED_KEPT:
             self._fold(self._released_order[0])
         self._part = SnapshotPart(
-            source=SOURCE, traced=tuple(self._rings[pid].traced for pid in sorted(self._rings)),
+            source=SOURCE, traced=tuple(t for pid in sorted(self._rings) if (t := self._rings[pid].traced)),
             traced_retired=(self._retired,) if self._retired is not None else (),
             problems=tuple(self._problems[k] for k in sorted(self._problems)))
 
@@ -369,7 +371,8 @@ class CuptiCollector:
         if ring.mapped is None:
             return
         try:
-            ring.decoder.detach()
+            if ring.decoder is not None:
+                ring.decoder.detach()
             ring.mapped.close()
         finally:
             if unlink:
