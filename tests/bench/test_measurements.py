@@ -1,6 +1,6 @@
 """measurements/ and the docs that quote it: every folder and file kept is in the index
-(measurements/README.md), and every link into measurements/ from the README, docs/ or the
-index resolves to a file that exists (a link to a folder says too little: link the file a claim
+(measurements/README.md), and every link into measurements/ from the top-level pages, docs/ or
+the index resolves to a file that exists (a link to a folder says too little: link the file a claim
 rests on)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MEASUREMENTS = ROOT / "measurements"
 INDEX = MEASUREMENTS / "README.md"
-DOCS = [ROOT / "README.md", INDEX, *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [*sorted(ROOT.glob("*.md")), INDEX, *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
