@@ -16,7 +16,7 @@ compositing. It records two things per rendered frame:
 * the in-frame cost: ingest since the previous draw + draw + a 1-pixel getImageData, which makes
   the software rasteriser finish inside the measurement.
 
-Budget (docs/design.md): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``,
+Budget (CONTRIBUTING.md, performance budgets): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``,
 the larger of the two p95s.
 
 Constraints: never ``playwright install``; the browser is the system one (/usr/bin/chromium, or
