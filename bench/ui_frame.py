@@ -5,12 +5,12 @@ Playwright; the page and its modules are served by GPUFlow's own app over an emp
 agent, no collector) on a local port. That variant generates, in the page, the load named in the
 design's budget table: 8 GPUs, 64 processes, one TRACED process with 16 lanes each holding 2,000
 spans, with delta frames at 20 Hz appending new spans (plain snapshots with the stream's
-full-then-delta semantics, through the same JSON parse, reader and store as the live stream's
-frames). It redraws on every animation frame while the view drifts
-between the whole graph and a zoom-1 close look at the lanes. Chromium runs with its frame-rate
-limit and vsync off, so animation frames come back to back and the time between two of them is
-the whole cost of a frame: JSON parse and ingest of the frames that arrived, draw, raster,
-compositing. It records two things per rendered frame:
+full-then-delta semantics, taking the live stream's path from the parsed event on: reader, store,
+layout). It redraws on every animation frame while the view drifts between the whole graph and
+a zoom-1 close look at the lanes. Chromium runs with its frame-rate limit and vsync off, so
+animation frames come back to back and the time between two of them is the whole cost of a
+frame: ingest of the frames that arrived, draw, raster, compositing. It records two things per
+rendered frame:
 
 * the interval between consecutive animation frames (uncapped, so not the 16.7 ms of vsync);
 * the in-frame cost: ingest since the previous draw + draw + a 1-pixel getImageData, which makes

@@ -3,11 +3,12 @@
 // Each variant is a scenario (GPUs, processes, traced processes and the kind of work on each of
 // their streams) from which a seeded generator makes plain snapshots (schema 1, as
 // Snapshot.to_json_dict() writes them) with the stream's full-then-delta semantics: a full frame,
-// then deltas whose lanes carry only the spans new since the frame before. Each goes, as JSON
-// text, through the same handler as a live stream event (parse, stream.js, store.js). The page
-// shows DEMO on screen for as long as it runs. ?demo=bench also redraws every animation frame
-// while the view drifts between the whole graph and a close look at the traced lanes, and records
-// each frame's cost for bench/ui_frame.py.
+// then deltas whose lanes carry only the spans new since the frame before. Each takes the live
+// frames' path from the parsed event on (stream.js, store.js, layout.js), skipping only the JSON
+// text: a demo frame is made as the object a parse would give. The page shows DEMO on screen for
+// as long as it runs. ?demo=bench also redraws every animation frame while the view drifts
+// between the whole graph and a close look at the traced lanes, and records each frame's cost for
+// bench/ui_frame.py.
 //
 // Constraints: loaded only in demo mode (main.js imports it dynamically), never the default;
 // opens no stream and makes no request. It encodes nothing: the stream's compact form has one
@@ -145,7 +146,8 @@ function makeDemo(variant) {
   function generate(t, L, untilUs) {
     const K = L.kind;
     while (L.cursor < untilUs) {
-      let s;
+      // every span has the one shape decoded spans have: the drawing's hot loop stays monomorphic
+      let s, mangled = null;
       if (K.copy) {
         const dir = pick(R, K.dirs), bytes = Math.round(between(R, K.bytes[0], K.bytes[1]) / 4096) * 4096;
         const dur = Math.round(bytes / (K.gbps * 1e9) * 1e9 * between(R, 0.9, 1.2));
@@ -157,16 +159,16 @@ function makeDemo(variant) {
         L.cursor += dur / 1000 + between(R, K.gap[0], K.gap[1]);
       } else {
         const kn = KERNELS[pick(R, K.mix)], dur = Math.round(between(R, K.dur[0], K.dur[1]) * 1000);
-        s = { seq: 0, kind: 'kernel', start_us: Math.round(L.cursor), dur_ns: dur, name: kn[0], grid: kn[2], block: kn[3], bytes: null, direction: null, m: kn[1] };
+        s = { seq: 0, kind: 'kernel', start_us: Math.round(L.cursor), dur_ns: dur, name: kn[0], grid: kn[2], block: kn[3], bytes: null, direction: null };
+        mangled = kn[1];
         L.cursor += dur / 1000 + between(R, K.gap[0], K.gap[1]) + (R() < K.idleP ? between(R, K.idle[0], K.idle[1]) : 0);
       }
       s.seq = ++t.rec;
       L.executions++;
       if (s.kind === 'kernel') {
         let a = t.kernels.get(s.name);
-        if (!a) { a = { name: s.name, mangled: s.m, count: 0, total_ns: 0, min_ns: Infinity, max_ns: 0 }; t.kernels.set(s.name, a); }
+        if (!a) { a = { name: s.name, mangled, count: 0, total_ns: 0, min_ns: Infinity, max_ns: 0 }; t.kernels.set(s.name, a); }
         a.count++; a.total_ns += s.dur_ns; if (s.dur_ns < a.min_ns) a.min_ns = s.dur_ns; if (s.dur_ns > a.max_ns) a.max_ns = s.dur_ns;
-        delete s.m;
       } else {
         let a = t.transfers.get(s.direction);
         if (!a) { a = { direction: s.direction, count: 0, bytes: 0, total_ns: 0 }; t.transfers.set(s.direction, a); }
@@ -263,8 +265,8 @@ function makeDemo(variant) {
   return { interval: sc.interval, frame };
 }
 
-// Shows the banner and feeds the variant's frames, as JSON text, to onFrameText every interval.
-export function startDemo(variant, onFrameText) {
+// Shows the banner and hands the variant's frames to onFrame every interval.
+export function startDemo(variant, onFrame) {
   el.banner.hidden = false;
   if (variant === 'bench') {
     el.banner.textContent = 'DEMO — synthetic frames (bench)';
@@ -273,7 +275,7 @@ export function startDemo(variant, onFrameText) {
   }
   setConn('demo', variant);
   const src = makeDemo(variant);
-  const tick = () => { onFrameText(JSON.stringify(src.frame())); };
+  const tick = () => { onFrame(src.frame()); };
   tick();
   setInterval(tick, src.interval);
 }

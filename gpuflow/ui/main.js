@@ -1,9 +1,10 @@
 // The page's entry, the one script index.html loads: wires the modules together and starts the
 // page, live on the agent's stream or, with ?demo, on demo.js's canned frames.
 //
-// Every frame, live or demo, arrives as JSON text and takes the same path: parsed, read back to
-// the plain form (stream.js), applied to what the page keeps (store.js), laid out (layout.js),
-// and drawn in the next animation frame (scene.js through canvas.js's loop).
+// Every frame, live or demo, takes the same path: read back to the plain form (stream.js),
+// applied to what the page keeps (store.js), laid out (layout.js), and drawn in the next
+// animation frame (scene.js through canvas.js's loop). A live frame is parsed from its event's
+// JSON first; a demo frame is made as an object, already in the plain form.
 //
 // Constraints: ES modules of the page's own origin only, no framework, no build step, under the
 // agent's Content-Security-Policy ('self' scripts, no eval, no inline handlers). demo.js is
@@ -17,11 +18,10 @@ import { model, rebuild } from './layout.js';
 import { draw } from './scene.js';
 import { APPLIED, RESYNC, ingest, store } from './store.js';
 
-// One frame's text; false when the page cannot apply it and must start over with a full frame.
-function onFrameText(txt) {
+// One frame (parsed JSON); false when the page cannot apply it and must start over with a full
+// frame. ?demo=bench times it, as a frame's ingest.
+function onFrame(f) {
   const t = performance.now();
-  let f;
-  try { f = JSON.parse(txt); } catch (e) { store.badFrames++; return true; }
   const result = ingest(f);
   if (result === APPLIED) {
     rebuild(store.snap, store.traced);
@@ -33,6 +33,12 @@ function onFrameText(txt) {
   updateHeader();
   return result !== RESYNC;
 }
+// One stream event's data.
+function onFrameText(txt) {
+  let f;
+  try { f = JSON.parse(txt); } catch (e) { store.badFrames++; return true; }
+  return onFrame(f);
+}
 
 setPainter(draw);
 installInteraction();
@@ -41,5 +47,5 @@ new ResizeObserver(resize).observe(canvas);
 window.addEventListener('resize', resize);
 resize();
 setInterval(updateHeader, 1000);
-if (demo) import('./demo.js').then(m => m.startDemo(demo, onFrameText));
+if (demo) import('./demo.js').then(m => m.startDemo(demo, onFrame));
 else startLive(onFrameText);
