@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from tests.cli.conftest import gpuflow
+from cli_process import gpuflow
 
 BAD = [
     (["watch", "--bogus"], "unrecognized arguments: --bogus"),

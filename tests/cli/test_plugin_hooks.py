@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.cli.conftest import gpuflow, gpuflow_env
+from cli_process import gpuflow, gpuflow_env
 
 PLUGIN = textwrap.dedent('''
     """A third-party plugin used by the CLI tests."""

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from tests.cli.conftest import gpuflow, gpuflow_env
+from cli_process import gpuflow, gpuflow_env
 
 NO_NVML = gpuflow_env(GPUFLOW_DISABLED_PLUGINS="nvml")
 
@@ -110,7 +110,7 @@ def test_linger_keeps_serving_the_final_state_until_ctrl_c(injection_built):
     import json
     import urllib.request
 
-    from tests.cli.conftest import URL_RE
+    from cli_process import URL_RE
 
     proc = subprocess.Popen([sys.executable, "-m", "gpuflow", "run", "--port", "0", "--linger", "--",
                              "sh", "-c", "exit 5"], env=NO_NVML, stdout=subprocess.PIPE,

@@ -7,7 +7,7 @@ import signal
 import time
 import urllib.request
 
-from tests.cli.conftest import gpuflow_env, start_gpuflow, stop_gpuflow
+from cli_process import gpuflow_env, start_gpuflow, stop_gpuflow
 
 
 def snapshot_with_devices(port: int, timeout: float = 10) -> dict:

@@ -97,6 +97,19 @@ def test_the_core_names_no_collector_outside_the_default_plugin_list():
     assert not bad, "\n".join(bad)
 
 
+def test_no_test_module_imports_another_folders_conftest():
+    """Shared test helpers live in tests/support and shared fixtures in tests/conftest.py."""
+    tests = PACKAGE.parent / "tests"
+    bad = []
+    for path in sorted(tests.rglob("*.py")):
+        folder = path.relative_to(tests).parts[0]
+        for line, name in imported(path, root=PACKAGE.parent):
+            parts = name.split(".")
+            if parts[0] == "tests" and len(parts) > 1 and parts[1] not in (folder, "conftest"):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name}")
+    assert not bad, "\n".join(bad)
+
+
 def test_the_checks_see_what_they_are_meant_to(tmp_path):
     """The walkers find an import inside a function, a relative one, and a name in code only."""
     module = tmp_path / "gpuflow" / "core" / "sample.py"

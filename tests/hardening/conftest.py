@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.cli.conftest import gpuflow_env, injection_built, start_gpuflow  # noqa: F401 (fixture)
-from tests.transport.conftest import FAKE_ENV, Gunicorn
+from cli_process import gpuflow_env, start_gpuflow
+from servers import FAKE_ENV, Gunicorn
 
 from .rawhttp import get, one
 

@@ -18,7 +18,7 @@ import re
 import pytest
 
 from gpuflow.cli.options import parse_args
-from tests.cli.conftest import gpuflow, gpuflow_env
+from cli_process import gpuflow, gpuflow_env
 
 from .conftest import shm_segments
 

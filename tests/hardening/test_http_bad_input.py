@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from tests.transport.conftest import ROOT
+from servers import ROOT
 
 from .rawhttp import Response, exchange, get, one, parse_all, request, wait_for
 

@@ -23,7 +23,7 @@ import pytest
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.server import EmbeddedServer
-from tests.transport.conftest import make_snapshot
+from snapshots import make_snapshot
 
 from .conftest import proc_status, start_gunicorn
 from .rawhttp import get, one, wait_for

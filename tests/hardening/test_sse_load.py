@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.transport.conftest import ROOT
+from servers import ROOT
 
 pytestmark = pytest.mark.slow
 

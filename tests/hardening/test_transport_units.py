@@ -21,7 +21,7 @@ from gpuflow.transport.gunicorn_hardening import (
     StalledClientFilter, harden_worker, settle_close, write_error,
 )
 from gpuflow.transport.security import SECURITY_HEADERS, HostAllowList, plain_error
-from tests.transport.conftest import board_with, make_snapshot
+from snapshots import board_with, make_snapshot
 
 
 @pytest.mark.parametrize("pattern", ["*.", "*..", "*.example.com:8080", "*.*.example.com",

@@ -11,7 +11,7 @@ from falcon import testing
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.security import HostAllowList, cookie_name, cookie_value, host_name
-from tests.transport.conftest import board_with, make_snapshot
+from snapshots import board_with, make_snapshot
 
 HOST = {"Host": "127.0.0.1:7717"}
 ROUTES = ["/", "/api/snapshot", "/metrics", "/healthz"]

@@ -17,7 +17,7 @@ from gpuflow.core.context import AgentConfig
 from gpuflow.core.plugins import get_plugin_manager
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.server import EmbeddedServer, PortInUseError, ServerStartError
-from tests.transport.conftest import FAKE_ENV, SseClient, http_get
+from servers import FAKE_ENV, SseClient, http_get
 
 TOKEN = "embedded-token-123"
 

@@ -10,7 +10,7 @@ from gpuflow.core.agent import Agent
 from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.plugins import get_plugin_manager
 from gpuflow.testing import fake_collector as fc
-from tests.transport.conftest import FAKE_ENV
+from servers import FAKE_ENV
 
 
 def scenario(**kw) -> fc.FakeScenario:

@@ -13,7 +13,7 @@ from gpuflow.core.snapshot import (
 )
 from gpuflow.transport.frames import FrameEncoder, dumps, fair_shares
 from gpuflow.transport.wire import NameTable, StreamReader, decode_spans, encode_spans
-from tests.transport.conftest import board_with, lane, make_snapshot
+from snapshots import board_with, lane, make_snapshot
 
 LONG = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)"
 LONG_MANGLED = "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4EEEEEvT1_"

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from gpuflow.transport.wire import StreamReader
-from tests.transport.conftest import Gunicorn, SseClient, http_get
+from servers import Gunicorn, SseClient, http_get
 
 pytestmark = pytest.mark.slow
 

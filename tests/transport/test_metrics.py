@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import KernelStat, TracedProcess, TransferStat
 from gpuflow.transport.app import AppSettings, create_app
-from tests.transport.conftest import board_with, make_snapshot
+from snapshots import board_with, make_snapshot
 
 HOST = {"Host": "localhost"}
 

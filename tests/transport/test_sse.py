@@ -15,7 +15,7 @@ from falcon import testing
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.wire import StreamReader
-from tests.transport.conftest import board_with, lane, make_snapshot
+from snapshots import board_with, lane, make_snapshot
 
 
 class Stream:

@@ -11,7 +11,7 @@ import pytest
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, kernel_order
 from gpuflow.transport.frames import FrameEncoder
-from tests.transport.conftest import make_snapshot
+from snapshots import make_snapshot
 
 from .conftest import hook, shot, until
 

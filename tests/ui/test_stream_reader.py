@@ -23,7 +23,7 @@ from gpuflow.core.snapshot import (
 from gpuflow.transport import wire
 from gpuflow.transport.frames import FrameEncoder
 from gpuflow.transport.wire import StreamReader
-from tests.transport.conftest import make_snapshot
+from snapshots import make_snapshot
 
 pytestmark = pytest.mark.browser
 

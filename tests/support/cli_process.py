@@ -1,4 +1,9 @@
-"""Helpers for driving the real ``gpuflow`` command in a subprocess."""
+"""The real ``gpuflow`` command in a subprocess: its environment, one run to completion, a server
+run started and stopped by a signal.
+
+Constraints: ``python -m gpuflow`` of the interpreter running the tests (the installed package);
+entry-point plugins off unless a test turns them on; every wait has a timeout.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,7 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 URL_RE = re.compile(r"http://[^\s]+:(\d+)/")
 
 
@@ -57,15 +58,3 @@ def start_gpuflow(*args: str, env: dict[str, str] | None = None) -> tuple[subpro
             return proc, int(m.group(1))
     proc.kill()
     raise AssertionError("gpuflow printed no URL:\n" + "".join(seen))
-
-
-@pytest.fixture
-def injection_built():
-    from gpuflow.collectors.cupti.injection import InjectionUnavailable, find_injection_paths
-
-    try:
-        return find_injection_paths()
-    except InjectionUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must build the injection library and find libcupti: {exc}")
-        pytest.skip(str(exc))
