@@ -8,6 +8,8 @@ Routes (GET and HEAD; anything else 405):
 * ``/metrics`` — Prometheus text (:mod:`gpuflow.transport.metrics`);
 * ``/healthz`` — ``{"status": "ok"|"starting"|"stopping", ...}``, 503 unless ok;
 * ``/favicon.ico`` — 204 (the UI has no icon; this keeps browser consoles free of 404s).
+* ``/<module>.js`` — the page's ES modules, a fixed list found when the app is made
+  (:func:`gpuflow.transport.ui.module_routes`); any other path is a 404.
 
 Deployment: ``gunicorn 'gpuflow.transport.app:get_app()' -k gthread --workers 1 --threads 64``
 (optionally ``-c python:gpuflow.transport.gunicorn_conf``). ``get_app()`` reads ``GPUFLOW_*``
