@@ -41,18 +41,18 @@ def new_session_id() -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     err = sys.stderr
     session = new_session_id()
-    try:
-        app = build_app(args)
-        added = app.state.agent.child_environment(session)
-    except (StartupError, LaunchRefused) as exc:
-        err.write(f"gpuflow run: error: {exc}\n")
-        return 2
-    try:
-        resolve_command(args.cmd[0])
-    except LaunchError as exc:
-        err.write(f"gpuflow run: {exc}\n")
-        return exc.exit_status
     with StopSignals() as stop:   # until the program starts, and while --linger serves
+        try:
+            app = build_app(args)
+            added = app.state.agent.child_environment(session)
+        except (StartupError, LaunchRefused) as exc:
+            err.write(f"gpuflow run: error: {exc}\n")
+            return 2
+        try:
+            resolve_command(args.cmd[0])
+        except LaunchError as exc:
+            err.write(f"gpuflow run: {exc}\n")
+            return exc.exit_status
         try:
             serving = start_serving(args, app)
         except StartupError as exc:
