@@ -201,7 +201,7 @@ def test_torn_records_past_a_published_head(decoder_impl, rings):
 def test_names_longer_than_name_max_arrive_truncated(decoder_impl, rings):
     p = rings.producer()
     p.kernel(0, 1, 13, 10, 20, "_Z" + "k" * 5000)
-    d = decoder_impl.cls(rings.mapping(p))
+    d = decoder_impl.cls(rings.mapping(p), max_name_bytes=4096)  # the producer's cut, not the decoder's cap
     d.drain()
     (text, flags), = d.names().values()
     assert len(text) == 4096 and flags == 0x0002 and d.counters()["invalid_records"] == 0

@@ -18,6 +18,10 @@ from hypothesis import strategies as st
 
 import ringfuzz as F
 
+from gpuflow.collectors.cupti._layout import LIMIT_CAPS
+
+#: the rules of the format itself, with the decoder's caps (docs/decoder.md, "Caps") out of reach
+UNCAPPED = LIMIT_CAPS._asdict()
 KEEP = F.FLAG_NAME_TRUNCATED | F.FLAG_NAME_STREAM
 
 
@@ -117,7 +121,7 @@ def name_programs(draw) -> list[bytes]:
 def test_names_follow_the_documented_rules_whatever_the_chunks(twin, recs, start, batches):
     names, invalid, pending, counted = model(recs)
     steps = [("drain", n) for n in batches] + [("drain", None)]
-    out = F.run_case(twin, F.Case(tail0=1024 + start, records=recs, steps=steps))[-2]
+    out = F.run_case(twin, F.Case(tail0=1024 + start, records=recs, steps=steps, caps=UNCAPPED))[-2]
     assert out["names"] == {nid: (text.decode("utf-8", "replace"), flags) for nid, (text, flags) in names.items()}
     assert out["counters"]["invalid"] == dict(invalid)
     assert out["counters"]["pending_names"] == pending
@@ -136,7 +140,7 @@ def test_chunks_claiming_a_long_name_cost_what_arrived_not_what_they_claim(twin)
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * 4096
 
-    dec = twin(buf)
+    dec = twin(buf, max_names=cap, max_pending_names=cap)  # each a name of its own, all pending
     before = rss()
     assert dec.drain() == cap
     grown = rss() - before
@@ -160,6 +164,7 @@ def test_random_name_traffic_across_many_drains():
     names, invalid, pending, counted = model(recs)
     steps = [("drain", rng.randrange(1, 50)) for _ in range(300)] + [("drain", None)]
     for cls in filter(None, (D.RingDecoderC, D.RingDecoderPy)):
-        out = F.run_case(cls, F.Case(capacity=4096, tail0=4096 * 5 + 77, records=recs, steps=steps))[-2]
+        out = F.run_case(cls, F.Case(capacity=4096, tail0=4096 * 5 + 77, records=recs, steps=steps,
+                                     caps=UNCAPPED))[-2]
         assert len(out["names"]) == len(names) and out["counters"]["invalid"] == dict(invalid)
         assert {k[0] for k in out["kernels"]} == counted and out["counters"]["pending_names"] == pending

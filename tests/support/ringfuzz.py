@@ -39,6 +39,7 @@ from gpuflow.collectors.cupti._layout import HEADER_STRUCT
 
 U64_MAX = (1 << 64) - 1
 NAME_ID_LIMIT = 1 << 24
+OTHER_NAME_ID = NAME_ID_LIMIT  # the kernels of names beyond max_names (docs/decoder.md, "Caps")
 #: byte offsets of the header fields a case may damage
 OFF = {"magic": 0, "version": 8, "header_size": 12, "record_size": 16, "capacity": 20,
        "producer_pid": 24, "status": 28, "head": 512, "tail": 576, "dropped_ring": 640,
@@ -127,6 +128,7 @@ class Case:
     size_delta: int = 0          # added to the buffer's length (negative: a short mapping)
     size: int | None = None      # the buffer's length, when the header's capacity is not the truth
     lane_span_cap: int = 512
+    caps: dict[str, int] = field(default_factory=dict)  # max_names, max_name_bytes, ... (decoder defaults)
     steps: list[tuple[Any, ...]] = field(default_factory=lambda: [("drain", None)])
     readonly: bool = False
 
@@ -176,7 +178,7 @@ def run_case(cls: type, case: Case) -> list[Any]:
     """
     buf = case.build()
     try:
-        dec = cls(buf, lane_span_cap=case.lane_span_cap)
+        dec = cls(buf, lane_span_cap=case.lane_span_cap, **case.caps)
     except Exception as exc:  # noqa: BLE001 - judged by the caller
         if type(exc).__name__ not in EXPECTED_ERRORS:
             raise
@@ -214,7 +216,7 @@ def run_case(cls: type, case: Case) -> list[Any]:
         tail_poked = any(s[0] == "poke" and s[1] < OFF["tail"] + 8 and s[1] + len(s[2]) > OFF["tail"]
                          for s in case.steps)
         check_invariants(out, tail0=tail0, decoded=decoded, lane_span_cap=case.lane_span_cap,
-                         tail_poked=tail_poked)
+                         tail_poked=tail_poked, caps=dec.caps._asdict())
         observed.append(out)
     finally:
         dec.detach()
@@ -240,9 +242,15 @@ def snapshot(dec: Any) -> dict[str, Any]:
 
 
 def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span_cap: int,
-                     tail_poked: bool = False) -> None:
+                     tail_poked: bool = False, caps: dict[str, int] | None = None) -> None:
     """What any correct decoder reports, whatever the input (an independent oracle of sorts)."""
     c = out["counters"]
+    if caps is not None:  # nothing held beyond a cap (docs/decoder.md, "Caps")
+        assert len(out["names"]) <= caps["max_names"] and len(out["lanes"]) <= caps["max_lanes"]
+        assert len(out["null_streams"]) <= caps["max_lanes"] and len(out["devices"]) <= caps["max_lanes"]
+        assert c["pending_names"] <= caps["max_pending_names"]
+        assert all(len(t.encode("utf-8", "surrogatepass")) <= caps["max_name_bytes"] + 3 * t.count("\ufffd")
+                   for t, _f in out["names"].values())
     assert c["records"] == decoded, (c["records"], decoded)
     assert out["tail"] == tail0 + decoded
     assert tail_poked or out["header"]["tail"] == out["tail"], "the decoder stores its tail in the header"
@@ -254,7 +262,7 @@ def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span
     assert c["pending_names"] >= 0 and c["lane_overflow"] >= 0
     executions = 0
     for nid, count, timed, total, mn, mx in out["kernels"]:
-        assert 0 <= nid < NAME_ID_LIMIT and (nid == 0 or nid in out["names"])
+        assert (nid == OTHER_NAME_ID and c["names_folded"]) or (0 <= nid < NAME_ID_LIMIT and (nid == 0 or nid in out["names"]))
         assert 0 <= timed <= count and count > 0
         assert (mn is None) == (mx is None) == (timed == 0)
         if timed:
@@ -280,7 +288,7 @@ def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span
             assert tail0 <= seq < out["tail"] and start <= end
             if kind == "kernel":
                 assert grid is not None and block is not None and nbytes is None and direction is None
-                assert nid == 0 or nid in out["names"]
+                assert nid in (0, OTHER_NAME_ID) or nid in out["names"]
             else:
                 assert kind in ("memcpy", "memset") and nid == 0 and grid is None and nbytes is not None
                 assert (direction == "memset") == (kind == "memset")
@@ -583,13 +591,20 @@ def random_case(rng: random.Random) -> tuple[str, Case]:
     records = records[:cap]
     tail0 = _position(rng, cap, len(records))
     steps = _drains(rng, len(records))
+    caps = _small_caps(rng) if rng.random() < 0.3 else {}
     if rng.random() < 0.25:  # more records published after a first drain, maybe across the wrap
         more = _Stream(rng, 0.1).take(rng.randrange(1, 60))
         steps.insert(1, ("publish", more))
         steps.append(("drain", None))
     if rng.random() < 0.05:  # a slot rewritten after it was published (torn write)
         steps.insert(0, ("write", tail0 + rng.randrange(max(1, len(records))), rng.randbytes(64)))
-    return family, Case(capacity=cap, tail0=tail0, records=records, lane_span_cap=lane_cap, steps=steps)
+    return family, Case(capacity=cap, tail0=tail0, records=records, lane_span_cap=lane_cap, caps=caps, steps=steps)
+
+
+def _small_caps(rng: random.Random) -> dict[str, int]:
+    """Caps low enough for a case's few records to reach (docs/decoder.md, "Caps")."""
+    return {"max_names": rng.choice((0, 1, 2, 3, 8)), "max_name_bytes": rng.choice((1, 5, 47, 48, 49, 100)),
+            "max_lanes": rng.choice((1, 2, 3)), "max_pending_names": rng.choice((1, 2, 3))}
 
 
 def _position(rng: random.Random, cap: int, n: int) -> int:

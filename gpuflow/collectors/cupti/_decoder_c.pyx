@@ -12,8 +12,14 @@ of its most recent spans in 48-byte slots (a raw record plus its seq took 72: th
 halved the cost of span sampling on a 2.1 GHz Xeon host). Python objects are made
 only by the accessors, at frame time.
 
+Caps (docs/decoder.md, "Caps"): at most ``max_names`` names get a slot (a name beyond is marked in
+a bitmap and its kernels count together in ``other``), a name keeps at most ``max_name_bytes``
+bytes, at most ``max_lanes`` lanes (and contexts, devices), at most ``max_pending_names`` names are
+being reassembled at once (a list, least recently continued first: that one makes room for a new
+one; one a ring's worth of records old is dropped too).
+
 Constraints: identical results to ``_decoder_py`` (the tests compare them case by case), including
-the table limits, saturation and invalid-record accounting in ``_layout``; every value read from
+the table limits, caps, saturation and invalid-record accounting in ``_layout``; every value read from
 the ring is bounds-checked before it indexes anything; not thread-safe (one consumer thread; a
 call while a drain is running in another thread raises RuntimeError rather than racing).
 """
@@ -30,10 +36,10 @@ from gpuflow.collectors.cupti.errors import RingDetached, RingFormatError
 
 # -- limits and codes (the values mirror _layout; a test checks they match) -------------------
 cdef enum:
-    PAGE_BITS = 12
-    PAGE_SIZE = 4096                    # 1 << PAGE_BITS
+    PAGE_BITS = 8                       # small pages: max_names ids scattered over the id space
+    PAGE_SIZE = 256                     # 1 << PAGE_BITS     cost 1 KiB each, not 16
     NAME_ID_LIMIT = 16777216            # L.NAME_ID_LIMIT
-    N_PAGES = 4096                      # NAME_ID_LIMIT >> PAGE_BITS
+    N_PAGES = 65536                     # NAME_ID_LIMIT >> PAGE_BITS
     MAX_LANES = 65536                   # L.MAX_LANES
     MAX_CONTEXTS = 65536                # L.MAX_CONTEXTS
     MAX_DEVICES = 65536                 # L.MAX_DEVICES
@@ -51,6 +57,7 @@ cdef enum:
     DIR_MEMSET = 5                      # L.DIR_MEMSET
     FIRST_SPAN_ALLOC = 16
     NAME_KEEP_FLAGS = 0x0006            # NAME_TRUNCATED | NAME_STREAM
+    OTHER_NAME_ID = 16777216            # L.OTHER_NAME_ID: the kernels of names beyond max_names
 
 cdef extern from *:
     """
@@ -74,7 +81,7 @@ cdef extern from *:
     const size_t gpuflow_off_translate_cpu_ns
     const size_t gpuflow_sizeof_record
 
-LIMITS = {"NAME_ID_LIMIT": NAME_ID_LIMIT, "MAX_LANES": MAX_LANES, "MAX_CONTEXTS": MAX_CONTEXTS,
+LIMITS = {"NAME_ID_LIMIT": NAME_ID_LIMIT, "OTHER_NAME_ID": OTHER_NAME_ID, "MAX_LANES": MAX_LANES, "MAX_CONTEXTS": MAX_CONTEXTS,
           "MAX_DEVICES": MAX_DEVICES, "N_REASONS": N_REASONS, "DIR_D2D": DIR_D2D, "DIR_P2P": DIR_P2P, "DIR_MEMSET": DIR_MEMSET,
           "COPY_KIND_DIRECTION": tuple([gpuflow_copy_dir[i] for i in range(11)])}
 HEADER_CONSTANTS = {"MAGIC": GPUFLOW_RING_MAGIC, "VERSION": GPUFLOW_RING_VERSION,
@@ -132,9 +139,12 @@ cdef struct Name:
     uint32_t len
     char *text
     char *pbuf              # text being reassembled from chunks, grown as they arrive
-    uint32_t palloc         # bytes allocated at pbuf (never more than ptotal + 1)
+    uint32_t palloc         # bytes allocated at pbuf (never more than min(ptotal, max_name_bytes) + 1)
     uint32_t ptotal
-    uint32_t pgot
+    uint32_t pgot           # bytes received (those beyond max_name_bytes are not kept)
+    int32_t pprev           # while pending: its neighbours in State's pending list (-1: none)
+    int32_t pnext
+    uint64_t pseq           # while pending: the ring position of its first chunk
 
 cdef struct MapSlot:
     uint32_t a
@@ -159,8 +169,20 @@ cdef struct State:
                             # -2 - index while the name is still being reassembled, -1: unknown
     Name *names
     KStat *kstats
-    uint32_t n_names
+    uint32_t n_names        # slots, id 0's included
     uint32_t names_alloc
+    KStat other             # the kernels of names beyond max_names
+    uint8_t *folded         # bit per name id: beyond max_names (allocated at the first)
+    int32_t phead           # the names being reassembled, least recently continued first (-1: none)
+    int32_t ptail
+    # caps
+    uint32_t max_names
+    uint32_t max_name_bytes
+    uint32_t max_lanes
+    uint32_t max_pending
+    uint64_t names_folded
+    uint64_t names_cut
+    uint64_t names_unfinished
     # transfers: count, timed, bytes, total per direction
     uint64_t dir_count[6]
     uint64_t dir_timed[6]
@@ -359,15 +381,82 @@ cdef int32_t name_create(State *s, uint32_t nid) noexcept nogil:
     return idx
 
 
+cdef inline int is_folded(const State *s, uint32_t nid) noexcept nogil:
+    """Whether an id (any value read from the ring) is a name beyond max_names."""
+    return s.folded != NULL and nid < NAME_ID_LIMIT and (s.folded[nid >> 3] >> (nid & 7)) & 1
+
+
+cdef void fold_name(State *s, uint32_t nid) noexcept nogil:
+    """Mark a (valid) id as a name beyond max_names: its chunks are consumed, its kernels are other."""
+    if s.folded == NULL:
+        s.folded = <uint8_t *>calloc(NAME_ID_LIMIT >> 3, 1)
+        if s.folded == NULL:
+            s.oom = 1
+            return
+    if not is_folded(s, nid):
+        s.folded[nid >> 3] |= <uint8_t>(1 << (nid & 7))
+        s.names_folded += 1
+
+
+cdef inline void pending_add(State *s, int32_t idx) noexcept nogil:
+    """Append a name to the pending list (it was continued last)."""
+    cdef Name *nm = &s.names[idx]
+    nm.pending = 1
+    nm.pprev = s.ptail
+    nm.pnext = -1
+    if s.ptail >= 0:
+        s.names[s.ptail].pnext = idx
+    else:
+        s.phead = idx
+    s.ptail = idx
+    s.n_pending += 1
+
+
+cdef inline void pending_remove(State *s, int32_t idx) noexcept nogil:
+    cdef Name *nm = &s.names[idx]
+    nm.pending = 0
+    if nm.pprev >= 0:
+        s.names[nm.pprev].pnext = nm.pnext
+    else:
+        s.phead = nm.pnext
+    if nm.pnext >= 0:
+        s.names[nm.pnext].pprev = nm.pprev
+    else:
+        s.ptail = nm.pprev
+    s.n_pending -= 1
+
+
+cdef inline void pending_drop(State *s, int32_t idx) noexcept nogil:
+    """A name announced and never finished: forgotten, its text freed, counted."""
+    cdef Name *nm = &s.names[idx]
+    pending_remove(s, idx)
+    free(nm.pbuf)
+    nm.pbuf = NULL
+    nm.palloc = 0
+    s.names_unfinished += 1
+
+
+cdef void expire_pending(State *s, uint64_t tail, uint64_t capacity) noexcept nogil:
+    """Drop the names announced more than a ring's worth of records ago and never finished (a
+    producer publishes a name's chunks together)."""
+    cdef int32_t idx = s.phead, following
+    while idx >= 0:
+        following = s.names[idx].pnext
+        if tail - s.names[idx].pseq > capacity:
+            pending_drop(s, idx)
+        idx = following
+
+
 cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
     cdef uint32_t nid = r.device
     cdef uint32_t off = r.body.name.offset
     cdef uint32_t total = r.body.name.total_len
-    cdef uint32_t n
+    cdef uint32_t n, kept, keep, limit
     cdef int32_t idx
     cdef Name *nm = NULL
     cdef int had_pending = 0
-    cdef uint16_t keep
+    cdef int last = (r.flags & GPUFLOW_FLAG_NAME_LAST) != 0
+    cdef uint16_t keep_flags
     cdef uint32_t grown
     cdef void *p
     if nid == 0 or nid >= NAME_ID_LIMIT:
@@ -378,25 +467,32 @@ cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
         nm = &s.names[idx]
         if nm.pending:          # take the pending text; it is put back only if this chunk fits
             had_pending = 1
-            nm.pending = 0
-            s.n_pending -= 1
+            pending_remove(s, idx)
     if total > GPUFLOW_NAME_MAX or (off >= total and not (off == 0 and total == 0)):
         bad(s, INV_BAD_NAME_CHUNK, seq)
         return
+    limit = total if total < s.max_name_bytes else s.max_name_bytes
     if not had_pending:
+        if is_folded(s, nid):   # a name beyond max_names: its chunks are consumed, not kept
+            return
         if off != 0:
             bad(s, INV_BAD_NAME_CHUNK, seq)
+            return
+        if nm == NULL and s.n_names - 1 >= s.max_names:
+            fold_name(s, nid)
             return
         if nm == NULL:
             idx = name_create(s, nid)
             if idx < 0:
                 s.oom = 1
                 return
-            nm = &s.names[idx]
+        if not last and s.n_pending >= s.max_pending:
+            pending_drop(s, s.phead)    # the one continued least recently makes room
+        nm = &s.names[idx]
         # Room for what has arrived, not for what total_len claims: a first chunk saying 4096
         # must not cost 4 KiB (a ring of such chunks would make the agent allocate 64x its size).
         free(nm.pbuf)
-        nm.palloc = (total if total < 2 * GPUFLOW_NAME_CHUNK_TEXT else 2 * GPUFLOW_NAME_CHUNK_TEXT) + 1
+        nm.palloc = (limit if limit < 2 * GPUFLOW_NAME_CHUNK_TEXT else 2 * GPUFLOW_NAME_CHUNK_TEXT) + 1
         nm.pbuf = <char *>malloc(nm.palloc)
         if nm.pbuf == NULL:
             nm.palloc = 0
@@ -404,41 +500,49 @@ cdef void name_chunk(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
             return
         nm.ptotal = total
         nm.pgot = 0
+        nm.pseq = seq
     elif nm.ptotal != total or off != nm.pgot:
         bad(s, INV_BAD_NAME_CHUNK, seq)
         return
     n = total - off
     if n > GPUFLOW_NAME_CHUNK_TEXT:
         n = GPUFLOW_NAME_CHUNK_TEXT
-    if off + n + 1 > nm.palloc:     # doubling, capped at the whole name: O(1) amortised per chunk
+    kept = off if off < limit else limit        # bytes kept so far
+    keep = limit - kept
+    if keep > n:
+        keep = n
+    if kept + keep + 1 > nm.palloc:   # doubling, capped at the kept name: O(1) amortised per chunk
         grown = nm.palloc * 2
-        if grown > total + 1:
-            grown = total + 1
+        if grown > limit + 1:
+            grown = limit + 1
         p = realloc(nm.pbuf, grown)
         if p == NULL:               # the chunk is consumed and the partial name discarded
             s.oom = 1
             return
         nm.pbuf = <char *>p
         nm.palloc = grown
-    memcpy(nm.pbuf + off, r.body.name.text, n)
+    memcpy(nm.pbuf + kept, r.body.name.text, keep)
     nm.pgot += n
-    if not (r.flags & GPUFLOW_FLAG_NAME_LAST):
-        nm.pending = 1
-        s.n_pending += 1
+    if not last:
+        pending_add(s, idx)
         return
     if nm.pgot != total:
         bad(s, INV_INCOMPLETE_NAME, seq)
         return
-    keep = r.flags & NAME_KEEP_FLAGS
+    keep_flags = r.flags & NAME_KEEP_FLAGS
+    if total > s.max_name_bytes:
+        keep_flags |= GPUFLOW_FLAG_NAME_TRUNCATED
     if not nm.defined:
         nm.text = nm.pbuf
         nm.pbuf = NULL
         nm.palloc = 0
-        nm.len = total
-        nm.flags = keep
+        nm.len = limit
+        nm.flags = keep_flags
         nm.defined = 1
         s.pages[nid >> PAGE_BITS][nid & (PAGE_SIZE - 1)] = idx
-    elif nm.len != total or nm.flags != keep or memcmp(nm.text, nm.pbuf, total) != 0:
+        if total > s.max_name_bytes:
+            s.names_cut += 1
+    elif nm.len != limit or nm.flags != keep_flags or memcmp(nm.text, nm.pbuf, limit) != 0:
         bad(s, INV_NAME_CONFLICT, seq)
 
 
@@ -450,7 +554,7 @@ cdef inline int32_t lane_get(State *s, uint32_t dev, uint32_t ctx, uint32_t stre
     cdef void *p
     li = map_find(&s.lane_map, dev, ctx, stream)
     if li < 0:
-        if s.n_lanes >= MAX_LANES:
+        if s.n_lanes >= s.max_lanes:
             return -1
         p = grow(s.lanes, &s.lanes_alloc, s.n_lanes + 1, sizeof(Lane))
         if p == NULL:
@@ -522,7 +626,7 @@ cdef void set_context(State *s, const gpuflow_record *r, uint64_t seq) noexcept 
     cdef int32_t ci = map_find(&s.ctx_map, r.device, r.body.act.context, 0)
     cdef void *p
     if ci < 0:
-        if s.n_ctxs >= MAX_CONTEXTS:
+        if s.n_ctxs >= s.max_lanes:
             bad(s, INV_TABLE_FULL, seq)
             return
         p = grow(s.ctxs, &s.ctxs_alloc, s.n_ctxs + 1, sizeof(Ctx))
@@ -542,11 +646,13 @@ cdef void set_device(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
     cdef int32_t di
     cdef void *p
     if defined_name(s, nid) < 0:
-        bad(s, INV_UNDEFINED_NAME, seq)
-        return
+        if not is_folded(s, nid):
+            bad(s, INV_UNDEFINED_NAME, seq)
+            return
+        nid = 0                 # a name beyond max_names reads as no name
     di = map_find(&s.dev_map, r.device, 0, 0)
     if di < 0:
-        if s.n_devs >= MAX_DEVICES:
+        if s.n_devs >= s.max_lanes:
             bad(s, INV_TABLE_FULL, seq)
             return
         p = grow(s.devs, &s.devs_alloc, s.n_devs + 1, sizeof(Dev))
@@ -604,14 +710,18 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
         r = recs[seq & mask]        # one copy out of the shared mapping; every check uses it
         if r.type == GPUFLOW_REC_KERNEL:
             idx = defined_name(s, r.body.act.u.kernel.name_id)
-            if idx < 0:
+            if idx < 0 and not is_folded(s, r.body.act.u.kernel.name_id):
                 bad(s, INV_UNDEFINED_NAME, seq)
                 continue
             timed = not (r.flags & GPUFLOW_FLAG_NO_TIMING)
             if timed and r.body.act.end < r.body.act.start:
                 bad(s, INV_END_BEFORE_START, seq)
                 continue
-            k = &s.kstats[idx]
+            if idx >= 0:
+                k = &s.kstats[idx]
+            else:                   # a name beyond max_names: the other kernels
+                k = &s.other
+                r.body.act.u.kernel.name_id = OTHER_NAME_ID
             k.count += 1
             if timed:
                 dur = r.body.act.end - r.body.act.start
@@ -648,8 +758,10 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
             name_chunk(s, &r, seq)
         elif r.type == GPUFLOW_REC_STREAM_NAME:
             if defined_name(s, r.body.act.u.kernel.name_id) < 0:
-                bad(s, INV_UNDEFINED_NAME, seq)
-                continue
+                if not is_folded(s, r.body.act.u.kernel.name_id):
+                    bad(s, INV_UNDEFINED_NAME, seq)
+                    continue
+                r.body.act.u.kernel.name_id = 0     # a name beyond max_names reads as no name
             li = lane_get(s, r.device, r.body.act.context, r.body.act.stream)
             if li < 0:
                 if not s.oom:
@@ -690,6 +802,7 @@ cdef void state_free(State *s) noexcept nogil:
     free(s.ctx_map.slots)
     free(s.devs)
     free(s.dev_map.slots)
+    free(s.folded)
     memset(s, 0, sizeof(State))
 
 
@@ -720,6 +833,7 @@ cdef class RingDecoder:
     cdef readonly int producer_pid
     cdef readonly str session
     cdef object _final_header
+    cdef object _caps
 
     is_compiled = True
 
@@ -729,8 +843,11 @@ cdef class RingDecoder:
         self.hdr = NULL
         self.busy = 0
 
-    def __init__(self, buffer, *, lane_span_cap=L.DEFAULT_LANE_SPAN_CAP):
+    def __init__(self, buffer, *, lane_span_cap=L.DEFAULT_LANE_SPAN_CAP, max_names=L.DEFAULT_MAX_NAMES,
+                 max_name_bytes=L.DEFAULT_MAX_NAME_BYTES, max_lanes=L.DEFAULT_MAX_LANES,
+                 max_pending_names=L.DEFAULT_MAX_PENDING_NAMES):
         lane_span_cap = L.check_lane_span_cap(lane_span_cap)
+        caps = L.check_caps(max_names, max_name_bytes, max_lanes, max_pending_names)
         if self.has_view:
             raise RuntimeError("RingDecoder.__init__ called twice")
         info = L.validate_header(buffer)
@@ -750,6 +867,12 @@ cdef class RingDecoder:
         self.session = info.session
         self._final_header = None
         self.st.cap = lane_span_cap
+        self.st.max_names = caps.max_names
+        self.st.max_name_bytes = caps.max_name_bytes
+        self.st.max_lanes = caps.max_lanes
+        self.st.max_pending = caps.max_pending_names
+        self._caps = caps
+        self.st.phead = self.st.ptail = -1
         self.st.pages = <int32_t **>calloc(N_PAGES, sizeof(int32_t *))
         if (self.st.pages == NULL or map_init(&self.st.lane_map) != 0 or map_init(&self.st.ctx_map) != 0
                 or map_init(&self.st.dev_map) != 0 or name_create(&self.st, 0) < 0):
@@ -784,6 +907,10 @@ cdef class RingDecoder:
     @property
     def lane_span_cap(self):
         return self.st.cap
+
+    @property
+    def caps(self):
+        return self._caps
 
     @property
     def detached(self):
@@ -822,6 +949,8 @@ cdef class RingDecoder:
         self._records += done
         self._tail = tail + done
         gpuflow_store_tail(self.hdr, self._tail)
+        if self.st.n_pending:
+            expire_pending(&self.st, self._tail, self._capacity)
         if self.st.oom:
             self.st.oom = 0
             raise MemoryError("the ring decoder ran out of memory")
@@ -839,7 +968,8 @@ cdef class RingDecoder:
 
     # -- accessors (frame time) --------------------------------------------------------------
     def kernels(self):
-        """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id."""
+        """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id; the
+        kernels of names beyond ``max_names`` together under ``_layout.OTHER_NAME_ID`` (last)."""
         cdef uint32_t i
         cdef KStat *k
         self._check_idle()
@@ -850,6 +980,10 @@ cdef class RingDecoder:
                 out.append((self.st.names[i].id, k.count, k.timed, k.total,
                             k.min if k.timed else None, k.max if k.timed else None))
         out.sort()
+        k = &self.st.other
+        if k.count:
+            out.append((OTHER_NAME_ID, k.count, k.timed, k.total, k.min if k.timed else None,
+                        k.max if k.timed else None))
         return out
 
     def transfers(self):
@@ -858,14 +992,20 @@ cdef class RingDecoder:
         return [(_DIRECTIONS[i], self.st.dir_count[i], self.st.dir_timed[i], self.st.dir_bytes[i],
                  self.st.dir_total[i]) for i in range(6)]
 
-    def lanes(self, after_seq=-1):
+    def lanes(self, after_seq=-1, newest=None):
         """``(device, context, stream, executions, kept, name_id, spans)`` per lane with executions;
-        ``spans``: only those with ``seq > after_seq``, oldest first (see the Python twin)."""
-        cdef uint32_t i, j, pos
+        ``spans``: only those with ``seq > after_seq``, at most the ``newest`` of them, oldest first
+        (see the Python twin)."""
+        cdef uint32_t i, j, pos, skip
+        cdef uint64_t fresh
         cdef Lane *lane
         cdef uint64_t after = 0
         cdef int all_spans = after_seq < 0
+        cdef int64_t limit = -1
+        newest = L.check_newest(newest)
         self._check_idle()
+        if newest is not None:
+            limit = 0 if newest <= 0 else (newest if newest < 0x7FFFFFFF else 0x7FFFFFFF)
         if not all_spans:
             after = after_seq
         order = sorted((self.st.lanes[i].device, self.st.lanes[i].context, self.st.lanes[i].stream, i)
@@ -875,9 +1015,20 @@ cdef class RingDecoder:
             lane = &self.st.lanes[<uint32_t>key[3]]
             spans = []
             pos = lane.next if lane.count == self.st.cap else 0
-            for j in range(lane.count):
+            skip = 0
+            if limit > 0:           # the new spans are the newest ones: skip all but `limit` of them
+                fresh = 0
+                for j in range(lane.count):
+                    if all_spans or lane.spans[j].seq > after:
+                        fresh += 1
+                if fresh > <uint64_t>limit:
+                    skip = <uint32_t>(fresh - <uint64_t>limit)
+            for j in range(lane.count if limit != 0 else 0):
                 if all_spans or lane.spans[pos].seq > after:
-                    spans.append(span_tuple(&lane.spans[pos]))
+                    if skip:
+                        skip -= 1
+                    else:
+                        spans.append(span_tuple(&lane.spans[pos]))
                 pos += 1
                 if pos == lane.count:
                     pos = 0
@@ -894,7 +1045,7 @@ cdef class RingDecoder:
         for i in range(self.st.n_names):
             nm = &self.st.names[i]
             if nm.defined and nm.id != 0:
-                out[nm.id] = (nm.text[:nm.len].decode("utf-8", "replace"), nm.flags)
+                out[nm.id] = (L.name_text(nm.text[:nm.len], nm.flags), nm.flags)
         return out
 
     def null_streams(self):
@@ -940,6 +1091,9 @@ cdef class RingDecoder:
             "lane_overflow": self.st.lane_overflow,
             "saturated": bool(self.st.saturated),
             "pending_names": self.st.n_pending,
+            "names_folded": self.st.names_folded,
+            "names_cut": self.st.names_cut,
+            "names_unfinished": self.st.names_unfinished,
         }
 
     def header(self):

@@ -39,13 +39,19 @@ class RingDecoder:
     :param buffer: the ring mapping (mmap, or any writable buffer of the same layout).
     :param lane_span_cap: spans kept per lane, most recent first: an int in [0, 2^20]
         (``_layout.check_lane_span_cap``; TypeError / ValueError otherwise, in both twins).
+    :param max_names, max_name_bytes, max_lanes, max_pending_names: the caps on what the ring can
+        make the decoder hold (``_layout.check_caps``; docs/decoder.md, "Caps").
     :raises RingFormatError: the header is not readable (see :func:`_layout.validate_header`).
     """
 
     is_compiled = False
 
-    def __init__(self, buffer: Any, *, lane_span_cap: int = L.DEFAULT_LANE_SPAN_CAP) -> None:
+    def __init__(self, buffer: Any, *, lane_span_cap: int = L.DEFAULT_LANE_SPAN_CAP,
+                 max_names: int = L.DEFAULT_MAX_NAMES, max_name_bytes: int = L.DEFAULT_MAX_NAME_BYTES,
+                 max_lanes: int = L.DEFAULT_MAX_LANES,
+                 max_pending_names: int = L.DEFAULT_MAX_PENDING_NAMES) -> None:
         lane_span_cap = L.check_lane_span_cap(lane_span_cap)
+        self._caps = L.check_caps(max_names, max_name_bytes, max_lanes, max_pending_names)
         info = L.validate_header(buffer)
         mv = memoryview(buffer).cast("B")
         if mv.readonly:
@@ -68,7 +74,14 @@ class RingDecoder:
         # id -> (text, flags), complete names only. Id 0 is "no name" (a kernel CUPTI gave no
         # name, or a name the producer could not intern): always defined, never reported.
         self._names: dict[int, tuple[bytes, int]] = {0: (b"", 0)}
-        self._pending: dict[int, tuple[bytearray, int]] = {}  # id -> (text so far, total_len)
+        # id -> [text kept so far (at most max_name_bytes), total_len, bytes received, seq of the
+        # first chunk], least recently continued first (a chunk that fits takes it out and puts it back)
+        self._pending: dict[int, list[Any]] = {}
+        self._slotted: set[int] = set()  # ids given a slot (max_names of them at most); not 0
+        self._folded: bytearray | None = None  # bit per id: a name beyond max_names
+        self._names_folded = 0
+        self._names_cut = 0
+        self._names_unfinished = 0
         self._lanes: dict[tuple[int, int, int], list[Any]] = {}  # key -> [executions, deque, name id]
         self._contexts: dict[tuple[int, int], int] = {}
         self._devices: dict[int, int] = {}
@@ -94,6 +107,10 @@ class RingDecoder:
     @property
     def lane_span_cap(self) -> int:
         return self._cap
+
+    @property
+    def caps(self) -> L.Caps:
+        return self._caps
 
     @property
     def detached(self) -> bool:
@@ -126,7 +143,16 @@ class RingDecoder:
         self._records += n
         self._tail = tail + n
         L.U64.pack_into(mv, L.OFF_TAIL, self._tail)
+        if self._pending:
+            self._expire_pending()
         return n
+
+    def _expire_pending(self) -> None:
+        """Drop the names announced more than a ring's worth of records ago and never finished (a
+        producer publishes a name's chunks together)."""
+        for nid in [nid for nid, p in self._pending.items() if self._tail - p[3] > self._capacity]:
+            del self._pending[nid]
+            self._names_unfinished += 1
 
     def detach(self) -> None:
         """Keep the final header values, release the mapping (so it can be closed and unlinked)."""
@@ -148,10 +174,22 @@ class RingDecoder:
             return L.U64_MAX
         return total
 
+    def _is_folded(self, name_id: int) -> bool:
+        """Whether an id (any value read from the ring) is a name beyond max_names."""
+        folded = self._folded
+        return folded is not None and name_id < L.NAME_ID_LIMIT and bool(folded[name_id >> 3] >> (name_id & 7) & 1)
+
+    def _fold(self, name_id: int) -> None:
+        if self._folded is None:
+            self._folded = bytearray(L.NAME_ID_LIMIT >> 3)
+        if not self._is_folded(name_id):
+            self._folded[name_id >> 3] |= 1 << (name_id & 7)
+            self._names_folded += 1
+
     def _lane(self, key: tuple[int, int, int]) -> list[Any] | None:
         lane = self._lanes.get(key)
         if lane is None:
-            if len(self._lanes) >= L.MAX_LANES:
+            if len(self._lanes) >= self._caps.max_lanes:
                 return None
             lane = self._lanes[key] = [0, deque(maxlen=self._cap), 0]
         return lane
@@ -162,7 +200,9 @@ class RingDecoder:
             (_t, flags, dev, start, end, ctx, stream, _corr, name_id, gx, gy, gz, bx, by, bz,
              _regs, _smem, _graph) = _KERNEL.unpack_from(mv, off)
             if name_id not in self._names:
-                return self._bad(L.INV_UNDEFINED_NAME, seq)
+                if not self._is_folded(name_id):
+                    return self._bad(L.INV_UNDEFINED_NAME, seq)
+                name_id = L.OTHER_NAME_ID
             timed = not flags & L.FLAG_NO_TIMING
             if timed and end < start:
                 return self._bad(L.INV_END_BEFORE_START, seq)
@@ -205,7 +245,9 @@ class RingDecoder:
         elif rtype == L.REC_STREAM_NAME:
             (_t, _flags, dev, _s, _e, ctx, stream, _corr, name_id, *_rest) = _KERNEL.unpack_from(mv, off)
             if name_id not in self._names:
-                return self._bad(L.INV_UNDEFINED_NAME, seq)
+                if not self._is_folded(name_id):
+                    return self._bad(L.INV_UNDEFINED_NAME, seq)
+                name_id = 0  # a name beyond max_names reads as no name
             lane = self._lane((dev, ctx, stream))
             if lane is None:
                 return self._bad(L.INV_TABLE_FULL, seq)
@@ -213,7 +255,7 @@ class RingDecoder:
         elif rtype == L.REC_CONTEXT:
             (_t, _flags, dev, _s, _e, ctx, stream, *_rest) = _KERNEL.unpack_from(mv, off)
             key2 = (dev, ctx)
-            if key2 not in self._contexts and len(self._contexts) >= L.MAX_CONTEXTS:
+            if key2 not in self._contexts and len(self._contexts) >= self._caps.max_lanes:
                 return self._bad(L.INV_TABLE_FULL, seq)
             self._contexts[key2] = stream
         elif rtype == L.REC_CLOCK_SYNC:
@@ -222,8 +264,10 @@ class RingDecoder:
         elif rtype == L.REC_DEVICE:
             (_t, _flags, dev, _s, _e, _ctx, _stream, _corr, name_id, *_rest) = _KERNEL.unpack_from(mv, off)
             if name_id not in self._names:
-                return self._bad(L.INV_UNDEFINED_NAME, seq)
-            if dev not in self._devices and len(self._devices) >= L.MAX_DEVICES:
+                if not self._is_folded(name_id):
+                    return self._bad(L.INV_UNDEFINED_NAME, seq)
+                name_id = 0
+            if dev not in self._devices and len(self._devices) >= self._caps.max_lanes:
                 return self._bad(L.INV_TABLE_FULL, seq)
             self._devices[dev] = name_id
         else:
@@ -242,58 +286,77 @@ class RingDecoder:
         (_t, flags, name_id, offset, total_len, text) = _NAME.unpack_from(mv, off)
         if name_id == 0 or name_id >= L.NAME_ID_LIMIT:
             return self._bad(L.INV_BAD_NAME_CHUNK, seq)
-        pending = self._pending.pop(name_id, None)
+        pending = self._pending.pop(name_id, None)  # put back only if this chunk fits
         if total_len > L.NAME_MAX or (offset >= total_len and not offset == total_len == 0):
             return self._bad(L.INV_BAD_NAME_CHUNK, seq)
+        caps = self._caps
+        last = flags & L.FLAG_NAME_LAST
         if pending is None:
+            if self._is_folded(name_id):
+                return None  # a name beyond max_names: its chunks are consumed, not kept
             if offset != 0:
                 return self._bad(L.INV_BAD_NAME_CHUNK, seq)
-            pending = (bytearray(), total_len)
-        elif pending[1] != total_len or offset != len(pending[0]):
+            if name_id not in self._slotted and len(self._slotted) >= caps.max_names:
+                return self._fold(name_id)
+            self._slotted.add(name_id)
+            if not last and len(self._pending) >= caps.max_pending_names:
+                del self._pending[next(iter(self._pending))]  # the one continued least recently
+                self._names_unfinished += 1
+            pending = [bytearray(), total_len, 0, seq]
+        elif pending[1] != total_len or offset != pending[2]:
             return self._bad(L.INV_BAD_NAME_CHUNK, seq)
-        buf = pending[0]
-        buf += text[: min(L.NAME_CHUNK_TEXT, total_len - offset)]
-        if not flags & L.FLAG_NAME_LAST:
+        kept = pending[0]
+        n = min(L.NAME_CHUNK_TEXT, total_len - offset)
+        kept += text[:max(0, min(n, caps.max_name_bytes - len(kept)))]
+        pending[2] += n
+        if not last:
             self._pending[name_id] = pending
             return None
-        if len(buf) != total_len:
+        if pending[2] != total_len:
             return self._bad(L.INV_INCOMPLETE_NAME, seq)
-        name = (bytes(buf), flags & _NAME_KEEP_FLAGS)
+        cut = total_len > caps.max_name_bytes
+        name = (bytes(kept), flags & _NAME_KEEP_FLAGS | (L.FLAG_NAME_TRUNCATED if cut else 0))
         known = self._names.get(name_id)
         if known is None:
             self._names[name_id] = name
+            self._names_cut += cut
         elif known != name:
             self._bad(L.INV_NAME_CONFLICT, seq)
         return None
 
     # -- accessors (frame time) ------------------------------------------------------------
     def kernels(self) -> list[tuple[int, int, int, int, int | None, int | None]]:
-        """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id."""
+        """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id; the
+        kernels of names beyond ``max_names`` together under ``_layout.OTHER_NAME_ID`` (last)."""
         return [(nid, s[0], s[1], s[2], s[3], s[4]) for nid, s in sorted(self._kstats.items())]
 
     def transfers(self) -> list[tuple[str, int, int, int, int]]:
         """``(direction, count, timed, bytes, total_ns)`` for every direction, in display order."""
         return [(L.DIRECTIONS[i], d[0], d[1], d[2], d[3]) for i, d in enumerate(self._dirs)]
 
-    def lanes(self, after_seq: int = -1) -> list[tuple[Any, ...]]:
+    def lanes(self, after_seq: int = -1, newest: int | None = None) -> list[tuple[Any, ...]]:
         """``(device, context, stream, executions, kept, name_id, spans)`` per lane with executions.
 
         ``kept`` is how many spans the lane holds (``executions - kept`` were elided); ``spans``
-        lists only those with ``seq > after_seq``, oldest first, each
+        lists only those with ``seq > after_seq``, at most the ``newest`` of them (None: all; an
+        int, TypeError otherwise), oldest first, each
         ``(seq, kind, start_ns, end_ns, name_id, grid, block, bytes, direction)`` in CUPTI time.
         """
+        newest = L.check_newest(newest)
         out = []
         for key in sorted(self._lanes):
             executions, spans, name_id = self._lanes[key]
             if executions == 0:
                 continue
-            new = [s for s in spans if s[0] > after_seq]
+            new = [s for s in spans if s[0] > after_seq] if newest != 0 else []
+            if newest is not None and len(new) > newest:
+                new = new[len(new) - newest:] if newest > 0 else []
             out.append((key[0], key[1], key[2], executions, len(spans), name_id, new))
         return out
 
     def names(self) -> dict[int, tuple[str, int]]:
         """Every completely defined name: id → (text, NAME_TRUNCATED/NAME_STREAM flags); not id 0."""
-        return {nid: (t.decode("utf-8", "replace"), f) for nid, (t, f) in self._names.items() if nid}
+        return {nid: (L.name_text(t, f), f) for nid, (t, f) in self._names.items() if nid}
 
     def null_streams(self) -> dict[tuple[int, int], int]:
         """(device, context) → the stream id of its null stream, from CONTEXT records."""
@@ -322,6 +385,9 @@ class RingDecoder:
             "lane_overflow": self._lane_overflow,
             "saturated": self._saturated,
             "pending_names": len(self._pending),
+            "names_folded": self._names_folded,
+            "names_cut": self._names_cut,
+            "names_unfinished": self._names_unfinished,
         }
 
     def header(self) -> dict[str, Any]:

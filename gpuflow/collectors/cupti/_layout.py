@@ -137,6 +137,74 @@ MAX_LANE_SPAN_CAP = 1 << 20
 #: spans kept per lane unless the collector is told otherwise (the ``lane_span_cap`` option)
 DEFAULT_LANE_SPAN_CAP = 512
 
+# -- caps: what one ring can make the agent hold (docs/decoder.md, "Caps") -------------------------
+#: distinct names kept (kernel, stream and device names together: the ids given a slot); the
+#: kernels of names beyond it are counted together under OTHER_NAME_ID
+DEFAULT_MAX_NAMES = 4096
+#: bytes of a name kept; a longer name is cut there and flagged NAME_TRUNCATED
+DEFAULT_MAX_NAME_BYTES = 1024
+#: lanes, and as many contexts and devices; executions beyond count in ``lane_overflow``
+DEFAULT_MAX_LANES = 256
+#: names being reassembled from their chunks at one time; beyond it, the one continued least
+#: recently is dropped (and one announced a ring's worth of records ago)
+DEFAULT_MAX_PENDING_NAMES = 16
+#: what each cap may be set to (the upper ends are the format's and the tables' own limits)
+CAP_RANGES = {"max_names": (0, 1 << 20), "max_name_bytes": (1, NAME_MAX), "max_lanes": (1, MAX_LANES),
+              "max_pending_names": (1, 1 << 16)}
+#: ``kernels()`` and span name id of the kernels whose names are beyond ``max_names``
+OTHER_NAME_ID = NAME_ID_LIMIT
+
+
+class Caps(NamedTuple):
+    """The caps of one decoder (docs/decoder.md, "Caps")."""
+
+    max_names: int = DEFAULT_MAX_NAMES
+    max_name_bytes: int = DEFAULT_MAX_NAME_BYTES
+    max_lanes: int = DEFAULT_MAX_LANES
+    max_pending_names: int = DEFAULT_MAX_PENDING_NAMES
+
+
+#: the largest caps (the tables' own limits): what the tests of the format's own rules decode with
+LIMIT_CAPS = Caps(*(high for _low, high in CAP_RANGES.values()))
+
+
+def check_caps(max_names: Any, max_name_bytes: Any, max_lanes: Any, max_pending_names: Any) -> Caps:
+    """The caps as ints, the same for both twins: TypeError if one is not an integer, ValueError
+    outside :data:`CAP_RANGES`."""
+    caps = Caps(operator.index(max_names), operator.index(max_name_bytes), operator.index(max_lanes),
+                operator.index(max_pending_names))
+    for name, value in caps._asdict().items():
+        low, high = CAP_RANGES[name]
+        if not low <= value <= high:
+            raise ValueError(f"{name} must be in [{low}, {high}], not {value}")
+    return caps
+
+
+def name_text(raw: bytes, flags: int) -> str:
+    """A name's text for display: UTF-8, invalid bytes replaced; a cut name (NAME_TRUNCATED) loses
+    the incomplete character its cut may have left at the end."""
+    if flags & FLAG_NAME_TRUNCATED:
+        return raw.decode("utf-8", "replace") if _complete_utf8_tail(raw) else \
+            raw[:_last_lead(raw)].decode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+def _last_lead(raw: bytes) -> int:
+    i = len(raw) - 1
+    while i > 0 and len(raw) - i < 4 and raw[i] & 0xC0 == 0x80:
+        i -= 1
+    return i
+
+
+def _complete_utf8_tail(raw: bytes) -> bool:
+    """Whether ``raw`` does not end inside a multi-byte UTF-8 character."""
+    if not raw or raw[-1] < 0x80:
+        return True
+    lead = _last_lead(raw)
+    b = raw[lead]
+    need = 2 if b >> 5 == 0b110 else 3 if b >> 4 == 0b1110 else 4 if b >> 3 == 0b11110 else 1
+    return len(raw) - lead >= need
+
 
 def check_lane_span_cap(value: Any) -> int:
     """``lane_span_cap`` as an int, the same for both twins: TypeError if it is not an integer
@@ -149,6 +217,11 @@ def check_lane_span_cap(value: Any) -> int:
 
 def check_max_records(value: Any) -> int | None:
     """``drain``'s ``max_records``: None (everything) or an int (TypeError otherwise); <= 0 drains nothing."""
+    return None if value is None else operator.index(value)
+
+
+def check_newest(value: Any) -> int | None:
+    """``lanes``'s ``newest``: None (every new span) or an int (TypeError otherwise); <= 0 lists none."""
     return None if value is None else operator.index(value)
 
 SPAN_KINDS = {REC_KERNEL: "kernel", REC_MEMCPY: "memcpy", REC_MEMSET: "memset"}

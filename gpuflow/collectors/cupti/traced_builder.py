@@ -1,4 +1,4 @@
-"""Decoder state → the snapshot's TracedProcess, built incrementally at frame time.
+"""Decoder state → the snapshot's TracedProcess, built incrementally at frame time, within a budget.
 
 Both decoder twins hand out plain Python data (tuples of CUPTI-clock integers and name ids); this
 module turns it into the contract's frozen dataclasses (gpuflow/core/snapshot.py):
@@ -10,22 +10,45 @@ module turns it into the contract's frozen dataclasses (gpuflow/core/snapshot.py
   microseconds with the latest CLOCK_SYNC pair (the header's pair before any arrives);
 * the window (earliest start / latest end among the spans shown) and how far behind live it is.
 
+What one process adds to the snapshot is bounded here, in the JSON bytes ``/api/snapshot`` spends
+on it (docs/decoder.md, "Caps"): a kernel name is shown by name only while the kernel table's names
+fit ``kernel_table_bytes`` (decided once per name, when it first shows up, so a table never loses an
+entry: the names beyond it count together, exactly, under ``(other kernel names)``, as do the
+decoder's names beyond its ``max_names``); the lanes' heads and spans share ``lanes_bytes``, each
+lane showing its newest spans within an equal share. A name cut by the decoder (NAME_TRUNCATED)
+ends in ``…``, and so does a demangled name longer than ``NAME_MAX`` characters.
+
 Constraints: runs up to 20 times a second on the collector's thread; each Span object is made once,
-when its record first shows up (``lanes(after_seq=...)``), and kept per lane in a deque capped like
-the decoder's own buffer, so a build costs O(new spans + lanes + kernel names). A span's wall time is
-therefore mapped with the clock pair known when it was first reported.
+when its record first shows up (``lanes(after_seq=..., newest=...)``, never more of them than the
+share can hold), and kept per lane in a deque trimmed to the lane's share, so a build costs
+O(new spans + lanes + kernel names). A span's wall time is therefore mapped with the clock pair
+known when it was first reported. A JSON cost is that of ``json.dumps`` with ASCII escapes, an
+upper bound of the agent's UTF-8 form, computed once per name.
 """
 
 from __future__ import annotations
 
+import json
 from collections import deque
 
+from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti.demangle import demangle
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.core.frozen import positional_constructor
 from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, TransferStat, kernel_order
 
 UNNAMED_KERNEL = "(unnamed kernel)"
+OTHER_KERNELS = "(other kernel names)"
+#: ends a name that was cut (by the producer at NAME_MAX, by the decoder at max_name_bytes, or here)
+CUT_MARK = "…"
+#: the JSON bytes of one traced process's kernel table and of its lanes (docs/decoder.md, "Caps")
+KERNEL_TABLE_BYTES = 1 << 20
+LANES_BYTES = 3 << 20
+#: upper bounds of the compact JSON of an entry besides its names (numbers of up to 24 digits)
+KERNEL_JSON_FIXED = 200
+LANE_JSON_FIXED = 160
+SPAN_JSON_FIXED = 224
+_NULL_COST = len("null")
 
 #: A Span from its fields, positionally, without ``__init__``'s setattr calls (Span objects are
 #: the dominant cost of a build): gpuflow.core.frozen.
@@ -41,50 +64,162 @@ def lane_label(name: str | None, null_stream: int | None, stream: int) -> str:
     return str(stream)
 
 
-class _LaneCache:
-    __slots__ = ("spans", "lane")
+def json_cost(text: str) -> int:
+    """The most JSON bytes ``text`` takes as a string in the snapshot (quotes included)."""
+    return len(json.dumps(text))
 
-    def __init__(self, cap: int) -> None:
-        self.spans: deque[Span] = deque(maxlen=cap)
+
+def _marked(text: str, flags: int) -> str:
+    return text + CUT_MARK if flags & L.FLAG_NAME_TRUNCATED else text
+
+
+def _display(mangled: str, flags: int) -> str:
+    """A kernel name for display: demangled (an uncut name only), at most NAME_MAX characters."""
+    shown = demangle(mangled) if not flags & L.FLAG_NAME_TRUNCATED else mangled
+    if len(shown) > L.NAME_MAX:
+        return shown[:L.NAME_MAX] + CUT_MARK
+    return _marked(shown, flags)
+
+
+class _Other:
+    """The sum of kernel entries, exactly: counts and times added, the least minimum, the most maximum."""
+
+    __slots__ = ("count", "timed", "total", "min", "max")
+
+    def __init__(self) -> None:
+        self.count = self.timed = self.total = 0
+        self.min: int | None = None
+        self.max: int | None = None
+
+    def add(self, count: int, timed: int, total: int, mn: int | None, mx: int | None) -> None:
+        self.count += count
+        self.timed += timed
+        self.total += total
+        if mn is not None and mx is not None:
+            self.min = mn if self.min is None else min(self.min, mn)
+            self.max = mx if self.max is None else max(self.max, mx)
+
+
+class _LaneCache:
+    """One lane's spans as shown (newest last), their JSON costs, and its last Lane object."""
+
+    __slots__ = ("spans", "costs", "bytes", "lane", "label", "label_cost")
+
+    def __init__(self) -> None:
+        self.spans: deque[Span] = deque()
+        self.costs: deque[int] = deque()
+        self.bytes = 0
         self.lane: Lane | None = None
+        self.label: str | None = None
+        self.label_cost = 0
+
+    def trim(self, cap: int, share: int) -> int:
+        """Drop the oldest spans beyond ``cap`` spans, then beyond ``share`` bytes; return how many
+        the share took."""
+        while len(self.spans) > cap:
+            self.spans.popleft()
+            self.bytes -= self.costs.popleft()
+        over = 0
+        while self.bytes > share:
+            self.spans.popleft()
+            self.bytes -= self.costs.popleft()
+            over += 1
+        return over
+
+    def clear(self) -> None:
+        self.spans.clear()
+        self.costs.clear()
+        self.bytes = 0
 
 
 class TracedBuilder:
-    """Builds the TracedProcess of one ring from its decoder, reusing what did not change."""
+    """Builds the TracedProcess of one ring from its decoder, reusing what did not change.
 
-    def __init__(self, pid: int, session: str, lane_span_cap: int) -> None:
+    :param kernel_table_bytes, lanes_bytes: the JSON budgets of the process's kernel table and
+        lanes (module docstring).
+    """
+
+    def __init__(self, pid: int, session: str, lane_span_cap: int, *,
+                 kernel_table_bytes: int = KERNEL_TABLE_BYTES, lanes_bytes: int = LANES_BYTES) -> None:
         self.pid = pid
         self.session = session
         self._cap = lane_span_cap
+        self._kernel_table_bytes = kernel_table_bytes
+        self._lanes_bytes = lanes_bytes
         self._after_seq = -1
         self._lanes: dict[tuple[int, int, int], _LaneCache] = {}
-        self._kernels: dict[int, tuple[int, int, KernelStat]] = {}
+        self._kernels: dict[int, tuple[int, int, KernelStat]] = {}  # by name id, shown by name
+        self._over_budget: set[int] = set()  # name ids shown as OTHER_KERNELS
         self._names: dict[int, tuple[str, int]] = {}
+        self._display: dict[int, str] = {0: UNNAMED_KERNEL, L.OTHER_NAME_ID: OTHER_KERNELS}
+        self._span_cost: dict[int, int] = {0: json_cost(UNNAMED_KERNEL), L.OTHER_NAME_ID: json_cost(OTHER_KERNELS)}
+        self._kernel_bytes = 0
+        self._other: KernelStat | None = None
+        #: kernel names shown as "(other kernel names)" because the kernel table's budget was spent
+        self.names_over_budget = 0
+        #: spans the lanes' budget took out of the snapshot (their executions stay counted)
+        self.spans_over_budget = 0
+        #: the JSON bytes each lane's spans had at the last build
+        self.lane_share_bytes = lanes_bytes
 
-    def _name(self, decoder: RingDecoder, name_id: int) -> str | None:
+    def _name(self, decoder: RingDecoder, name_id: int) -> tuple[str, int] | None:
         if name_id == 0:
             return None
         entry = self._names.get(name_id)
         if entry is None:
             self._names = decoder.names()  # a new name was defined since the last build
             entry = self._names.get(name_id)
-        return None if entry is None else entry[0]
+        return entry
+
+    def _admit(self, decoder: RingDecoder, name_id: int) -> bool:
+        """Decide once whether a kernel name is shown by name (its entry fits the table's budget)."""
+        entry = self._name(decoder, name_id)
+        mangled, flags = entry if entry is not None else ("", 0)
+        display = _display(mangled, flags) if mangled else UNNAMED_KERNEL
+        mangled = _marked(mangled, flags)
+        cost = KERNEL_JSON_FIXED + json_cost(display) + json_cost(mangled)
+        if name_id != 0 and self._kernel_bytes + cost > self._kernel_table_bytes:
+            self._over_budget.add(name_id)
+            self._display[name_id] = OTHER_KERNELS
+            self._span_cost[name_id] = self._span_cost[L.OTHER_NAME_ID]
+            self.names_over_budget += 1
+            return False
+        self._kernel_bytes += cost
+        self._display[name_id] = display
+        self._span_cost[name_id] = json_cost(display)
+        self._kernels[name_id] = (-1, -1, KernelStat(name=display, mangled=mangled, count=0, total_ns=0,
+                                                      min_ns=None, max_ns=None, timed=0))
+        return True
 
     def _kernel_stats(self, decoder: RingDecoder) -> tuple[KernelStat, ...]:
         out = []
+        other = _Other()  # the kernels not shown by name
         for name_id, count, timed, total, mn, mx in decoder.kernels():
-            cached = self._kernels.get(name_id)
-            if cached is not None and cached[0] == count and cached[1] == total:
+            if (name_id == L.OTHER_NAME_ID or name_id in self._over_budget
+                    or (name_id not in self._kernels and not self._admit(decoder, name_id))):
+                other.add(count, timed, total, mn, mx)
+                continue
+            cached = self._kernels[name_id]
+            if cached[0] == count and cached[1] == total:
                 out.append(cached[2])
                 continue
-            mangled = self._name(decoder, name_id) or ""
-            display = demangle(mangled) if mangled else UNNAMED_KERNEL
-            stat = KernelStat(name=display, mangled=mangled, count=count, total_ns=total,
+            stat = KernelStat(name=cached[2].name, mangled=cached[2].mangled, count=count, total_ns=total,
                               min_ns=mn, max_ns=mx, timed=timed)
             self._kernels[name_id] = (count, total, stat)
             out.append(stat)
+        if other.count:
+            kept = self._other
+            if kept is None or kept.count != other.count or kept.total_ns != other.total:
+                kept = self._other = KernelStat(name=OTHER_KERNELS, mangled="", count=other.count,
+                                                total_ns=other.total, min_ns=other.min, max_ns=other.max,
+                                                timed=other.timed)
+            out.append(kept)
         out.sort(key=kernel_order)
         return tuple(out)
+
+    def _label(self, decoder: RingDecoder, name_id: int, null_stream: int | None, stream: int) -> str:
+        entry = self._name(decoder, name_id)
+        return lane_label(None if entry is None else _marked(*entry), null_stream, stream)
 
     def build(self, decoder: RingDecoder, *, name: str | None, state: str, exit_status: int | None,
               truncated: bool, now_ns: int) -> TracedProcess:
@@ -97,31 +232,56 @@ class TracedBuilder:
         kernels = self._kernel_stats(decoder)
         transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t, timed=timed)
                           for d, c, timed, b, t in decoder.transfers() if c)
+        # the lanes' heads first (labels, no spans): they decide each lane's share of the budget
+        heads = decoder.lanes(self._after_seq, newest=0)
+        labels = {}
+        head_bytes = 0
+        for dev, ctx, stream, _executions, _kept, name_id, _none in heads:
+            cache = self._lanes.get((dev, ctx, stream))
+            if cache is None:
+                cache = self._lanes[(dev, ctx, stream)] = _LaneCache()
+            label = self._label(decoder, name_id, nulls.get((dev, ctx)), stream)
+            if label != cache.label:
+                cache.label, cache.label_cost = label, json_cost(label)
+            labels[(dev, ctx, stream)] = label
+            head_bytes += LANE_JSON_FIXED + cache.label_cost
+        share = self.lane_share_bytes = max(0, self._lanes_bytes - head_bytes) // max(1, len(heads))
+        newest = min(self._cap, share // SPAN_JSON_FIXED)
         lanes = []
         window_start = window_end = None
         max_seq = self._after_seq
-        display = {nid: entry[2].name for nid, entry in self._kernels.items()}
-        display[0] = UNNAMED_KERNEL
+        display, span_cost = self._display, self._span_cost
         make = _make_span
-        for dev, ctx, stream, executions, kept, name_id, new in decoder.lanes(self._after_seq):
+        for dev, ctx, stream, executions, kept, _name_id, new in decoder.lanes(self._after_seq, newest=newest):
             key = (dev, ctx, stream)
-            cache = self._lanes.get(key)
-            if cache is None:
-                cache = self._lanes[key] = _LaneCache(self._cap)
+            cache = self._lanes[key]
             if new:
-                append = cache.spans.append
+                if len(new) == newest and newest < self._cap:
+                    cache.clear()  # there may be more new spans than fit: what the cache held is older
+                append, add_cost = cache.spans.append, cache.costs.append
+                spent = 0
                 for seq, kind, start, end, nid, grid, block, nbytes, direction in new:
-                    append(make(seq, kind, (start + offset) // 1000, end - start,
-                                display[nid] if grid is not None else None, grid, block, nbytes, direction))
+                    if grid is not None:
+                        append(make(seq, kind, (start + offset) // 1000, end - start, display[nid], grid, block,
+                                    nbytes, direction))
+                        cost = SPAN_JSON_FIXED + span_cost[nid]
+                    else:
+                        append(make(seq, kind, (start + offset) // 1000, end - start, None, grid, block, nbytes,
+                                    direction))
+                        cost = SPAN_JSON_FIXED + _NULL_COST
+                    add_cost(cost)
+                    spent += cost
+                cache.bytes += spent
                 max_seq = max(max_seq, new[-1][0])
-            label = lane_label(self._name(decoder, name_id), nulls.get((dev, ctx)), stream)
+            self.spans_over_budget += cache.trim(self._cap, share)
+            label = labels[key]
             lane = cache.lane
             if (new or lane is None or lane.executions != executions or lane.label != label
-                    or len(lane.spans) != kept):
+                    or len(lane.spans) != len(cache.spans)):
                 spans = tuple(cache.spans)
-                assert len(spans) == kept, (key, len(spans), kept)
+                assert len(spans) <= kept, (key, len(spans), kept)
                 lane = cache.lane = Lane(device=dev, context=ctx, stream=stream, label=label,
-                                         executions=executions, spans_elided=executions - kept,
+                                         executions=executions, spans_elided=executions - len(spans),
                                          spans=spans)
             lanes.append(lane)
             if lane.spans:

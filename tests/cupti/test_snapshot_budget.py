@@ -1,0 +1,140 @@
+"""What one traced process adds to the snapshot, bounded by the builder (docs/decoder.md, "Caps").
+
+TracedBuilder shows a kernel name by name while the kernel table's names fit its JSON budget, and
+lets each lane show its newest spans within an equal share of the lanes' budget. Checked here,
+with both decoder twins on in-memory rings:
+
+* the budgets hold in the agent's own JSON (``frames.dumps`` of ``to_json_dict``), whatever the
+  names (4 KiB of characters JSON escapes, 6 bytes each);
+* what is over budget is still exact: the kernels beyond it count together under
+  ``(other kernel names)`` (their spans too), a lane's ``spans_elided`` is executions less spans;
+* a name's fate is decided once: a table never loses an entry from one build to the next;
+* the fixed parts the budgets reserve per entry bound the JSON of the most extreme entries;
+* cut names end in ``…`` (decoder cuts, the producer's, demangled names past NAME_MAX).
+"""
+
+from __future__ import annotations
+
+import json
+
+import ringfuzz as F
+from hostile import BufferRing, heavy_name
+
+from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti import traced_builder as B
+from gpuflow.collectors.cupti.demangle import AVAILABLE as DEMANGLER
+from gpuflow.core.snapshot import KernelStat, Lane, Snapshot, Span, _plain, _span_json  # /api/snapshot's forms
+from gpuflow.transport.frames import dumps
+
+WALL0 = 1_764_000_000_000_000_000
+
+
+def build(builder, dec):
+    return builder.build(dec, name="hostile", state="running", exit_status=None, truncated=False, now_ns=WALL0)
+
+
+def json_bytes(traced, key):
+    """The bytes ``key`` (kernels, lanes) of a traced process takes in /api/snapshot's JSON."""
+    plain = Snapshot(seq=1, timestamp=0.0, traced=(traced,)).to_json_dict()["traced"][0]
+    return len(dumps(plain[key]))
+
+
+def feed(cls, records, **caps):
+    ring = BufferRing(1 << 14)
+    dec = cls(ring.buffer, **caps)
+    ring.feed(dec, records)
+    return ring, dec
+
+
+def test_the_kernel_table_keeps_to_its_budget_and_the_rest_is_exact(decoder_impl):
+    records = []
+    for nid in range(1, 301):
+        records += F.name_chunks(nid, heavy_name(nid, 1000))
+        records += [F.kernel(nid, start=100, end=100 + nid), F.kernel(nid, start=0, end=0, flags=F.FLAG_NO_TIMING)]
+    ring, dec = feed(decoder_impl.cls, records)
+    builder = B.TracedBuilder(1, "s", dec.lane_span_cap, kernel_table_bytes=200_000)
+    t = build(builder, dec)
+    assert json_bytes(t, "kernels") <= 200_000 + 2 * B.KERNEL_JSON_FIXED
+    named = [k for k in t.kernels if k.name != B.OTHER_KERNELS]
+    (other,) = [k for k in t.kernels if k.name == B.OTHER_KERNELS]
+    assert 0 < len(named) < 300 and builder.names_over_budget == 300 - len(named)
+    assert sum(k.count for k in t.kernels) == 600 and other.count == 2 * (300 - len(named))
+    assert other.timed == 300 - len(named) and other.total_ns == sum(range(len(named) + 1, 301))
+    assert (other.min_ns, other.max_ns) == (len(named) + 1, 300)
+    span_names = {s.name for lane in t.lanes for s in lane.spans}
+    assert B.OTHER_KERNELS in span_names and span_names <= {k.name for k in t.kernels}
+    # a later build, more launches of every name: the same entries, none lost, none added
+    ring.feed(dec, [F.kernel(nid, start=100, end=101) for nid in range(1, 301)])
+    t2 = build(builder, dec)
+    assert [k.mangled for k in t2.kernels if k.name != B.OTHER_KERNELS] == [k.mangled for k in named]
+    assert sum(k.count for k in t2.kernels) == 900
+
+
+def test_the_lanes_keep_to_their_budget_each_showing_its_newest_spans(decoder_impl):
+    records = F.name_chunks(1, heavy_name(1, 1000))
+    records += [F.kernel(1, stream=s, start=t, end=t + 1) for t in range(300) for s in range(8)]
+    ring, dec = feed(decoder_impl.cls, records)
+    builder = B.TracedBuilder(1, "s", dec.lane_span_cap, lanes_bytes=300_000)
+    t = build(builder, dec)
+    assert json_bytes(t, "lanes") <= 300_000
+    assert all(lane.spans_elided == lane.executions - len(lane.spans) == 300 - len(lane.spans) for lane in t.lanes)
+    shown = {len(lane.spans) for lane in t.lanes}
+    assert len(shown) == 1 and 0 < shown.pop() < 300 and builder.spans_over_budget > 0
+    assert all([s.start_us for s in lane.spans] == sorted(s.start_us for s in lane.spans) for lane in t.lanes)
+    assert all(lane.spans[-1].dur_ns == 1 and lane.spans[-1].seq == max(s.seq for s in lane.spans) for lane in t.lanes)
+    # more lanes appear: each lane's share shrinks, and every lane keeps to it
+    ring.feed(dec, [F.kernel(1, stream=s, start=1000, end=1001) for s in range(8, 40)])
+    t2 = build(builder, dec)
+    assert json_bytes(t2, "lanes") <= 300_000 and len(t2.lanes) == 40
+    assert len(t2.lanes[0].spans) < len(t.lanes[0].spans)
+
+
+def test_copies_cost_their_fixed_part_only(decoder_impl):
+    records = [F.copy(1, 4096, stream=s, start=t, end=t + 2) for t in range(400) for s in range(4)]
+    _ring, dec = feed(decoder_impl.cls, records)
+    t = build(B.TracedBuilder(1, "s", dec.lane_span_cap, lanes_bytes=200_000), dec)
+    assert json_bytes(t, "lanes") <= 200_000
+    assert all(len(lane.spans) == (200_000 // 4 - B.LANE_JSON_FIXED - 6) // (B.SPAN_JSON_FIXED + 4)
+               for lane in t.lanes)
+
+
+def test_the_fixed_parts_bound_the_most_extreme_entries():
+    big = (1 << 64) - 1
+    name = "n"
+    span = Span(seq=big, kind="kernel", start_us=-(big // 1000) - (1 << 64) // 1000, dur_ns=big, name=name,
+                grid=((1 << 32) - 1, 65535, 65535), block=(65535, 65535, 65535))
+    copy = Span(seq=big, kind="memset", start_us=-(1 << 65) // 1000, dur_ns=big, bytes=big, direction="memset")
+    assert len(dumps(_span_json(span))) - B.json_cost(name) <= B.SPAN_JSON_FIXED
+    assert len(dumps(_span_json(copy))) - len("null") <= B.SPAN_JSON_FIXED
+    summed = 4096 * big  # an "other" entry sums saturated totals of every name
+    kernel = KernelStat(name=name, mangled=name, count=summed, total_ns=summed, min_ns=big, max_ns=big, timed=summed)
+    assert len(dumps(_plain(kernel))) - 2 * B.json_cost(name) <= B.KERNEL_JSON_FIXED
+    lane = Lane(device=(1 << 32) - 1, context=(1 << 32) - 1, stream=(1 << 32) - 1, label=name, executions=big,
+                spans_elided=big)
+    assert len(dumps(_plain(lane))) - B.json_cost(name) <= B.LANE_JSON_FIXED
+
+
+def test_cut_names_end_in_the_marker(decoder_impl):
+    records = (F.name_chunks(1, b"_Z" + b"k" * 300) + F.name_chunks(2, b"s" * 200, F.FLAG_NAME_STREAM)
+               + [F.stream_name(2, 0, 1, 13), F.kernel(1, stream=13)])
+    _ring, dec = feed(decoder_impl.cls, records, max_name_bytes=100)
+    t = build(B.TracedBuilder(1, "s", dec.lane_span_cap), dec)
+    (k,) = t.kernels
+    assert k.mangled == "_Z" + "k" * 98 + B.CUT_MARK and k.name == k.mangled
+    assert t.lanes[0].label == "s" * 100 + B.CUT_MARK and t.lanes[0].spans[0].name == k.name
+
+
+def test_a_demangled_name_past_name_max_is_cut(decoder_impl):
+    # each parameter repeats the previous one twice: 93 bytes that demangle to 6,608 characters
+    mangled = "_Z1f1PI1AS0_E" + "".join(f"S_IS{i}_S{i}_E" for i in range(1, 9))
+    _ring, dec = feed(decoder_impl.cls, F.name_chunks(1, mangled.encode()) + [F.kernel(1)])
+    (k,) = build(B.TracedBuilder(1, "s", dec.lane_span_cap), dec).kernels
+    assert k.mangled == mangled
+    if DEMANGLER:
+        assert len(k.name) == L.NAME_MAX + 1 and k.name.startswith("f(P<A, A>") and k.name.endswith(B.CUT_MARK)
+
+
+def test_json_cost_bounds_both_forms_of_a_name():
+    for text in ("plain", "\x01\"\\\x1b", "€😀", heavy_name(5).decode()):
+        assert B.json_cost(text) >= len(json.dumps(text, ensure_ascii=False).encode())
+        assert B.json_cost(text) >= len(json.dumps(text).encode())
