@@ -8,8 +8,11 @@ first look at the arguments). A plugin flag that is given lands in ``args.plugin
 
 Constraints: argparse's default error prints a usage block; users asked for one clear line, so
 :class:`OneLineParser` prints ``gpuflow <cmd>: error: <what> (see gpuflow <cmd> --help)`` and
-exits 2. Every value is validated here, before anything starts (no half-started agent). Loading
-the plugins imports no collector library (NVML, CUPTI), so ``--help`` stays instant.
+exits 2. Every value is validated here or, where it depends on the environment too (the token, a
+public bind, the UI file), by gpuflow.cli.serving before anything starts (no half-started
+agent). A flag left out stays None (or False, or empty) so that its GPUFLOW_* variable applies:
+the settings are resolved in one place for the CLI and gunicorn (gpuflow.transport.settings).
+Loading the plugins imports no collector library (NVML, CUPTI), so ``--help`` stays instant.
 """
 
 from __future__ import annotations
@@ -101,25 +104,33 @@ def is_loopback(host: str) -> bool:
 
 def _add_serving_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind", type=bind_address, default=DEFAULT_BIND, metavar="ADDR",
-                   help=f"address to listen on (default {DEFAULT_BIND}; anything else needs --token)")
+                   help=f"address to listen on (default {DEFAULT_BIND}; anything else needs a strong token)")
     p.add_argument("--port", type=port_number, default=DEFAULT_PORT, metavar="N",
                    help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
-    p.add_argument("--interval", type=positive_ms, default=int(DEFAULT_INTERVAL_S * 1000), metavar="MS",
-                   help="NVML polling interval in milliseconds (default 1000)")
+    p.add_argument("--interval", type=positive_ms, default=None, metavar="MS",
+                   help=f"NVML polling interval in milliseconds (default {int(DEFAULT_INTERVAL_S * 1000)}; "
+                        "GPUFLOW_INTERVAL_MS)")
     p.add_argument("--ui", metavar="PATH", default=None,
-                   help="serve this HTML file at / instead of the built-in UI")
+                   help="serve this HTML file at / instead of the built-in UI (GPUFLOW_UI)")
     p.add_argument("--token", metavar="T", default=None,
-                   help="require this token (open /?token=T once; /metrics takes Authorization: Bearer T)")
+                   help="require this token on every data route; 'auto' generates one and prints its login "
+                        "URL once. Other local users can read a command line: prefer --token-file or "
+                        "GPUFLOW_TOKEN")
+    p.add_argument("--token-file", metavar="PATH", default=None,
+                   help="read the token from this file (yours, chmod 600; GPUFLOW_TOKEN_FILE)")
     p.add_argument("--insecure-no-auth", action="store_true",
-                   help="allow a non-loopback --bind without a token (anyone who can reach it sees every process)")
+                   help="allow a non-loopback --bind without a token (anyone who can reach it sees every "
+                        "process; GPUFLOW_INSECURE_NO_AUTH=1)")
     p.add_argument("--allow-host", action="append", default=[], metavar="H",
-                   help="also accept this Host header (repeatable), e.g. a reverse proxy's name")
+                   help="also accept this Host header (repeatable), e.g. a reverse proxy's name "
+                        "(GPUFLOW_ALLOW_HOSTS=a,b)")
     p.add_argument("--plugin", action="append", default=[], metavar="MOD",
                    help="load a collector module by import name (repeatable)")
     p.add_argument("--show-cmdline", action="store_true",
-                   help="show full command lines (default: the executable only; arguments can hold secrets)")
+                   help="show full command lines (default: the executable only; arguments can hold secrets; "
+                        "GPUFLOW_SHOW_CMDLINE=1)")
     p.add_argument("--metrics-per-process", action="store_true",
-                   help="export per-process series on /metrics (pid, user labels)")
+                   help="export per-process series on /metrics (pid, user labels; GPUFLOW_METRICS_PER_PROCESS=1)")
 
 
 #: where a given plugin flag is stored in the namespace: PLUGIN_DEST + "<key>:<option>"
@@ -229,9 +240,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if unknown:
         sub.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command in ("watch", "run"):
-        if not is_loopback(args.bind) and not args.token and not args.insecure_no_auth:
-            sub.error(f"--bind {args.bind} is reachable from other machines: give --token T "
-                      "(or --insecure-no-auth to expose every process on this machine without authentication)")
         if args.command == "run":
             cmd = list(args.cmd)
             if cmd and cmd[0] == "--":

@@ -26,7 +26,8 @@ import time
 
 from gpuflow.cli.child import LaunchError, TracedChild, resolve_command
 from gpuflow.cli.report import describe_start
-from gpuflow.cli.serving import StartupError, build_app, start_serving, warn_if_benchmarking, warn_if_exposed
+from gpuflow.cli.serving import (StartupError, build_app, describe_login, start_serving, warn_if_benchmarking,
+                                 warn_if_exposed)
 from gpuflow.cli.summary import write_summary
 from gpuflow.cli.watch import StopSignals, settled_snapshot
 from gpuflow.core.errors import LaunchRefused
@@ -61,7 +62,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         warn_if_exposed(args)
         warn_if_benchmarking()
         try:
-            describe_start(settled_snapshot(serving.agent.board, timeout=1.0), serving.url, err)
+            describe_start(settled_snapshot(serving.agent.board, timeout=1.0), serving.login_url, err)
+            describe_login(args, err)
             if stop.received is not None:   # stopped before the program was started
                 err.write(f"gpuflow run: stopped by {signal.Signals(stop.received).name} before "
                           "the program started\n")

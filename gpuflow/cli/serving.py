@@ -4,31 +4,42 @@ The embedded server is a threaded WSGI server (gpuflow.transport.server), not gu
 arbiter reaps every child with waitpid(-1) and owns the main thread's signals, which would steal
 the exit status of the program ``gpuflow run`` launched. The same Falcon app is what
 ``gunicorn 'gpuflow.transport.app:get_app()'`` serves, assembled by the same function
-(:func:`gpuflow.transport.app.assemble_app`).
+(:func:`gpuflow.transport.app.assemble_app`) from settings resolved by the same function
+(:func:`gpuflow.transport.settings.from_environ`: the ``GPUFLOW_*`` variables, the flags given
+overriding them), and held to the same rules before it serves
+(:mod:`gpuflow.transport.preflight`: a public bind needs a strong token, the UI file is a
+regular file).
 
-Constraints: validates everything that can fail (plugins, options, --ui, port) before printing
-the URL, and turns each failure into a one-line message for the CLI (exit status 2). Reaches the
-collectors only through the plugin manager the command line loaded (``args.plugin_manager``).
+Constraints: validates everything that can fail (plugins, options, token, bind, --ui, port)
+before printing the URL, and turns each failure into a one-line message for the CLI (exit
+status 2). Prints a generated token once, in the login URL (a token the user gave is never
+printed). Reaches the collectors only through the plugin manager the command line loaded
+(``args.plugin_manager``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import os
 import socket
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import quote
 
 from gpuflow.cli.options import is_loopback
 from gpuflow.core.agent import Agent
-from gpuflow.core.context import AgentConfig
 from gpuflow.core.options import OptionError
 from gpuflow.core.plugins import PluginLoadError
 from gpuflow.testing.ab_period import ab_period_ms
 
 if TYPE_CHECKING:
     from gpuflow.transport.app import GpuflowApp
+    from gpuflow.transport.settings import AppSettings
+
+TOKEN_HINT = "--token-file FILE, GPUFLOW_TOKEN or --token auto"
 
 
 class StartupError(Exception):
@@ -39,7 +50,8 @@ class StartupError(Exception):
 class Serving:
     agent: Agent
     server: object
-    url: str
+    url: str  #: the page's address, never with a token
+    login_url: str  #: what to print once at start: the address, with a generated token
 
     def stop(self) -> None:
         try:
@@ -48,30 +60,47 @@ class Serving:
             self.agent.stop()
 
 
-def agent_config(args: argparse.Namespace) -> AgentConfig:
-    return AgentConfig(interval_s=args.interval / 1000.0, show_cmdline=args.show_cmdline,
-                       options=args.plugin_options)
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags given on the command line, as gpuflow.transport.settings overrides."""
+    given: dict[str, Any] = {}
+    if args.interval is not None:
+        given["interval_s"] = args.interval / 1000.0
+    if args.show_cmdline:
+        given["show_cmdline"] = True
+    if args.ui is not None:
+        given["ui_path"] = args.ui
+    if args.token is not None:
+        given["token"] = args.token
+    if args.token_file is not None:
+        given["token_file"] = args.token_file
+    if args.allow_host:
+        given["allow_hosts"] = tuple(args.allow_host)
+    if args.metrics_per_process:
+        given["metrics_per_process"] = True
+    if args.insecure_no_auth:
+        given["insecure_no_auth"] = True
+    return given
 
 
-def allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+def allowed_hosts(bind: str, hosts: tuple[str, ...], token: str | None) -> tuple[str, ...]:
     """Host headers to accept besides loopback and localhost.
 
-    On a loopback bind: only ``--allow-host`` values (DNS rebinding defence). On a non-loopback
-    bind the page is reached by this machine's name or address, so those are added; with a token
-    and no ``--allow-host`` any Host is accepted, because the token cookie is bound to the real
-    host name and a rebinding page cannot present it.
+    On a loopback bind: only the ``--allow-host`` / GPUFLOW_ALLOW_HOSTS values (DNS rebinding
+    defence). On a non-loopback bind the page is reached by this machine's name or address, so
+    those are added; with a token and no names given any Host is accepted: every data route
+    needs the token, which a rebinding page cannot present (the page keeps it in the storage of
+    the origin it was opened on).
     """
-    hosts = list(args.allow_host)
-    if is_loopback(args.bind):
-        return tuple(hosts)
-    if args.token and not hosts:
+    if is_loopback(bind):
+        return hosts
+    if token and not hosts:
         return ("*",)
     names = {socket.gethostname(), socket.getfqdn()}
-    if args.bind not in ("0.0.0.0", "::"):
-        names.add(args.bind)
+    if bind not in ("0.0.0.0", "::"):
+        names.add(bind)
     else:
         names |= local_addresses()
-    return tuple(hosts + sorted(n for n in names if n))
+    return tuple(list(hosts) + sorted(n for n in names if n))
 
 
 def local_addresses() -> set[str]:
@@ -86,26 +115,30 @@ def local_addresses() -> set[str]:
 
 
 def build_app(args: argparse.Namespace) -> GpuflowApp:
-    """The app and its agent for these arguments, nothing started; StartupError says what is wrong."""
-    from gpuflow.transport.app import AppSettings, assemble_app
+    """The app and its agent for these arguments, nothing started; StartupError says what is wrong.
+
+    Sets ``args.settings`` (the transport settings in force) and ``args.token_source``.
+    """
+    from gpuflow.transport.app import assemble_app
+    from gpuflow.transport.preflight import check_ui_file, exposure_error
+    from gpuflow.transport.settings import from_environ
 
     logging.basicConfig(level=logging.WARNING, format="gpuflow: %(levelname)s: %(name)s: %(message)s")
-    if args.ui is not None:
-        try:
-            with open(args.ui, "rb"):
-                pass
-        except OSError as exc:
-            raise StartupError(f"--ui {args.ui}: {exc.strerror}") from None
     try:
-        settings = AppSettings(
-            token=args.token,
-            allow_hosts=allowed_hosts(args),
-            ui_path=args.ui,
-            metrics_per_process=args.metrics_per_process,
-        )
-        return assemble_app(agent_config(args), settings, plugin_manager=args.plugin_manager)
+        env = from_environ(os.environ, overrides(args))
+        settings = dataclasses.replace(
+            env.settings, allow_hosts=allowed_hosts(args.bind, env.settings.allow_hosts, env.settings.token))
+        if settings.ui_path is not None:
+            check_ui_file(settings.ui_path, "--ui" if args.ui is not None else "GPUFLOW_UI")
+        refused = exposure_error([args.bind], settings, TOKEN_HINT, "give --insecure-no-auth")
+        if refused is not None:
+            raise StartupError(f"--bind {refused}" if settings.token is None else refused)
+        config = dataclasses.replace(env.agent, options=args.plugin_options)
+        app = assemble_app(config, settings, plugin_manager=args.plugin_manager)
     except (PluginLoadError, OptionError, ValueError) as exc:
         raise StartupError(str(exc)) from None
+    args.settings, args.token_source = settings, env.token_source
+    return app
 
 
 def start_serving(args: argparse.Namespace, app: GpuflowApp) -> Serving:
@@ -122,9 +155,22 @@ def start_serving(args: argparse.Namespace, app: GpuflowApp) -> Serving:
     shown = socket.gethostname() if args.bind in ("0.0.0.0", "::") else args.bind
     host = f"[{shown}]" if ":" in shown else shown
     url = f"http://{host}:{server.port}/"
-    if args.token:
-        url += f"?token={args.token}"
-    return Serving(agent=agent, server=server, url=url)
+    token = app.state.settings.token
+    login = login_url(url, token) if token is not None and args.token_source == "generated" else url
+    return Serving(agent=agent, server=server, url=url, login_url=login)
+
+
+def login_url(url: str, token: str) -> str:
+    """The page's address with the token in its fragment, percent-encoded: the fragment never
+    leaves the browser (no request line, no proxy log), and the page takes it out of the address
+    bar and its history entry at once."""
+    return f"{url}#token={quote(token, safe='')}"
+
+
+def describe_login(args: argparse.Namespace, out: TextIO) -> None:
+    """How to log in, where it is not in the printed URL: the page asks for the token."""
+    if args.settings.token is not None and args.token_source != "generated":
+        out.write(f"  the page asks for the token (from {args.token_source}) once per tab\n")
 
 
 def warn_if_benchmarking() -> None:
@@ -139,12 +185,17 @@ def warn_if_benchmarking() -> None:
 
 
 def warn_if_exposed(args: argparse.Namespace) -> None:
-    if not is_loopback(args.bind) and args.insecure_no_auth and not args.token:
-        bar = "!" * 78
-        sys.stderr.write(
-            f"{bar}\n"
-            f"gpuflow: WARNING: serving on {args.bind} WITHOUT AUTHENTICATION (--insecure-no-auth).\n"
-            "gpuflow: anyone who can reach this port sees every GPU process on this machine:\n"
-            "gpuflow: pids, users and program names. Use --token, or an SSH tunnel, instead.\n"
-            f"{bar}\n"
-        )
+    """The token on the command line, a weak token, serving without authentication: on stderr."""
+    from gpuflow.transport.preflight import exposure_warnings
+
+    settings: AppSettings = args.settings
+    if args.token_source == "--token":
+        sys.stderr.write("gpuflow: warning: --token is on the command line, which every user of this "
+                         "machine can read (ps, /proc/PID/cmdline): use --token-file FILE or "
+                         "GPUFLOW_TOKEN instead\n")
+    for line in exposure_warnings([args.bind], settings):
+        if settings.token is None:
+            bar = "!" * 78
+            sys.stderr.write(f"{bar}\ngpuflow: WARNING: {line}\n{bar}\n")
+        else:
+            sys.stderr.write(f"gpuflow: warning: {line}\n")

@@ -1,21 +1,27 @@
-"""Transport settings: one frozen dataclass, and its construction from the environment.
+"""Transport settings: one frozen dataclass, and its construction from the environment and flags.
 
-``create_app`` takes an :class:`AppSettings`; the CLI builds one from its flags, ``get_app()``
-from ``GPUFLOW_*`` variables (:func:`from_environ`, which also builds the agent's configuration
-and the list of ``--plugin`` modules). Every bad value fails here, at start-up, with a message
-that names the variable. The plugins' own variables (``GPUFLOW_RING_CAPACITY``, …) are theirs:
-each plugin declares and checks them (gpuflow.core.options) when the agent is made.
+``create_app`` takes an :class:`AppSettings`. Both ways of serving build it here, through the one
+function :func:`from_environ`: ``get_app()`` (gunicorn) from the ``GPUFLOW_*`` variables alone,
+``gpuflow watch``/``run`` from the same variables with the flags given on the command line
+overriding them (``overrides``). It also builds the agent's configuration and the list of
+``--plugin`` modules. The token comes from a flag (``--token``, ``--token-file``), else from
+``GPUFLOW_TOKEN_FILE`` or ``GPUFLOW_TOKEN``; ``auto`` asks for a generated one
+(gpuflow.transport.tokens has the rules). Every bad value fails here, at start-up, with a
+one-line message that names the flag or variable and never the token. The plugins' own
+variables (``GPUFLOW_RING_CAPACITY``, …) are theirs: each plugin declares and checks them
+(gpuflow.core.options) when the agent is made.
 
-Constraints: pure (no I/O, no threads); importable without starting anything.
+Constraints: no I/O but reading a token file; no threads; importable without starting anything.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from gpuflow.core.context import AgentConfig
+from gpuflow.transport.tokens import GENERATE, TokenError, check_form, generate_token, read_token_file
 
 DEFAULT_MAX_STREAMS = 60  # gunicorn --threads 64 minus 4 for /api/snapshot, /metrics, / and /healthz
 MAX_INTERVAL_MS = 3_600_000  # an hour; far larger waits overflow the platform's time_t in a thread
@@ -27,7 +33,8 @@ class AppSettings:
     """How the app serves; every field has a safe default (loopback only, no token)."""
 
     ui_path: str | None = None  #: HTML served at /; None = gpuflow/ui/index.html
-    token: str | None = None  #: when set, every route needs the cookie (or Bearer on /api, /metrics)
+    token: str | None = None  #: when set, every data route needs ``Authorization: Bearer <token>``
+    insecure_no_auth: bool = False  #: a bind other machines can reach may serve without a token
     allow_hosts: tuple[str, ...] = ()  #: Host names allowed besides loopback ("name", "*.domain", "*")
     metrics_per_process: bool = False  #: per-process series (pid, user) on /metrics
     max_streams: int = DEFAULT_MAX_STREAMS  #: concurrent /api/stream; beyond it 503 + Retry-After
@@ -53,8 +60,8 @@ class AppSettings:
             raise ValueError(f"send_buffer_bytes must be >= 4096, got {self.send_buffer_bytes}")
         if self.first_snapshot_wait_s < 0 or self.retry_ms < 0 or self.retry_after_s < 0:
             raise ValueError("waits and retry times must be >= 0")
-        if self.token is not None and not self.token:
-            raise ValueError("token must not be empty (use None for no token)")
+        if self.token is not None:
+            check_form(self.token, "the token")
         if "*" in self.allow_hosts and not self.token:
             raise ValueError("allowing any Host ('*') needs a token: without one, DNS rebinding "
                              "would let any web page read the stream")
@@ -65,11 +72,21 @@ class AppSettings:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Everything ``get_app()`` reads from the environment."""
+    """Everything ``get_app()`` (and the CLI, its flags applied) reads from the environment."""
 
     settings: AppSettings
     agent: AgentConfig
     plugins: tuple[str, ...]
+    #: where the token came from: "--token", "--token-file", "GPUFLOW_TOKEN", "GPUFLOW_TOKEN_FILE",
+    #: "generated" (``auto``), or None without a token
+    token_source: str | None = None
+
+
+#: What a command line can set, as ``overrides`` keys: AppSettings and AgentConfig field names,
+#: plus ``token`` (the raw --token value, ``auto`` included) and ``token_file``. A switch is
+#: passed only when it was given (a flag can turn a setting on, not off).
+OVERRIDABLE = frozenset({"ui_path", "allow_hosts", "metrics_per_process", "insecure_no_auth",
+                         "interval_s", "show_cmdline", "token", "token_file"})
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
@@ -102,19 +119,63 @@ def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in env.get(name, "").split(",") if x.strip())
 
 
-def from_environ(environ: Mapping[str, str] | None = None) -> EnvConfig:
-    """Read ``GPUFLOW_*`` (see docs/transport.md for the list); ValueError names a bad variable."""
+def resolve_token(env: Mapping[str, str], overrides: Mapping[str, Any],
+                  may_generate: bool = True) -> tuple[str | None, str | None]:
+    """The token and where it came from: a flag over a variable; ``auto`` makes a fresh one.
+
+    ``may_generate`` is False under gunicorn, where every worker would make its own token.
+    """
+    if "token" in overrides and "token_file" in overrides:
+        raise TokenError("give --token or --token-file, not both")
+    if "token_file" in overrides:
+        return read_token_file(overrides["token_file"], "--token-file"), "--token-file"
+    if "token" in overrides:
+        raw, source = overrides["token"], "--token"
+    else:
+        from_file = env.get("GPUFLOW_TOKEN_FILE") or None
+        if from_file and env.get("GPUFLOW_TOKEN"):
+            raise TokenError("set GPUFLOW_TOKEN or GPUFLOW_TOKEN_FILE, not both")
+        if from_file:
+            return read_token_file(from_file, "GPUFLOW_TOKEN_FILE"), "GPUFLOW_TOKEN_FILE"
+        raw, source = env.get("GPUFLOW_TOKEN") or None, "GPUFLOW_TOKEN"
+        if raw is None:
+            return None, None
+    if raw == GENERATE:
+        if not may_generate:
+            raise TokenError(f"{source}={GENERATE}: a generated token is for gpuflow watch and "
+                             "run; give gunicorn a token of your own")
+        return generate_token(), "generated"
+    check_form(raw, source)
+    return raw, source
+
+
+def from_environ(environ: Mapping[str, str] | None = None,
+                 overrides: Mapping[str, Any] | None = None, *,
+                 may_generate: bool = True) -> EnvConfig:
+    """Read ``GPUFLOW_*`` (see docs/transport.md for the list), then apply ``overrides``.
+
+    ``overrides`` holds what the command line set (keys in :data:`OVERRIDABLE`; a key that is
+    present wins over its variable). ValueError names a bad variable or flag.
+    """
     env = os.environ if environ is None else environ
+    given = dict(overrides or {})
+    unknown = set(given) - OVERRIDABLE
+    if unknown:
+        raise TypeError(f"not a setting a command line can override: {sorted(unknown)}")
     interval_ms = _number(env, "GPUFLOW_INTERVAL_MS", float, 1000.0, minimum=1,
                           maximum=MAX_INTERVAL_MS)
     agent = AgentConfig(
-        interval_s=interval_ms / 1000.0,
-        show_cmdline=_flag(env, "GPUFLOW_SHOW_CMDLINE"),
+        interval_s=given.pop("interval_s", interval_ms / 1000.0),
+        show_cmdline=bool(given.pop("show_cmdline", False)) or _flag(env, "GPUFLOW_SHOW_CMDLINE"),
     )
+    token, token_source = resolve_token(env, given, may_generate)
+    given.pop("token", None)
+    given.pop("token_file", None)
     d = AppSettings()
-    settings = AppSettings(
+    fields: dict[str, Any] = dict(
         ui_path=env.get("GPUFLOW_UI") or None,
-        token=env.get("GPUFLOW_TOKEN") or None,
+        token=token,
+        insecure_no_auth=_flag(env, "GPUFLOW_INSECURE_NO_AUTH"),
         allow_hosts=_list(env, "GPUFLOW_ALLOW_HOSTS"),
         metrics_per_process=_flag(env, "GPUFLOW_METRICS_PER_PROCESS"),
         max_streams=_number(env, "GPUFLOW_MAX_STREAMS", int, d.max_streams, minimum=1),
@@ -129,4 +190,6 @@ def from_environ(environ: Mapping[str, str] | None = None) -> EnvConfig:
         send_buffer_bytes=_number(env, "GPUFLOW_SEND_BUFFER_BYTES", int, d.send_buffer_bytes,
                                   minimum=4096, maximum=64 << 20),
     )
-    return EnvConfig(settings=settings, agent=agent, plugins=_list(env, "GPUFLOW_PLUGINS"))
+    fields.update(given)   # a flag given replaces its variable
+    return EnvConfig(settings=AppSettings(**fields), agent=agent,
+                     plugins=_list(env, "GPUFLOW_PLUGINS"), token_source=token_source)

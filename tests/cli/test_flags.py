@@ -69,19 +69,15 @@ def test_allow_host_star_without_token_is_refused():
 
 
 def test_non_loopback_bind_hosts(monkeypatch):
-    import argparse
-
     from gpuflow.cli.serving import allowed_hosts
 
-    ns = argparse.Namespace(bind="127.0.0.1", token=None, allow_host=[])
-    assert allowed_hosts(ns) == ()
-    ns = argparse.Namespace(bind="0.0.0.0", token="t", allow_host=[])
-    assert allowed_hosts(ns) == ("*",)
-    ns = argparse.Namespace(bind="10.1.2.3", token="t", allow_host=["proxy.example"])
-    assert allowed_hosts(ns)[0] == "proxy.example" and "10.1.2.3" in allowed_hosts(ns)
-    assert "*" not in allowed_hosts(ns)
-    ns = argparse.Namespace(bind="10.1.2.3", token=None, allow_host=[])
-    assert "10.1.2.3" in allowed_hosts(ns) and "*" not in allowed_hosts(ns)
+    assert allowed_hosts("127.0.0.1", (), None) == ()
+    assert allowed_hosts("0.0.0.0", (), "t") == ("*",)
+    hosts = allowed_hosts("10.1.2.3", ("proxy.example",), "t")
+    assert hosts[0] == "proxy.example" and "10.1.2.3" in hosts
+    assert "*" not in hosts
+    hosts = allowed_hosts("10.1.2.3", (), None)
+    assert "10.1.2.3" in hosts and "*" not in hosts
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -55,6 +55,60 @@ def test_settings_validate():
         AppSettings(token="")
 
 
+STRONG = "Zq7-Lp2_xK9vW4tYb8NcE3uR"
+
+
+def test_flags_override_their_variables_and_leave_the_others():
+    env = {"GPUFLOW_TOKEN": "from-the-environment-1", "GPUFLOW_ALLOW_HOSTS": "a,b", "GPUFLOW_MAX_STREAMS": "7",
+           "GPUFLOW_INTERVAL_MS": "500", "GPUFLOW_UI": "/env.html"}
+    got = from_environ(env, {"token": STRONG, "allow_hosts": ("c",), "interval_s": 0.25, "show_cmdline": True})
+    s, a = got.settings, got.agent
+    assert (s.token, s.allow_hosts, s.max_streams, s.ui_path) == (STRONG, ("c",), 7, "/env.html")
+    assert (a.interval_s, a.show_cmdline, got.token_source) == (0.25, True, "--token")
+    assert from_environ(env).settings.token == "from-the-environment-1"
+    assert from_environ(env).token_source == "GPUFLOW_TOKEN"
+
+
+def test_a_flag_can_fix_what_its_variable_got_wrong():
+    """Settings are checked once, after the flags are applied."""
+    assert from_environ({"GPUFLOW_ALLOW_HOSTS": "*"}, {"allow_hosts": ("gpu-node",)}).settings.allow_hosts == \
+        ("gpu-node",)
+
+
+def test_token_sources(tmp_path):
+    path = tmp_path / "token"
+    path.write_text(STRONG + "\r\n")
+    path.chmod(0o600)
+    assert from_environ({"GPUFLOW_TOKEN_FILE": str(path)}).settings.token == STRONG
+    got = from_environ({"GPUFLOW_TOKEN": "x" * 20}, {"token_file": str(path)})
+    assert (got.settings.token, got.token_source) == (STRONG, "--token-file")
+    generated = from_environ({}, {"token": "auto"})
+    assert generated.token_source == "generated" and len(generated.settings.token) == 43
+    assert from_environ({"GPUFLOW_TOKEN": "auto"}).token_source == "generated"
+    with pytest.raises(ValueError, match="gunicorn"):
+        from_environ({"GPUFLOW_TOKEN": "auto"}, may_generate=False)
+    with pytest.raises(ValueError, match="not both"):
+        from_environ({"GPUFLOW_TOKEN": STRONG, "GPUFLOW_TOKEN_FILE": str(path)})
+    with pytest.raises(ValueError, match="not both"):
+        from_environ({}, {"token": STRONG, "token_file": str(path)})
+    with pytest.raises(ValueError, match="printable ASCII"):
+        from_environ({"GPUFLOW_TOKEN": "with space"})
+    assert from_environ({"GPUFLOW_TOKEN": ""}).settings.token is None
+
+
+def test_insecure_opt_out_is_read_from_its_variable_or_its_flag():
+    assert from_environ({"GPUFLOW_INSECURE_NO_AUTH": "1"}).settings.insecure_no_auth
+    assert from_environ({}, {"insecure_no_auth": True}).settings.insecure_no_auth
+    assert not from_environ({}).settings.insecure_no_auth
+    with pytest.raises(ValueError, match="GPUFLOW_INSECURE_NO_AUTH"):
+        from_environ({"GPUFLOW_INSECURE_NO_AUTH": "maybe"})
+
+
+def test_only_known_settings_can_be_overridden():
+    with pytest.raises(TypeError, match="max_stream"):
+        from_environ({}, {"max_stream": 3})
+
+
 @pytest.fixture
 def live_apps(monkeypatch):
     monkeypatch.setattr(app_module, "LIVE_APPS", [])
