@@ -10,10 +10,13 @@ Order on every request (one Falcon middleware, so no route can forget it):
    allowed host too.
 2. **Method** — the API is read-only: GET and HEAD; anything else is 405,
    before routing, so OPTIONS gets no CORS-like answer either.
-3. **Token** (only when one is configured) — ``GET /?token=T`` (compared with
-   ``hmac.compare_digest``) sets an HttpOnly SameSite=Strict cookie and answers 303 to ``/`` so
-   the token leaves the address bar; every other request needs that cookie, and ``/api/*``,
-   ``/metrics`` and ``/healthz`` also take ``Authorization: Bearer T``. Failures are a bare 401.
+3. **Token** (only when one is configured) — every data route (``/api/*``, ``/metrics``,
+   ``/healthz``) needs ``Authorization: Bearer T``; failures are a bare 401. The page, its
+   modules and the icon (:data:`PUBLIC_PATHS`: fixed files, no data) need nothing: the page
+   keeps the token in its origin's ``sessionStorage`` and sends it with its ``fetch`` of the
+   stream. There is no cookie, on purpose: browsers send a host's cookies to every port of that
+   host, so any other local web server the user visits would receive one and could replay it.
+   Nothing a browser sends by itself carries a credential.
 
 Every response then gets ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer``,
 ``X-Frame-Options: DENY``, a default ``Content-Security-Policy`` (``default-src 'self';
@@ -23,11 +26,10 @@ No CORS headers are ever sent. :data:`SECURITY_HEADERS` is the same set for the 
 servers write themselves, before the app runs (server.py, gunicorn_hardening.py).
 
 Constraints: pure functions plus one middleware; no secrets in any response body or log line;
-the cookie holds an HMAC of the token, not the token, and its name carries the port so two
-agents on one host do not overwrite each other's cookie; secrets are compared as SHA-256
-digests with ``hmac.compare_digest``, so neither their content nor their length shows in the
-time an answer takes. There is no lockout after wrong tokens: every attempt costs the same
-and gets the same 401 (docs/security.md says why that is enough).
+no Set-Cookie, ever, and no cookie is read; secrets are compared as SHA-256 digests with
+``hmac.compare_digest``, so neither their content nor their length shows in the time an answer
+takes. There is no lockout after wrong tokens: every attempt costs the same and gets the same
+401 (docs/security.md says why that is enough).
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from urllib.parse import urlsplit
 
 import falcon
 
+from gpuflow.transport.ui import UI_MODULES
+
 SAFE_METHODS = ("GET", "HEAD")
 DEFAULT_CSP = "default-src 'self'; frame-ancestors 'none'"
-COOKIE_PREFIX = "gpuflow_auth"
-BEARER_PREFIXES = ("/api/", "/metrics", "/healthz")
+#: Served without a token: the page, its modules and the icon, fixed files that hold no data.
+PUBLIC_PATHS = frozenset({"/", "/favicon.ico", *("/" + name for name in UI_MODULES)})
 
 #: Sent on every response, error pages included; Cache-Control only where no route chose one.
 SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
@@ -140,23 +144,6 @@ class HostAllowList:
 
 
 # -- token -----------------------------------------------------------------------------------------
-def cookie_value(token: str) -> str:
-    """What the cookie holds: an HMAC of the token (never the token itself)."""
-    return hmac.new(token.encode("utf-8"), b"gpuflow-cookie-v1", hashlib.sha256).hexdigest()
-
-
-def cookie_name(host_header: str | None) -> str:
-    """Cookies ignore ports; naming them by port keeps two agents on one host apart."""
-    port = ""
-    if host_header:
-        h = host_header.strip()
-        tail = h.rsplit("]", 1)[-1] if h.startswith("[") else h
-        if ":" in tail:
-            candidate = tail.rsplit(":", 1)[1]
-            port = candidate if candidate.isdigit() else ""
-    return f"{COOKIE_PREFIX}_{port}" if port else COOKIE_PREFIX
-
-
 def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
 
@@ -169,17 +156,12 @@ def same_secret(given: str | None, expected: str) -> bool:
 
 
 class TokenAuth:
+    """``Authorization: Bearer <token>`` (the scheme in any case), the only credential taken."""
+
     def __init__(self, token: str) -> None:
         self.token = token
-        self.cookie = cookie_value(token)
-
-    def cookie_ok(self, req: falcon.Request) -> bool:
-        values = req.get_cookie_values(cookie_name(req.get_header("Host"))) or []
-        return any(same_secret(v, self.cookie) for v in values)
 
     def bearer_ok(self, req: falcon.Request) -> bool:
-        if not req.path.startswith(BEARER_PREFIXES):
-            return False
         auth = req.get_header("Authorization") or ""
         scheme, _, value = auth.partition(" ")
         return scheme.lower() == "bearer" and same_secret(value.strip(), self.token)
@@ -200,31 +182,11 @@ class SecurityMiddleware:
             resp.set_header("Allow", "GET, HEAD")
             _refuse(resp, falcon.HTTP_405, "405 Method Not Allowed: this API is read-only.\n")
             return
-        if self.auth is None:
+        if self.auth is None or req.path in PUBLIC_PATHS or self.auth.bearer_ok(req):
             return
-        if req.path == "/" and req.get_param("token") is not None:
-            self._exchange_token(req, resp)
-            return
-        if self.auth.cookie_ok(req) or self.auth.bearer_ok(req):
-            return
-        if req.path.startswith(BEARER_PREFIXES):
-            resp.set_header("WWW-Authenticate", 'Bearer realm="gpuflow"')
-        _refuse(resp, falcon.HTTP_401, "401 Unauthorized: open the URL (with ?token=...) that "
-                "gpuflow printed when it started.\n")
-
-    def _exchange_token(self, req: falcon.Request, resp: falcon.Response) -> None:
-        assert self.auth is not None
-        if not same_secret(req.get_param("token"), self.auth.token):
-            _refuse(resp, falcon.HTTP_401, "401 Unauthorized: wrong token.\n")
-            return
-        resp.set_cookie(cookie_name(req.get_header("Host")), self.auth.cookie, path="/",
-                        http_only=True, same_site="Strict",
-                        secure=req.forwarded_scheme == "https")
-        resp.status = falcon.HTTP_303
-        resp.location = "/"
-        resp.content_type = falcon.MEDIA_TEXT
-        resp.text = "See /\n"
-        resp.complete = True
+        resp.set_header("WWW-Authenticate", 'Bearer realm="gpuflow"')
+        _refuse(resp, falcon.HTTP_401, "401 Unauthorized: send Authorization: Bearer <token> "
+                "(the page does, once opened with the token).\n")
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:

@@ -1,18 +1,24 @@
-// The page's link to its agent and the top bar that reports it: the one EventSource on
-// api/stream, the connection badge, the host and frame lines, the stale-frame note.
+// The page's link to its agent and the top bar that reports it: the one stream (a fetch of
+// api/stream), the connection badge, the host and frame lines, the stale-frame note.
 //
 // The page runs live (this module's stream) or, with ?demo, on canned frames (demo.js, loaded
 // only then); `demo` says which, and asking for a demo never shows live data as one.
-// One EventSource per page. Chromium retries by itself after a network error; after a non-200 or
-// a wrong content type it gives up (readyState CLOSED) and the page retries with backoff, capped
-// at 2 s so a restarted agent is picked up well inside 5 s. Hidden tabs close their stream.
+// One stream per page, read by eventstream.js, with the agent's token (login.js) in its
+// Authorization header: fetch, not EventSource, which cannot send one. A stream that ends after
+// bringing frames (the agent ends each after a while) is reopened at once; a failure (network
+// error, a non-200, a wrong content type) is retried with backoff, capped at 2 s so a restarted
+// agent is picked up well inside 5 s; a 401 shows the login form instead. Hidden tabs close
+// their stream.
 //
 // Constraints: no request to anything but api/stream, relative to the page (an agent behind a
-// proxy path works); frames go to the handler main.js gives startLive(), which says whether the
-// page could apply them. Text reaches the DOM only through textContent.
+// proxy path works), and no credential the browser adds by itself (credentials: 'omit'); frames
+// go to the handler main.js gives startLive(), which says whether the page could apply them.
+// Text reaches the DOM only through textContent.
 
 import { markDirty } from './canvas.js';
+import { readEvents } from './eventstream.js';
 import { DASH, isNum } from './format.js';
+import { askForToken, takeTokenFromUrl, token } from './login.js';
 import { store } from './store.js';
 
 // ?demo[=variant] switches the live stream off and replays canned frames; anything unknown is the
@@ -48,12 +54,12 @@ export function updateHeader() {
   }
 }
 
-export const conn = { es: null, state: 'connecting', failures: 0, timer: 0, connects: 0 };
+export const conn = { stream: null, state: 'connecting', failures: 0, timer: 0, connects: 0 };
 export function setConn(state, detail) {
   conn.state = state;
   el.conn.className = state;
   const label = { connecting: 'connecting', live: 'live', reconnecting: 'reconnecting', unreachable: 'agent unreachable',
-    paused: 'paused (tab hidden)', demo: 'demo' }[state] || state;
+    paused: 'paused (tab hidden)', demo: 'demo', locked: 'token needed' }[state] || state;
   el.conntext.textContent = detail ? label + ' · ' + detail : label;
   if (!store.snap) markDirty();
   updateHeader();
@@ -62,41 +68,58 @@ let onFrame = () => true;
 // opens the stream; each event's data goes to onFrameText, false from it means start over
 export function startLive(onFrameText) {
   onFrame = onFrameText;
+  takeTokenFromUrl();
   document.addEventListener('visibilitychange', onVisibility);
   setConn('connecting');
   connect();
 }
+function stopStream() {
+  if (conn.stream) { conn.stream.abort(); conn.stream = null; }
+}
 function connect() {
   clearTimeout(conn.timer); conn.timer = 0;
-  if (conn.es) { conn.es.close(); conn.es = null; }
+  stopStream();
   if (document.hidden) { setConn('paused'); return; }
-  const es = new EventSource('api/stream');
-  conn.es = es; conn.connects++;
-  const onMsg = (ev) => {
-    if (es !== conn.es) return;
-    if (!onFrame(ev.data)) { reopen(); return; }   // a delta we cannot apply: start over with a full frame
+  const stream = new AbortController();
+  conn.stream = stream; conn.connects++;
+  const gone = () => stream !== conn.stream;
+  const headers = { Accept: 'text/event-stream' };
+  const t = token();
+  if (t !== null) headers.Authorization = 'Bearer ' + t;
+  let frames = 0;
+  const onEvent = (type, data) => {
+    if (gone() || (type !== 'snapshot' && type !== 'message')) return;
+    if (!onFrame(data)) { connect(); return; }   // a delta we cannot apply: start over with a full frame
+    frames++;
     conn.failures = 0;
     if (conn.state !== 'live') setConn('live');
   };
-  es.addEventListener('snapshot', onMsg);
-  es.onmessage = onMsg;
-  es.onerror = () => {
-    if (es !== conn.es) return;
-    conn.failures++;
-    const st = conn.failures >= 3 ? 'unreachable' : 'reconnecting';
-    if (es.readyState === EventSource.CLOSED) {
-      const delay = Math.min(2000, 250 * Math.pow(2, conn.failures - 1)) * (0.85 + Math.random() * 0.3);
-      conn.es = null; es.close();
-      setConn(st, 'retry in ' + (delay / 1000).toFixed(1) + ' s');
-      conn.timer = setTimeout(connect, delay);
-    } else setConn(st);
-  };
+  fetch('api/stream', { headers, cache: 'no-store', credentials: 'omit', signal: stream.signal })
+    .then((resp) => {
+      if (gone()) return;
+      if (resp.status === 401) { conn.stream = null; stream.abort(); setConn('locked'); askForToken(connect); return; }
+      const type = resp.headers.get('content-type') || '';
+      if (!resp.ok || !type.startsWith('text/event-stream')) throw new Error('not a stream: ' + resp.status);
+      return readEvents(resp.body, onEvent, gone).then(() => { if (!gone()) ended(frames); });
+    })
+    .catch(() => { if (!gone()) ended(0); });
 }
-function reopen() { connect(); }
+// The stream ended: one that brought frames (the agent ends each after a while) is reopened at
+// once; a failure is retried with backoff, capped at 2 s so a restarted agent is picked up well
+// inside 5 s.
+function ended(frames) {
+  conn.stream = null;
+  if (frames > 0) { connect(); return; }
+  conn.failures++;
+  const st = conn.failures >= 3 ? 'unreachable' : 'reconnecting';
+  const delay = Math.min(2000, 250 * Math.pow(2, conn.failures - 1)) * (0.85 + Math.random() * 0.3);
+  setConn(st, 'retry in ' + (delay / 1000).toFixed(1) + ' s');
+  conn.timer = setTimeout(connect, delay);
+}
 function onVisibility() {
   if (document.hidden) {
     clearTimeout(conn.timer); conn.timer = 0;
-    if (conn.es) { conn.es.close(); conn.es = null; }
-    setConn('paused');
-  } else if (!conn.es) { setConn('connecting'); connect(); }
+    stopStream();
+    if (conn.state !== 'locked') setConn('paused');
+  } else if (!conn.stream && conn.state !== 'locked') { setConn('connecting'); connect(); }
 }

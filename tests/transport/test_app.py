@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 
@@ -10,7 +12,7 @@ from falcon import testing
 
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import AppSettings, create_app
-from gpuflow.transport.security import HostAllowList, cookie_name, cookie_value, host_name
+from gpuflow.transport.security import HostAllowList, host_name
 from snapshots import board_with, make_snapshot
 
 HOST = {"Host": "127.0.0.1:7717"}
@@ -174,79 +176,77 @@ def test_host_name_parsing():
 
 
 # -- token -----------------------------------------------------------------------------------------
+DATA_ROUTES = ["/api/snapshot", "/api/stream", "/metrics", "/healthz"]
+PUBLIC = ["/", "/favicon.ico", "/main.js", "/connection.js"]
+#: what the agent's cookie used to be (name by port, HMAC of the token): never a credential now
+OLD_COOKIE = "gpuflow_auth_7717=" + hmac.new(TOKEN.encode(), b"gpuflow-cookie-v1", hashlib.sha256).hexdigest()
+
+
 def tclient(**kw) -> testing.TestClient:
     return client(token=TOKEN, **kw)
 
 
-def cookie_header(c: testing.TestClient) -> dict:
-    r = c.simulate_get("/", params={"token": TOKEN})
-    set_cookie = r.headers["set-cookie"]
-    pair = set_cookie.split(";", 1)[0]
-    return {**HOST, "Cookie": pair}
+def bearer(token: str = TOKEN) -> dict:
+    return {**HOST, "Authorization": f"Bearer {token}"}
 
 
-def test_token_exchange_sets_a_strict_httponly_cookie_and_strips_the_token():
-    r = tclient().simulate_get("/", params={"token": TOKEN})
-    assert r.status_code == 303 and r.headers["location"].endswith("/")
-    assert "token" not in r.headers["location"]
-    sc = r.headers["set-cookie"]
-    attrs = [a.strip().lower() for a in sc.split(";")]
-    assert "httponly" in attrs and "samesite=strict" in attrs and "path=/" in attrs
-    assert sc.startswith(f"{cookie_name('127.0.0.1:7717')}={cookie_value(TOKEN)}")
-    assert TOKEN not in sc
-    assert "secure" not in attrs  # plain http: a Secure cookie would be dropped
-
-
-def test_token_exchange_behind_https_proxy_sets_secure():
-    r = tclient().simulate_get("/", params={"token": TOKEN},
-                               headers={**HOST, "X-Forwarded-Proto": "https"})
-    assert "secure" in [a.strip().lower() for a in r.headers["set-cookie"].split(";")]
-
-
-@pytest.mark.parametrize("path", ROUTES + ["/api/stream"])
-def test_without_credentials_every_route_is_401_and_leaks_nothing(path):
+@pytest.mark.parametrize("path", DATA_ROUTES)
+def test_without_credentials_every_data_route_is_401_and_leaks_nothing(path):
     r = tclient().simulate_get(path)
-    assert r.status_code == 401
-    assert TOKEN not in r.text and cookie_value(TOKEN) not in r.text
+    assert r.status_code == 401 and r.headers["www-authenticate"] == 'Bearer realm="gpuflow"'
+    assert TOKEN not in r.text
     assert "set-cookie" not in r.headers
     assert "4242" not in r.text  # no snapshot content
 
 
-def test_wrong_token_is_401_and_sets_nothing():
-    r = tclient().simulate_get("/", params={"token": TOKEN + "x"})
-    assert r.status_code == 401 and "set-cookie" not in r.headers and TOKEN not in r.text
+@pytest.mark.parametrize("path", PUBLIC)
+def test_the_page_and_its_modules_need_no_token_and_hold_no_data(path):
+    r = tclient().simulate_get(path)
+    assert r.status_code in (200, 204) and "set-cookie" not in r.headers
+    assert TOKEN not in r.text and "4242" not in r.text and "fakehost" not in r.text
 
 
-@pytest.mark.parametrize("path", ROUTES)
-def test_cookie_opens_every_route(path, tmp_path):
-    c = tclient(ui_path=str(tmp_path / "none.html"))
-    assert c.simulate_get(path, headers=cookie_header(c)).status_code == 200
+@pytest.mark.parametrize("path", ["/api/snapshot", "/metrics", "/healthz"])
+def test_bearer_opens_every_data_route(path):
+    r = tclient().simulate_get(path, headers=bearer())
+    assert r.status_code == 200 and "set-cookie" not in r.headers
 
 
-def test_cookie_for_another_port_or_value_is_refused():
+def test_bearer_opens_the_stream():
+    c = tclient(max_stream_age_s=0.2, poll_s=0.05)
+    r = c.simulate_get("/api/stream", headers=bearer())
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+
+
+@pytest.mark.parametrize("cookie", [OLD_COOKIE, f"gpuflow_auth_7717={TOKEN}", f"gpuflow_auth={TOKEN}",
+                                    f"token={TOKEN}"])
+def test_no_cookie_is_a_credential(cookie):
+    r = tclient().simulate_get("/api/snapshot", headers={**HOST, "Cookie": cookie})
+    assert r.status_code == 401
+
+
+def test_the_token_in_a_query_logs_nobody_in_and_sets_nothing():
     c = tclient()
-    bad_value = {**HOST, "Cookie": f"{cookie_name('127.0.0.1:7717')}=00{cookie_value(TOKEN)[2:]}"}
-    other_port = {**HOST, "Cookie": f"{cookie_name('127.0.0.1:9999')}={cookie_value(TOKEN)}"}
-    assert c.simulate_get("/api/snapshot", headers=bad_value).status_code == 401
-    assert c.simulate_get("/api/snapshot", headers=other_port).status_code == 401
+    page = c.simulate_get("/", params={"token": TOKEN})
+    assert page.status_code == 200 and "set-cookie" not in page.headers and TOKEN not in page.text
+    assert c.simulate_get("/api/snapshot", params={"token": TOKEN}).status_code == 401
 
 
-@pytest.mark.parametrize("path,ok", [("/metrics", True), ("/api/snapshot", True),
-                                     ("/healthz", True), ("/", False)])
-def test_bearer_token_on_api_and_metrics_only(path, ok):
-    r = tclient().simulate_get(path, headers={**HOST, "Authorization": f"Bearer {TOKEN}"})
-    assert (r.status_code == 200) is ok
-    if not ok:
-        assert r.status_code == 401
-
-
-def test_wrong_bearer_is_401_with_challenge():
-    r = tclient().simulate_get("/metrics", headers={**HOST, "Authorization": "Bearer nope"})
+@pytest.mark.parametrize("value", ["Bearer nope", f"Bearer {TOKEN}x", f"Basic {TOKEN}", TOKEN,
+                                   f"Bearer{TOKEN}", "Bearer "])
+def test_wrong_bearer_is_401_with_challenge(value):
+    r = tclient().simulate_get("/metrics", headers={**HOST, "Authorization": value})
     assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
 
 
+def test_bearer_scheme_in_any_case():
+    r = tclient().simulate_get("/metrics", headers={**HOST, "Authorization": f"bEaReR {TOKEN}"})
+    assert r.status_code == 200
+
+
 def test_host_check_comes_before_auth():
-    r = tclient().simulate_get("/", params={"token": TOKEN}, headers={"Host": "evil.example"})
+    r = tclient().simulate_get("/api/snapshot", headers={"Host": "evil.example",
+                                                         "Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 403 and "set-cookie" not in r.headers
 
 

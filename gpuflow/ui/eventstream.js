@@ -1,0 +1,47 @@
+// Reads a text/event-stream body (Server-Sent Events) from a fetch() response, for the page's
+// one stream (connection.js). fetch rather than EventSource because EventSource cannot send an
+// Authorization header, and the page's only credential is its token in that header (login.js).
+//
+// Constraints: the event format of the HTML standard, as the agent writes it (gpuflow/transport/
+// sse.py): lines end in LF, CRLF or CR; "data:" lines join with LF; "event:" names the event;
+// comments (": ping") and "id:"/"retry:" are read and dropped (reconnecting is connection.js's
+// job); an event is dispatched at its blank line, a partial one at the end is dropped. Bytes are
+// decoded as UTF-8 across chunk boundaries. Nothing is buffered beyond the event being read.
+
+// Calls onEvent(type, data) for each complete event of `body` until it ends (resolves) or fails
+// (rejects); stop() returning true cancels the read.
+export async function readEvents(body, onEvent, stop) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '', data = [], type = '', skipLf = false;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    if (stop()) { reader.cancel(); return; }
+    buf += value;
+    let at = 0;
+    for (;;) {
+      if (skipLf && buf.charCodeAt(at) === 10) at++;   // the LF of a CRLF split across lines
+      skipLf = false;
+      const lf = buf.indexOf('\n', at), cr = buf.indexOf('\r', at);
+      const end = cr >= 0 && (lf < 0 || cr < lf) ? cr : lf;
+      if (end < 0) break;
+      const line = buf.slice(at, end);
+      at = end + 1;
+      if (end === cr) { if (at < buf.length) { if (buf.charCodeAt(at) === 10) at++; } else skipLf = true; }
+      if (line === '') {
+        if (data.length) onEvent(type || 'message', data.join('\n'));
+        data = []; type = '';
+        if (stop()) { reader.cancel(); return; }
+        continue;
+      }
+      const colon = line.indexOf(':');
+      if (colon === 0) continue;
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let v = colon < 0 ? '' : line.slice(colon + 1);
+      if (v.charCodeAt(0) === 32) v = v.slice(1);
+      if (field === 'data') data.push(v);
+      else if (field === 'event') type = v;
+    }
+    buf = buf.slice(at);
+  }
+}
