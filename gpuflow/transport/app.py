@@ -220,21 +220,40 @@ LIVE_APPS: list[GpuflowApp] = []
 def get_app() -> GpuflowApp:
     """The app as gunicorn loads it: ``gunicorn 'gpuflow.transport.app:get_app()'``.
 
-    Reads GPUFLOW_INTERVAL_MS, GPUFLOW_PLUGINS, GPUFLOW_TOKEN, GPUFLOW_ALLOW_HOSTS,
-    GPUFLOW_SHOW_CMDLINE, GPUFLOW_METRICS_PER_PROCESS, GPUFLOW_MAX_STREAMS, GPUFLOW_UI,
-    GPUFLOW_PING_S, GPUFLOW_MAX_STREAM_AGE_S, GPUFLOW_SEND_TIMEOUT_S, GPUFLOW_HEADER_TIMEOUT_S,
+    Reads GPUFLOW_INTERVAL_MS, GPUFLOW_PLUGINS, GPUFLOW_TOKEN or GPUFLOW_TOKEN_FILE,
+    GPUFLOW_INSECURE_NO_AUTH, GPUFLOW_ALLOW_HOSTS, GPUFLOW_SHOW_CMDLINE,
+    GPUFLOW_METRICS_PER_PROCESS, GPUFLOW_MAX_STREAMS, GPUFLOW_UI, GPUFLOW_PING_S,
+    GPUFLOW_MAX_STREAM_AGE_S, GPUFLOW_SEND_TIMEOUT_S, GPUFLOW_HEADER_TIMEOUT_S,
     GPUFLOW_SEND_BUFFER_BYTES; the plugin manager reads GPUFLOW_DISABLED_PLUGINS and
     GPUFLOW_DISABLE_PLUGIN_AUTOLOAD, and each plugin its own variables (GPUFLOW_RING_CAPACITY,
-    GPUFLOW_SESSION, … : docs/transport.md). Builds the agent; starts nothing.
+    GPUFLOW_SESSION, … : docs/transport.md). Checks GPUFLOW_UI (a regular file of bounded size)
+    and, in a gunicorn worker, that a bind other machines can reach has a strong token
+    (:mod:`gpuflow.transport.public_bind`). Builds the agent; starts nothing. A bad setting
+    raises ValueError with a one-line message; in a gunicorn worker that line is logged and
+    the worker exits with gunicorn's "app failed to load" status, which stops gunicorn.
     """
-    env = from_environ()
-    app = assemble_app(env.agent, env.settings, plugins=env.plugins)
+    from gpuflow.transport.preflight import check_ui_file
+    from gpuflow.transport.public_bind import PublicBindGuard, check_worker, refuse
+
     worker = current_gunicorn_worker()
+    try:
+        env = from_environ(may_generate=False)
+        if env.settings.ui_path is not None:
+            check_ui_file(env.settings.ui_path, "GPUFLOW_UI")
+    except ValueError as exc:
+        if worker is None:
+            raise
+        refuse(worker, f"gpuflow: refusing to serve: {exc}")
+    if worker is not None:
+        check_worker(worker, env.settings)
+    app = assemble_app(env.agent, env.settings, plugins=env.plugins)
     if worker is not None:
         from gpuflow.transport.gunicorn_hardening import harden_worker
 
         app.state.attach_worker(worker)
         harden_worker(worker, env.settings.header_timeout_s)  # error pages, head read timeout
+    elif "gunicorn.arbiter" in sys.modules:   # --preload: the worker is known only once it serves
+        app.add_middleware(PublicBindGuard(env.settings, current_gunicorn_worker))
     LIVE_APPS.append(app)
     atexit.register(app.close)
     return app

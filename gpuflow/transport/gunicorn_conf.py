@@ -38,10 +38,13 @@ keepalive = 5
 def post_worker_init(worker) -> None:
     from gpuflow.transport.app import LIVE_APPS
     from gpuflow.transport.gunicorn_hardening import harden_worker
+    from gpuflow.transport.public_bind import check_worker
 
     cfg = worker.cfg
     for app in LIVE_APPS:
         state = app.state
+        if cfg.preload_app:   # get_app() ran in the arbiter: judge the bind here (public_bind.py)
+            check_worker(worker, state.settings)
         state.attach_worker(worker)
         harden_worker(worker, state.settings.header_timeout_s)
         if cfg.workers > 1:
