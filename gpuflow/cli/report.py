@@ -1,6 +1,8 @@
 """What the CLI prints about the agent's state: the start banner and problems, in plain words.
 
-Constraints: reads only the published Snapshot (the one contract), never a collector directly.
+Constraints: reads only the published Snapshot (the one contract), never a collector directly;
+every text from it goes through :func:`gpuflow.cli.printable.printable` (drivers and plugins
+write it, and plugins may quote what a program wrote).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from gpuflow import __version__
+from gpuflow.cli.printable import printable
 from gpuflow.core.snapshot import Snapshot
 
 
@@ -22,15 +25,15 @@ def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> None:
         return
     host = snapshot.host
     if snapshot.devices:
-        driver = f"driver {host.driver_version}" if host.driver_version else "driver version unknown"
-        cuda = f", CUDA {host.cuda_driver_version}" if host.cuda_driver_version else ""
+        driver = f"driver {printable(host.driver_version)}" if host.driver_version else "driver version unknown"
+        cuda = f", CUDA {printable(host.cuda_driver_version)}" if host.cuda_driver_version else ""
         out.write(f"  {len(snapshot.devices)} GPU(s), {driver}{cuda}:\n")
         for d in snapshot.devices:
             state = "LOST" if d.lost else f"{_gib(d.memory_used_bytes)} / {_gib(d.memory_total_bytes)} used"
-            out.write(f"    [{d.index}] {d.name or d.uuid}  {state}\n")
+            out.write(f"    [{d.index}] {printable(d.name or d.uuid)}  {state}\n")
         out.write(f"  {len(snapshot.processes)} process(es) using them right now\n")
     elif "nvml" in snapshot.sources and not any(p.source == "nvml" and p.severity == "error"
                                                  for p in snapshot.problems):
         out.write("  NVML works but sees no GPUs\n")
     for p in snapshot.problems:
-        out.write(f"  {p.severity}: [{p.source}] {p.message}\n")
+        out.write(f"  {printable(p.severity)}: [{printable(p.source)}] {printable(p.message)}\n")

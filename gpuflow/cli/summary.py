@@ -2,13 +2,16 @@
 
 Constraints: built from the final published Snapshot only (the one contract); written to stderr
 so it never mixes with the traced program's own stdout. Means are over timed launches only
-(``KernelStat.timed``); where nothing was timed the time is "—", never a guessed 0.
+(``KernelStat.timed``); where nothing was timed the time is "—", never a guessed 0. Every text
+that comes from the snapshot (kernel and process names, CUPTI's status and detail, directions)
+goes through :func:`gpuflow.cli.printable.printable`: a traced program names its own kernels.
 """
 
 from __future__ import annotations
 
 from typing import TextIO
 
+from gpuflow.cli.printable import printable
 from gpuflow.core.snapshot import KernelStat, RetiredTraced, Snapshot, TracedProcess, TransferStat
 
 TOP_KERNELS = 10
@@ -39,8 +42,8 @@ def format_size(n: int) -> str:
 def format_process(t: TracedProcess, top: int = TOP_KERNELS) -> list[str]:
     status = "running" if t.state == "running" else (
         f"exited with status {t.exit_status}" if t.exit_status is not None else "exited")
-    cupti = t.cupti_status + (f" ({t.cupti_detail})" if t.cupti_detail else "")
-    lines = [f"pid {t.pid} ({t.name or '?'}): {status}; CUPTI {cupti}; {t.records} records"]
+    cupti = printable(t.cupti_status + (f" ({t.cupti_detail})" if t.cupti_detail else ""))
+    lines = [f"pid {t.pid} ({printable(t.name or '?')}): {status}; CUPTI {cupti}; {t.records} records"]
     if t.truncated:
         lines.append("  TRUNCATED: the process ended without its exit flush, or its ring held malformed "
                      "records; the last records may be missing")
@@ -68,12 +71,12 @@ def format_totals(kernels: tuple[KernelStat, ...], transfers: tuple[TransferStat
             timed = k.timed or 0
             total = format_duration(k.total_ns) if timed else "—"
             mean = format_duration(k.total_ns // timed) if timed else "—"
-            lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {k.name}")
+            lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {printable(k.name)}")
     else:
         lines.append("  no kernels")
     for tr in transfers:
         time = format_duration(tr.total_ns) if tr.timed else "—"
-        lines.append(f"  {tr.direction:>6}: {tr.count} transfers, {format_size(tr.bytes)}, {time}")
+        lines.append(f"  {printable(tr.direction):>6}: {tr.count} transfers, {format_size(tr.bytes)}, {time}")
     return lines
 
 
