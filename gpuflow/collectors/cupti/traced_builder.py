@@ -32,7 +32,7 @@ import json
 from collections import deque
 
 from gpuflow.collectors.cupti import _layout as L
-from gpuflow.collectors.cupti.demangle import demangle
+from gpuflow.collectors.cupti.demangle import demangle_in_time
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.core.frozen import positional_constructor
 from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, TransferStat, kernel_order
@@ -73,9 +73,8 @@ def _marked(text: str, flags: int) -> str:
     return text + CUT_MARK if flags & L.FLAG_NAME_TRUNCATED else text
 
 
-def _display(mangled: str, flags: int) -> str:
-    """A kernel name for display: demangled (an uncut name only), at most NAME_MAX characters."""
-    shown = demangle(mangled) if not flags & L.FLAG_NAME_TRUNCATED else mangled
+def _display(shown: str, flags: int) -> str:
+    """A kernel name for display: at most NAME_MAX characters, a cut one marked."""
     if len(shown) > L.NAME_MAX:
         return shown[:L.NAME_MAX] + CUT_MARK
     return _marked(shown, flags)
@@ -161,6 +160,9 @@ class TracedBuilder:
         self.spans_over_budget = 0
         #: the JSON bytes each lane's spans had at the last build
         self.lane_share_bytes = lanes_bytes
+        #: False once the demangler ran out of time on one of this process's names: the rest are
+        #: shown mangled (docs/decoder.md, "Caps")
+        self.demangling = True
 
     def _name(self, decoder: RingDecoder, name_id: int) -> tuple[str, int] | None:
         if name_id == 0:
@@ -175,7 +177,7 @@ class TracedBuilder:
         """Decide once whether a kernel name is shown by name (its entry fits the table's budget)."""
         entry = self._name(decoder, name_id)
         mangled, flags = entry if entry is not None else ("", 0)
-        display = _display(mangled, flags) if mangled else UNNAMED_KERNEL
+        display = _display(self._demangled(mangled, flags), flags) if mangled else UNNAMED_KERNEL
         mangled = _marked(mangled, flags)
         cost = KERNEL_JSON_FIXED + json_cost(display) + json_cost(mangled)
         if name_id != 0 and self._kernel_bytes + cost > self._kernel_table_bytes:
@@ -190,6 +192,16 @@ class TracedBuilder:
         self._kernels[name_id] = (-1, -1, KernelStat(name=display, mangled=mangled, count=0, total_ns=0,
                                                       min_ns=None, max_ns=None, timed=0))
         return True
+
+    def _demangled(self, mangled: str, flags: int) -> str:
+        """Demangled when it can be (an uncut name, while the demangler keeps to its time)."""
+        if not self.demangling or flags & L.FLAG_NAME_TRUNCATED:
+            return mangled
+        text = demangle_in_time(mangled)
+        if text is None:
+            self.demangling = False
+            return mangled
+        return text
 
     def _kernel_stats(self, decoder: RingDecoder) -> tuple[KernelStat, ...]:
         out = []
