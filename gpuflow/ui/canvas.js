@@ -1,18 +1,22 @@
 // The canvas engine: the plane (one <canvas>), the view over it (pan and zoom), the redraw loop,
-// and the drawing primitives every node is made of (queued text, value cells, bars, boxes).
+// and the drawing primitives every node is made of (queued text, wrapped text, value cells, bars,
+// boxes).
 //
 // The view maps world units (layout.js) to CSS pixels; the canvas is backed at the screen's
 // pixel density. Nothing is drawn until something called markDirty(), and then once, in the next
 // animation frame, by the painter main.js registers. Text is queued while the shapes are drawn
 // and flushed at the end of the frame, grouped by font, at zoomed sizes rounded to half a pixel.
+// How much text a node gets (its level of detail) is decided by the size text would have in
+// device pixels: the zoom times the screen's pixel ratio (textIsLegible()).
 //
 // Constraints: one canvas, one 2D context, no DOM text on the plane (untrusted strings go to
 // fillText only). Everything the last draw put on screen is recorded in `drawn`, for the test
-// hook. With `bench.on` (?demo=bench) each frame's cost is recorded for bench/ui_frame.py,
-// including a 1-pixel read-back that makes the rasteriser finish inside the timing.
+// hook; a text queued with an id is recorded with the size and box it was drawn at (CSS px), so
+// tests measure what a reader sees. With `bench.on` (?demo=bench) each frame's cost is recorded
+// for bench/ui_frame.py, including a 1-pixel read-back that makes the rasteriser finish inside
+// the timing. This module imports no other of the page's modules.
 
 import { DASH, clamp01 } from './format.js';
-import { model } from './layout.js';
 
 export const COL = {
   bg: '#0d1117', node: '#161b22', head: '#1c2330', border: '#30363d', text: '#e6edf3',
@@ -23,52 +27,54 @@ export const COL = {
 };
 const FF = '"Segoe UI", Roboto, "Helvetica Neue", Arial, "Liberation Sans", sans-serif';
 // fonts in world units; text is drawn in screen space at the zoomed size rounded to 0.5 px, so
-// zooming reuses the rasteriser's glyph cache instead of rendering every glyph at a new size
+// zooming reuses the rasteriser's glyph cache instead of rendering every glyph at a new size.
+// `value` is the readings' font: the numbers a reader comes for are the largest text on a card.
 function mkFont(weight, px) { return { w: weight, px, css: weight + ' ' + px + 'px ' + FF, sized: new Map() }; }
 export const F = {
-  title: mkFont('600', 13), body: mkFont('400', 12), small: mkFont('400', 11), bold: mkFont('600', 12),
-  badge: mkFont('700', 10), label: mkFont('400', 10),
+  title: mkFont('600', 14), value: mkFont('400', 13), body: mkFont('400', 12), small: mkFont('400', 11),
+  bold: mkFont('600', 12), badge: mkFont('700', 10), label: mkFont('400', 10), screenTitle: mkFont('600', 12),
 };
 export const NOT_SAMPLED = '#3b4350';
+// node text is drawn only when the smallest of it (F.small) would be at least this many device
+// pixels tall; below that a node shows one title at a fixed screen size
+export const LOD_MIN_DEVICE_PX = 7;
 
 export const canvas = document.getElementById('plane');
 export const ctx = canvas.getContext('2d', { alpha: false });
 export const view = { s: 1, x: 0, y: 0, touched: false };
 export let cssW = 1, cssH = 1, dpr = 1;
 
-export function bounds(ids) {
-  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
-  for (const n of model.nodes.values()) {
-    if (ids && !ids.has(n.id)) continue;
-    x0 = Math.min(x0, n.x); y0 = Math.min(y0, n.y); x1 = Math.max(x1, n.x + n.w); y1 = Math.max(y1, n.y + n.h);
-  }
-  return x0 === Infinity ? null : { x0, y0, x1, y1 };
-}
-export function fitTo(ids) {
-  const b = bounds(ids);
-  if (!b) return;
-  const pad = 40, bw = b.x1 - b.x0, bh = b.y1 - b.y0;
-  const s = Math.min((cssW - 2 * pad) / bw, (cssH - 2 * pad - 30) / bh, 1.6);
-  view.s = Math.max(0.02, s);
+// the view that shows world rectangle b = {x0, y0, x1, y1} whole and centred, at most 1.6x
+export const FIT_PAD = 14;
+export function fitScale(bw, bh, w, h) { return Math.min((w - 2 * FIT_PAD) / bw, (h - 2 * FIT_PAD) / bh, 1.6); }
+export function fitRect(b) {
+  const bw = Math.max(1, b.x1 - b.x0), bh = Math.max(1, b.y1 - b.y0);
+  view.s = Math.max(0.02, fitScale(bw, bh, cssW, cssH));
   view.x = (cssW - bw * view.s) / 2 - b.x0 * view.s;
-  view.y = (cssH - bh * view.s) / 2 - b.y0 * view.s + 12;
+  view.y = (cssH - bh * view.s) / 2 - b.y0 * view.s;
   markDirty();
 }
 export function toWorld(sx, sy) { return [(sx - view.x) / view.s, (sy - view.y) / view.s]; }
+// is text of world size `px` at least LOD_MIN_DEVICE_PX device pixels at this zoom?
+export function textIsLegible(px) { return px * view.s * dpr >= LOD_MIN_DEVICE_PX; }
 
+let onResize = () => {};
+export function setOnResize(fn) { onResize = fn; }
 export function resize() {
   const r = canvas.getBoundingClientRect();
   dpr = window.devicePixelRatio || 1;
+  const w0 = cssW, h0 = cssH;
   cssW = Math.max(1, r.width); cssH = Math.max(1, r.height);
   const w = Math.round(cssW * dpr), h = Math.round(cssH * dpr);
   if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
-  if (!view.touched) fitTo(null);
+  onResize(w0 !== cssW || h0 !== cssH);
   markDirty();
 }
 export function setWorld() { ctx.setTransform(dpr * view.s, 0, 0, dpr * view.s, dpr * view.x, dpr * view.y); }
 
-// what the user picked: the isolated node, the hovered thing, and the isolated node's lit set
-export const ui = { isolated: null, hover: null, lit: null };
+// what the user picked: the isolated node, the node a process-list row points at, the hovered
+// thing, and the lit set of the isolated (or pointed-at) node
+export const ui = { isolated: null, highlight: null, hover: null, lit: null };
 
 // the redraw loop; `animate`, when set, runs every animation frame and keeps them coming
 export const loop = { dirty: false, draws: 0, lastDrawMs: 0, animate: null };
@@ -103,7 +109,8 @@ function onAnimationFrame(ts) {
 export let drawn = emptyDrawn();
 function emptyDrawn() {
   return { nodes: 0, devices: 0, processes: 0, hosts: 0, edges: 0, lanes: 0, spans: 0, rects: 0,
-    dimmed: 0, dashes: 0, dashCells: [], laneLabels: [], strips: [], retired: [], text: true };
+    dimmed: 0, dashes: 0, dashCells: [], laneLabels: [], strips: [], retired: [], problems: [], texts: [],
+    titles: [], text: true, highlighted: null };
 }
 // a clean slate: the record emptied, the whole canvas the background colour
 export function beginDraw() {
@@ -117,8 +124,9 @@ export function beginDraw() {
 }
 let curFont = '';
 function font(css) { if (css !== curFont) { ctx.font = css; curFont = css; } }
+function sizedPx(f, S) { return Math.max(1, Math.round(f.px * S * 2) / 2); }
 function sizedFont(f, S) {
-  const q = Math.max(1, Math.round(f.px * S * 2) / 2);
+  const q = sizedPx(f, S);
   let css = f.sized.get(q);
   if (!css) { css = f.w + ' ' + q + 'px ' + FF; f.sized.set(q, css); }
   return css;
@@ -129,28 +137,55 @@ export function fit(s, maxW, f) {
   const key = f.css + '\u0001' + maxW + '\u0001' + s;
   let r = fitCache.get(key);
   if (r !== undefined) return r;
-  font(f.css);
-  if (ctx.measureText(s).width <= maxW) r = s;
+  if (textWidth(s, f) <= maxW) r = s;
   else {
     let lo = 0, hi = s.length;
-    while (lo < hi) { const m = (lo + hi + 1) >> 1; if (ctx.measureText(s.slice(0, m) + '…').width <= maxW) lo = m; else hi = m - 1; }
+    while (lo < hi) { const m = (lo + hi + 1) >> 1; if (textWidth(s.slice(0, m) + '…', f) <= maxW) lo = m; else hi = m - 1; }
     r = s.slice(0, lo) + '…';
   }
   if (fitCache.size > 4000) fitCache.clear();
   fitCache.set(key, r);
   return r;
 }
-// text is queued while the shapes are drawn and flushed at the end of the frame, grouped by font
-let textOps = [];
-export function text(s, x, y, f, color, align, maxW) {
-  textOps.push([maxW ? fit(s, maxW, f) : s, x, y, f, color, align || 'left', ctx.globalAlpha, false]);
+// `s` broken into lines no wider than maxW (world units) at font f: at spaces where it can, and
+// inside a word only when the word alone is wider than the line. Nothing is left out.
+const wrapCache = new Map();
+export function wrap(s, maxW, f) {
+  const key = f.css + '\u0001' + maxW + '\u0001' + s;
+  let lines = wrapCache.get(key);
+  if (lines) return lines;
+  lines = [];
+  let line = '';
+  for (const word of String(s).split(/ +/)) {
+    const tryLine = line ? line + ' ' + word : word;
+    if (textWidth(tryLine, f) <= maxW) { line = tryLine; continue; }
+    if (line) lines.push(line);
+    let rest = word;
+    while (textWidth(rest, f) > maxW && rest.length > 1) {   // a word wider than the line: cut it
+      let n = rest.length - 1;
+      while (n > 1 && textWidth(rest.slice(0, n), f) > maxW) n--;
+      lines.push(rest.slice(0, n));
+      rest = rest.slice(n);
+    }
+    line = rest;
+  }
+  if (line || !lines.length) lines.push(line);
+  if (wrapCache.size > 500) wrapCache.clear();
+  wrapCache.set(key, lines);
+  return lines;
 }
-export function textScreen(s, sx, sy, f, color, alpha) { textOps.push([s, sx, sy, f, color, 'left', alpha, true]); }
+// text is queued while the shapes are drawn and flushed at the end of the frame, grouped by font;
+// `id` records the text with the size and box it is drawn at (drawn.texts)
+let textOps = [];
+export function text(s, x, y, f, color, align, maxW, id) {
+  textOps.push([maxW ? fit(s, maxW, f) : s, x, y, f, color, align || 'left', ctx.globalAlpha, false, id]);
+}
+export function textScreen(s, sx, sy, f, color, alpha) { textOps.push([s, sx, sy, f, color, 'left', alpha, true, undefined]); }
 const widthCache = new Map();
 export function textWidth(s, f) {
   const key = f.css + '\u0001' + s;
   let w = widthCache.get(key);
-  if (w === undefined) { font(f.css); w = ctx.measureText(s).width; if (widthCache.size > 2000) widthCache.clear(); widthCache.set(key, w); }
+  if (w === undefined) { font(f.css); w = ctx.measureText(s).width; if (widthCache.size > 4000) widthCache.clear(); widthCache.set(key, w); }
   return w;
 }
 export function flushText() {
@@ -162,6 +197,7 @@ export function flushText() {
     let g = groups.get(css);
     if (!g) { g = []; groups.set(css, g); }
     g.push(op);
+    if (op[8] !== undefined) record(op, S);
   }
   let fill = '', align = '', alpha = -1;
   for (const [css, ops] of groups) {
@@ -176,6 +212,13 @@ export function flushText() {
   }
   ctx.globalAlpha = 1;
   textOps = [];
+}
+// a recorded text: its string, font size and box in CSS px of the canvas (x, y the box's top left)
+function record(op, S) {
+  const f = op[3], px = sizedPx(f, S), w = textWidth(op[0], f) * px / f.px;
+  const ax = view.x + op[1] * S, by = view.y + op[2] * S;
+  const x = op[5] === 'right' ? ax - w : op[5] === 'center' ? ax - w / 2 : ax;
+  drawn.texts.push({ id: op[8], s: op[0], px, x, y: by - px * 0.8, w, h: px * 1.05, alpha: op[6] });
 }
 // a value cell: null/undefined is drawn as "—" and recorded, never as 0
 export function cell(v, fmt, id) {
@@ -193,11 +236,12 @@ export function bar(x, y, w, h, frac, color) {
   ctx.fillStyle = color;
   ctx.fillRect(x, y, w * clamp01(frac), h);
 }
-export function box(n, border, headColor) {
+export function box(n, border, headColor, headH) {
   ctx.fillStyle = COL.node;
   ctx.fillRect(n.x, n.y, n.w, n.h);
-  if (headColor) { ctx.fillStyle = headColor; ctx.fillRect(n.x, n.y, n.w, 28); }
-  ctx.strokeStyle = border; ctx.lineWidth = ui.isolated === n.id ? 2.5 : 1;
+  if (headColor) { ctx.fillStyle = headColor; ctx.fillRect(n.x, n.y, n.w, headH || 28); }
+  const picked = ui.isolated === n.id || ui.highlight === n.id;
+  ctx.strokeStyle = ui.highlight === n.id ? COL.hi : border; ctx.lineWidth = picked ? 2.5 : 1;
   ctx.strokeRect(n.x + 0.5, n.y + 0.5, n.w - 1, n.h - 1);
 }
 export function badge(s, x, y, bg, fg) {

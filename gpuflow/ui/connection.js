@@ -1,5 +1,6 @@
 // The page's link to its agent and the top bar that reports it: the one stream (a fetch of
-// api/stream), the connection badge, the host and frame lines, the stale-frame note.
+// api/stream), the connection badge, the host and frame lines (what is on the page, and how fresh
+// it is), the stale-frame note.
 //
 // The page runs live (this module's stream) or, with ?demo, on canned frames (demo.js, loaded
 // only then); `demo` says which, and asking for a demo never shows live data as one.
@@ -17,7 +18,7 @@
 
 import { markDirty } from './canvas.js';
 import { readEvents } from './eventstream.js';
-import { DASH, isNum } from './format.js';
+import { countsLine, fmtSpan, isNum } from './format.js';
 import { askForToken, takeTokenFromUrl, token } from './login.js';
 import { store } from './store.js';
 
@@ -37,21 +38,24 @@ export const el = {
   banner: document.getElementById('demo-banner'), tip: document.getElementById('tip'),
   stale: document.getElementById('stale'),
 };
+// The agent sends a frame only when something changed, so a quiet stream is not a stale one: the
+// frame line says how long ago the page received the last frame while frames come (within
+// QUIET_S), and once the stream has been quiet longer, that nothing has changed for how long
+// (since the agent built that frame, or received it, whichever is longer) while the stream is
+// open. Not live, the picture is the last frame received, and says so.
+export const QUIET_S = 2.5;
 export function updateHeader() {
   const f = store.snap;
-  if (f) {
-    const h = f.host || {};
-    el.host.textContent = (h.hostname || DASH) + ' · ' + f.devices.length + ' GPU' + (f.devices.length === 1 ? '' : 's') +
-      ' · ' + (f.processes || []).length + ' processes' + ((f.traced || []).length ? ' · ' + f.traced.length + ' traced' : '') +
-      ((h.problems || []).length ? ' · ' + h.problems.length + ' problem' + (h.problems.length === 1 ? '' : 's') : '');
-    const age = (Date.now() / 1000 - f.timestamp);
-    el.frame.textContent = 'seq ' + f.seq + ' · ' + (isNum(age) ? (age < 0.05 ? 'now' : age.toFixed(1) + ' s ago') : '');
-    // not live: the picture is the last frame received, and says so
-    const stale = !demo && conn.state !== 'live' && conn.state !== 'connecting';
-    el.stale.hidden = !stale;
-    if (stale) el.stale.textContent = 'showing the last frame received, ' + (isNum(age) ? age.toFixed(0) + ' s ago' : '') +
-      (conn.state === 'paused' ? ' (paused while the tab is hidden)' : ' — the agent is not answering');
-  }
+  if (!f) return;
+  el.host.textContent = countsLine(f);
+  const got = (performance.now() - store.receivedAt) / 1000, built = Date.now() / 1000 - f.timestamp;
+  const open = demo || conn.state === 'live';
+  el.frame.textContent = 'seq ' + f.seq + ' · ' + (!open || got < QUIET_S ? fmtSpan(got) + ' ago'
+    : 'unchanged for ' + fmtSpan(isNum(built) ? Math.max(got, built) : got) + ' · agent connected');
+  const stale = !demo && conn.state !== 'live' && conn.state !== 'connecting';
+  el.stale.hidden = !stale;
+  if (stale) el.stale.textContent = 'showing the last frame received, ' + fmtSpan(got) + ' ago' +
+    (conn.state === 'paused' ? ' (paused while the tab is hidden)' : ' — the agent is not answering');
 }
 
 export const conn = { stream: null, state: 'connecting', failures: 0, timer: 0, connects: 0 };

@@ -15,10 +15,10 @@
 // writer (the agent) and one reader here (stream.js); the kernel order and the directions'
 // order are stream.js's. The generator is seeded, so a variant looks the same on every load.
 
-import { bench, bounds, cssH, cssW, loop, view } from './canvas.js';
+import { bench, cssH, cssW, loop, view } from './canvas.js';
 import { el, setConn } from './connection.js';
 import { GI, KI, MI } from './format.js';
-import { model } from './layout.js';
+import { bounds, model } from './layout.js';
 import { DELTA, DIRECTIONS, FULL, PLAIN_SCHEMA, kernelOrder } from './stream.js';
 
 function mulberry32(a) {
@@ -89,7 +89,7 @@ function demoScenario(variant) {
       sc.procs.push({ pid: 31455, name: 'legacy_infer', user: 'alice', cmd: 'gpuflow run -- ./legacy_infer', atts: [att(1, 4.1, 6)] });
       sc.traced.push({ pid: 31337, name: 'train_step', session: '9f2c4e1a7b3d5c60', status: 'ok',
         lanes: [[0, 0, 'default', 'dflt'], [0, 13, 'compute', 'compute'], [0, 14, 'h2d_prefetch', 'copy'], [0, 15, 'nccl', 'nccl'],
-          [1, 0, 'default', 'dflt'], [1, 21, 'compute', 'compute'], [1, 22, '94210', 'copy'], [1, 23, 'nccl', 'nccl']] });
+          [1, 0, 'default', 'dflt'], [1, 21, 'compute', 'compute'], [1, 22, '22', 'copy'], [1, 23, 'nccl', 'nccl']] });
       sc.traced.push({ pid: 31402, name: 'warmup_copy', session: '9f2c4e1a7b3d5c60', status: 'ok', exited: 0, lanes: [[0, 0, 'default', 'copy']], preRunUs: 2.5e6 });
       sc.traced.push({ pid: 31455, name: 'legacy_infer', session: '9f2c4e1a7b3d5c60', status: 'cupti_in_use',
         detail: 'another tool holds the CUPTI subscriber (e.g. Nsight Systems); NVML data is still shown', lanes: [] });
@@ -117,7 +117,7 @@ function demoScenario(variant) {
     sc.procs.push({ pid: 20417, name: 'jupyter-kernel', user: 'bob', cmd: 'python -m ipykernel', atts: [att(1, 11.8, null)] });
     sc.procs.push({ pid: 20988, name: 'ollama', user: 'bob', cmd: 'ollama serve', atts: [att(1, 6.2, null), att(2, 5.9, 0)] });
     sc.traced.push({ pid: 31337, name: 'train_step', session: '9f2c4e1a7b3d5c60', status: 'ok',
-      lanes: [[0, 0, 'default', 'dflt'], [0, 13, 'compute', 'compute'], [0, 14, 'h2d_prefetch', 'copy'], [0, 15, '7', 'compute']] });
+      lanes: [[0, 0, 'default', 'dflt'], [0, 13, 'compute', 'compute'], [0, 14, 'h2d_prefetch', 'copy'], [0, 15, '15', 'compute']] });
     sc.problems.push({ source: 'nvml', severity: 'error', message: 'GPU 3 (00000000:C1:00.0) stopped answering: GPU is lost' });
     sc.problems.push({ source: 'nvml', severity: 'info', message: 'GPU 1 is a vGPU: temperature, power and some clocks are not reported' });
   }

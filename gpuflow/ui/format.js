@@ -1,5 +1,6 @@
 // Numbers and names as the page writes them: thousands grouped, bytes, rates, durations, exit
-// statuses, short kernel names, the folded roll-up's lines.
+// statuses, kernel names (short, and from the function name on), the folded roll-up's lines, the
+// time axis's labels, how long ago, and the top bar's counts.
 //
 // Constraints: pure functions of their arguments (two small caches aside), no DOM. A value that
 // is not available is the caller's to draw as DASH, never 0.
@@ -61,6 +62,47 @@ export function shortKernel(s) {
   if (shortCache.size > 2000) shortCache.clear();
   shortCache.set(s, r);
   return r;
+}
+// "void at::native::(anonymous namespace)::foo<float>(int)" -> "foo<float>(int)": the return type
+// and the namespaces left out, the template arguments and parameters kept, for a table that has
+// room for more than the short name
+export function kernelFrom(s) {
+  const t = s.replace(/^void /, '').replace(/\(anonymous namespace\)/g, '{anon}');
+  let end = t.search(/[<(]/);
+  if (end < 0) end = t.length;
+  const sep = t.lastIndexOf('::', end);
+  return sep < 0 ? t : t.slice(sep + 2);
+}
+
+// a time axis label: `us` microseconds from now (negative: before), at ticks `stepUs` apart
+export function fmtTick(us, stepUs) {
+  const a = Math.abs(us), sign = us < 0 ? '\u2212' : '';
+  if (a < 0.5) return '0';
+  if (stepUs >= 500000) return sign + (a / 1e6).toFixed(stepUs >= 1e6 ? 0 : 1) + ' s';
+  if (stepUs >= 1000) return sign + grp(Math.round(a / 1000)) + ' ms';
+  return sign + grp(Math.round(a)) + ' µs';
+}
+// a duration in seconds as a reader says it: "4.2 s", "3 min 5 s", "2 h 5 min"
+export function fmtSpan(sec) {
+  if (sec < 10) return Math.max(0, sec).toFixed(1) + ' s';
+  if (sec < 60) return Math.round(sec) + ' s';
+  const m = Math.floor(sec / 60);
+  if (m < 60) return m + ' min ' + Math.round(sec - m * 60) + ' s';
+  return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
+}
+// the top bar's line for plain frame f: host, GPUs, processes (every pid on the page once:
+// those holding a GPU and the traced ones), how many are traced and how many of those exited,
+// problems
+export function countsLine(f) {
+  const h = f.host || {}, traced = f.traced || [];
+  const pids = new Set((f.processes || []).map(p => p.pid));
+  for (const t of traced) pids.add(t.pid);
+  const exited = traced.filter(t => t.state === 'exited').length;
+  const probs = (h.problems || []).length;
+  const plural = (n, one, many) => n + ' ' + (n === 1 ? one : many);
+  return (h.hostname || DASH) + ' · ' + plural(f.devices.length, 'GPU', 'GPUs') + ' · ' + plural(pids.size, 'process', 'processes') +
+    (traced.length ? ' · ' + traced.length + ' traced' + (exited ? ', ' + exited + ' exited' : '') : '') +
+    (probs ? ' · ' + plural(probs, 'problem', 'problems') : '');
 }
 
 

@@ -8,7 +8,9 @@
 
 import { bench, canvas, cssH, cssW, dpr, drawn, loop, ui, view } from './canvas.js';
 import { conn, demo, el } from './connection.js';
-import { HEAD_H, LANE_H, TRACK_W, TRACK_X, model } from './layout.js';
+import { LABEL_W, LANE_H, STATS_X, TRACK_W, TRACK_X, kernelRowY, laneTop } from './geometry.js';
+import { model } from './layout.js';
+import { list } from './list.js';
 import { store } from './store.js';
 
 function nodeRect(id) {
@@ -26,8 +28,32 @@ function spanPoint(pid, li, i) {
   const r = canvas.getBoundingClientRect(), k = TRACK_W * view.s / (tr.t1 - tr.t0);
   const a = view.x + (n.x + TRACK_X) * view.s + (s.start_us - tr.t0) * k;
   const w = Math.max(s.dur_ns * 0.001 * k, 1);
-  return { x: r.left + a + w / 2, y: r.top + view.y + (n.y + HEAD_H + 18 + 6 + li * LANE_H + LANE_H / 2) * view.s,
+  return { x: r.left + a + w / 2, y: r.top + view.y + (laneTop(n, li) + LANE_H / 2) * view.s,
     span: { seq: s.seq, kind: s.kind, name: s.name, dur_ns: s.dur_ns, bytes: s.bytes, direction: s.direction, grid: s.grid, block: s.block } };
+}
+// page coordinates of a point in the world
+function pagePoint(wx, wy) {
+  const r = canvas.getBoundingClientRect();
+  return { x: r.left + view.x + wx * view.s, y: r.top + view.y + wy * view.s };
+}
+// page coordinates of the label of lane li, and of kernel row i, of a traced pid's strip
+function laneLabelPoint(pid, li) {
+  const n = model.nodes.get('p:' + pid);
+  if (!n || n.form !== 'strip' || !n.tr.lanes[li]) return null;
+  return pagePoint(n.x + TRACK_X - LABEL_W / 2, laneTop(n, li) + LANE_H / 2);
+}
+function kernelRow(pid, i) {
+  const n = model.nodes.get('p:' + pid);
+  if (!n || n.form !== 'strip' || !(n.tr.info.kernels || [])[i]) return null;
+  return pagePoint(n.x + STATS_X + 40, kernelRowY(n, i) - 4);
+}
+// the latest frame's devices and processes, as the page holds them (no spans)
+function frameSummary() {
+  const f = store.snap;
+  if (!f) return null;
+  return { seq: f.seq, devices: f.devices.map(d => ({ index: d.index, lost: !!d.lost })),
+    processes: (f.processes || []).map(p => ({ pid: p.pid, name: p.name, devices: p.attachments.map(a => a.device_index) })),
+    traced: (f.traced || []).map(t => ({ pid: t.pid, state: t.state, lanes: t.lanes.length })) };
 }
 // defines window.__gpuflow, once, from main.js
 export function installHook() {
@@ -47,6 +73,7 @@ export function installHook() {
   ro('pendingDraw', () => loop.dirty);   // true between a change (frame, input) and the draw showing it
   ro('lastDrawMs', () => loop.lastDrawMs);
   ro('view', () => ({ s: view.s, x: view.x, y: view.y, w: cssW, h: cssH, dpr }));
+  ro('viewTouched', () => view.touched);
   ro('graph', () => ({ nodes: [...model.nodes.keys()].sort(), edges: model.edges.map(e => e.id).sort() }));
   ro('drawn', () => JSON.parse(JSON.stringify(drawn)));
   ro('counts', () => ({ nodes: drawn.nodes, devices: drawn.devices, processes: drawn.processes, edges: drawn.edges,
@@ -58,8 +85,13 @@ export function installHook() {
     if (!h) return null;
     const s = h.span;
     return { node: h.node, lane: h.laneObj ? h.laneObj.label : null, tip: el.tip.hidden ? null : el.tip.textContent,
+      seq: h.seq === undefined ? null : h.seq, laneLabel: h.laneLabel ? h.laneLabel.label : null,
+      kernel: h.kernel ? h.kernel.name : null, transfer: h.transfer ? h.transfer.direction : null,
       span: s ? { seq: s.seq, kind: s.kind, name: s.name, dur_ns: s.dur_ns, bytes: s.bytes, direction: s.direction, grid: s.grid, block: s.block } : null };
   });
+  ro('highlight', () => ui.highlight);
+  ro('layout', () => ({ columns: model.cols, sizeKey: model.sizeKey }));
+  ro('list', () => ({ open: list.open, key: list.key, dir: list.dir, pids: list.order.slice() }));
   ro('bench', () => ({ draw: bench.draw.slice(), ingest: bench.ingest.slice(), intervals: bench.intervals.slice() }));
   hook.nodeRect = nodeRect;
   hook.laneSeqs = (pid) => {
@@ -67,6 +99,9 @@ export function installHook() {
     return t ? t.lanes.map(L => ({ key: L.key, seqs: L.spans.map(s => s.seq) })) : null;
   };
   hook.spanPoint = spanPoint;
+  hook.laneLabelPoint = laneLabelPoint;
+  hook.kernelRow = kernelRow;
+  hook.frame = frameSummary;
   hook.kernelsOf = (pid) => {
     const t = store.traced.get(pid);
     return t ? t.info.kernels.map(k => ({ name: k.name, mangled: k.mangled, count: k.count })) : null;

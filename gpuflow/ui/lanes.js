@@ -12,7 +12,7 @@
 // ?demo=bench): no allocation per span, no text, one fill per colour and shade.
 
 import { COL, ctx, cssH, cssW, dpr, drawn, setWorld, ui, view } from './canvas.js';
-import { HEAD_H, LANE_H, MAX_LANES_DRAWN, TRACK_W, TRACK_X } from './layout.js';
+import { LANE_H, MAX_LANES_DRAWN, TRACK_W, TRACK_X, laneTop } from './geometry.js';
 
 const SHADES = [1, 0.62, 0.36, 0.2];
 function shadeOf(density) { return density >= 0.5 ? 0 : density >= 0.1 ? 1 : density >= 0.01 ? 2 : 3; }
@@ -39,7 +39,7 @@ export function drawLanes(n, alpha) {
   const tVis0 = tr.t0 + (vis0 - tx0) / k, tVis1 = tr.t0 + (vis1 - tx0) / k;
   for (const r of runBuf) r.n = 0;
   const ny = Math.min(tr.lanes.length, MAX_LANES_DRAWN);
-  const rowTop = n.y + HEAD_H + 18 + 6;
+  const rowTop = laneTop(n, 0);
   const lh = (LANE_H - 4) * S;
   for (let li = 0; li < ny; li++) {
     const L = tr.lanes[li], sp = L.spans, cum = L.cum;

@@ -1,64 +1,46 @@
-// The graph's layout: the size of every node and where it sits in the world (the plane the
-// view pans and zooms over), and the edges between nodes.
+// The graph's model: every node with its size and place in the world (the plane the view pans
+// and zooms over), the edges between nodes, and fitting the view to some of them.
 //
-// Nodes keep their world position from the frame they first appear in: values changing or other
-// processes coming and going never move them. Devices sit in a column by index, the host to the
-// right, processes to the left at the free spot nearest the devices they hold.
+// A whole layout (place.js) is made when the set of GPUs changes, and when the canvas changes
+// size while the view still follows the graph (the user has not panned or zoomed): the plane is
+// laid out for the screen it has. Between those, nodes keep the place they got when they first
+// appeared: values changing or other processes coming and going never move them. A node that
+// grows (a new lane, a new GPU held) pushes only the nodes it now overlaps, and a traced process
+// whose strip appears (its first lane) moves from a card in a lane to the band of strips.
 //
-// Constraints: world units only, nothing drawn here; the node geometry below is what the drawing
-// (nodes.js, lanes.js) and the hit tests (interaction.js, hook.js) measure against. Placing a
-// node is O(n log n) per column tried, so a frame with nothing new costs little.
+// Constraints: world units only, nothing drawn here; node geometry is geometry.js's. A frame
+// with nothing new costs a pass over the nodes.
 
+import { cssH, cssW, fitRect, fitScale, view } from './canvas.js';
 import { isNum } from './format.js';
+import { DEV_H, DEV_W, HOST_W, hostHeight, hostLines, isStrip, nodeWidth, procHeight } from './geometry.js';
+import { MARGIN, columnChoices, placeNode, placingOrder, trialLayout } from './place.js';
 
-export const DEV_W = 300, DEV_H = 162, DEV_GAP = 22;
-export const HOST_W = 270;
-export const PROC_W = 252, HEAD_H = 42, ROW_H = 17;
-export const TR_W = 1160, LANE_H = 15;
-// traced node columns (offsets from the node's left edge)
-export const TR_LEFT_W = 230, STRIP_X = 244, LABEL_W = 96, TRACK_X = STRIP_X + LABEL_W + 6,
-  TRACK_W = 470, COUNT_X = TRACK_X + TRACK_W + 8, STATS_X = COUNT_X + 78;
-const EDGE_GAP = 170, COL_STEP = 126, COL_PEN = 420, MARGIN = 14;
-export const MAX_LANES_DRAWN = 40;   // per traced node; the rest are counted, not drawn
+export const model = { nodes: new Map(), edges: [], order: [], frame: null, devKey: null, sizeKey: '', cols: 0 };
 
-export const model = { nodes: new Map(), edges: [], order: [] };
-
-function procHeight(p, tr) {
-  const rows = Math.max(1, p ? p.attachments.length : 0);
-  if (!tr) return HEAD_H + rows * ROW_H + 8;
-  const left = HEAD_H + rows * ROW_H + 44;
-  const nl = Math.min(tr.lanes.length, MAX_LANES_DRAWN);
-  const strip = HEAD_H + 22 + Math.max(nl, 2) * LANE_H + (tr.lanes.length > MAX_LANES_DRAWN ? 16 : 0) + 10;
-  const i = tr.info;
-  const stats = HEAD_H + 18 + Math.min(i.kernels ? i.kernels.length : 0, 6) * 15 + 22
-    + Math.max(1, i.transfers ? i.transfers.length : 0) * 15 + 40 + (i.cupti_status !== 'ok' ? 30 : 0);
-  return Math.max(left, strip, stats) + 4;
-}
-function hostHeight(h, retired) { return 92 + (Math.min((h.problems || []).length, 6) + 2 * retired.length) * 15 + 6; }
-
-// lays out the nodes of plain frame `f` and the traced processes the page keeps (store.traced)
-export function rebuild(f, traced) {
+// lays out the nodes of plain frame `f` and the traced processes the page keeps (store.traced);
+// `relayout` forces a whole layout for the current canvas
+export function rebuild(f, traced, relayout) {
   const N = model.nodes, seen = new Set();
   const get = (id, kind) => {
     let n = N.get(id);
-    if (!n) { n = { id, kind, x: 0, y: 0, w: 0, h: 0, placed: false, maxSm: 0 }; N.set(id, n); }
+    if (!n) { n = { id, kind, x: 0, y: 0, w: 0, h: 0, placed: false, maxSm: 0, form: '' }; N.set(id, n); }
     seen.add(id);
     return n;
   };
   const host = get('host', 'host');
   host.data = f.host || {}; host.sources = f.sources || []; host.retired = f.traced_retired || [];
-  host.w = HOST_W; host.h = hostHeight(host.data, host.retired);
-  let top = Infinity, bot = -Infinity;
+  host.lines = hostLines(host.data, host.sources, host.retired);
+  const hostGrew = host.h && hostHeight(host.lines) > host.h;
+  host.w = HOST_W; host.h = hostHeight(host.lines);
+  const indices = [];
   for (const d of f.devices) {
     const n = get('d:' + d.index, 'device');
     n.data = d; n.w = DEV_W; n.h = DEV_H;
     if (isNum(d.clock_sm_mhz) && d.clock_sm_mhz > n.maxSm) n.maxSm = d.clock_sm_mhz;
-    n.x = 0; n.y = d.index * (DEV_H + DEV_GAP); n.placed = true;
-    top = Math.min(top, n.y); bot = Math.max(bot, n.y + n.h);
+    indices.push(d.index);
   }
-  if (top === Infinity) { top = 0; bot = DEV_H; }
-  host.x = DEV_W + 150; host.y = Math.round((top + bot) / 2 - host.h / 2); host.placed = true;
-  model.colMid = (top + bot) / 2;
+  indices.sort((a, b) => a - b);
 
   const procs = new Map();
   for (const p of f.processes || []) procs.set(p.pid, { p, tr: null });
@@ -66,24 +48,38 @@ export function rebuild(f, traced) {
     const e = procs.get(pid);
     if (e) e.tr = tr; else procs.set(pid, { p: null, tr });
   }
-  const grown = [], fresh = [];
+  const grown = [], fresh = [], procNodes = [];
   for (const [pid, e] of procs) {
     const n = get('p:' + pid, 'process');
     n.pid = pid; n.data = e.p; n.tr = e.tr;
-    const w = e.tr ? TR_W : PROC_W, h = procHeight(e.p, e.tr);
-    if (n.placed && (w > n.w || h > n.h)) grown.push(n);
-    n.w = w; n.h = h;
+    const form = isStrip(e.tr) ? 'strip' : e.tr ? 'traced' : 'plain';
+    const w = nodeWidth(e.p, e.tr), h = procHeight(e.p, e.tr);
+    if (n.placed && n.form !== form) n.placed = false;          // a strip appeared: to the band
+    else if (n.placed && (w > n.w || h > n.h)) grown.push(n);
+    n.form = form; n.w = w; n.h = h;
     if (!n.placed) fresh.push(n);
+    procNodes.push(n);
   }
   for (const id of [...N.keys()]) if (!seen.has(id)) N.delete(id);
-  // a node that grew (a new lane, a new attachment) pushes only the nodes it now overlaps
-  for (const g of grown) {
-    for (const o of N.values()) {
-      if (o !== g && o.kind === 'process' && o.placed && overlaps(g, o, MARGIN - 1)) { o.placed = false; fresh.push(o); }
+
+  const devKey = indices.join(',');
+  const sizeKey = Math.round(cssW) + 'x' + Math.round(cssH);
+  if (relayout || model.devKey !== devKey || (model.sizeKey !== sizeKey && !view.touched)) {
+    layoutAll(indices, host, procNodes);
+    model.devKey = devKey; model.sizeKey = sizeKey;
+  } else {
+    const frame = model.frame;
+    host.y = Math.round(frame.mid - host.h / 2);
+    if (hostGrew) grown.push(host);
+    // a node that grew pushes only the nodes it now overlaps
+    for (const g of grown) {
+      for (const o of N.values()) {
+        if (o !== g && o.kind === 'process' && o.placed && overlaps(g, o, MARGIN - 1)) { o.placed = false; fresh.push(o); }
+      }
     }
+    const all = [...N.values()];
+    for (const n of placingOrder(frame, fresh)) placeNode(frame, all, n);
   }
-  fresh.sort((a, b) => (b.tr ? 1 : 0) - (a.tr ? 1 : 0) || attCount(b) - attCount(a) || a.pid - b.pid);
-  for (const n of fresh) place(n);
 
   const edges = [];
   for (const n of N.values()) {
@@ -98,49 +94,43 @@ export function rebuild(f, traced) {
   model.order = [host, ...[...N.values()].filter(n => n.kind === 'device'),
     ...[...N.values()].filter(n => n.kind === 'process').sort((a, b) => a.pid - b.pid)];
 }
-function attCount(n) { return n.data ? n.data.attachments.length : 0; }
+
+// every node placed anew: each column count tried, the one whose fit is largest kept (fewer
+// columns when within 2 %)
+function layoutAll(indices, host, procNodes) {
+  let best = null;
+  for (const cols of columnChoices(indices.length)) {
+    const t = trialLayout(indices, cols, host, procNodes);
+    const b = t.bounds, s = fitScale(b.x1 - b.x0, b.y1 - b.y0, cssW, cssH);
+    if (!best || s > best.s * 1.02) best = { s, t };
+  }
+  const { frame, at } = best.t;
+  model.frame = frame; model.cols = frame.cols;
+  for (const n of model.nodes.values()) {
+    const p = at.get(n.id);
+    if (p) { n.x = p.x; n.y = p.y; n.placed = true; }
+  }
+}
 function overlaps(a, b, m) {
   return a.x < b.x + b.w + m && b.x < a.x + a.w + m && a.y < b.y + b.h + m && b.y < a.y + a.h + m;
 }
-function targetY(n) {
-  const ys = [];
-  if (n.data) for (const a of n.data.attachments) {
-    const d = model.nodes.get('d:' + a.device_index);
-    if (d) ys.push(d.y + d.h / 2);
+
+export function bounds(ids) {
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const n of model.nodes.values()) {
+    if (ids && !ids.has(n.id)) continue;
+    x0 = Math.min(x0, n.x); y0 = Math.min(y0, n.y); x1 = Math.max(x1, n.x + n.w); y1 = Math.max(y1, n.y + n.h);
   }
-  const c = ys.length ? ys.reduce((s, v) => s + v, 0) / ys.length : model.colMid;
-  return c - n.h / 2;
+  return x0 === Infinity ? null : { x0, y0, x1, y1 };
 }
-// nearest free y in a column: the gaps between occupied intervals, each tried at the point closest
-// to the target. O(n log n) per column; columns further left cost more.
-function freeY(xl, xr, h, ty, self) {
-  const occ = [];
-  for (const o of model.nodes.values()) {
-    if (o === self || o.kind !== 'process' || !o.placed) continue;
-    if (o.x < xr + MARGIN && o.x + o.w > xl - MARGIN) occ.push([o.y - MARGIN, o.y + o.h + MARGIN]);
-  }
-  occ.sort((a, b) => a[0] - b[0]);
-  let best = null, prevEnd = -Infinity;
-  const consider = (gs, ge) => {
-    if (ge - gs < h) return;
-    const y = Math.min(Math.max(ty, gs), ge - h);
-    const d = Math.abs(y - ty);
-    if (!best || d < best.d) best = { y, d };
-  };
-  for (const [s, e] of occ) { consider(prevEnd, s); if (e > prevEnd) prevEnd = e; }
-  consider(prevEnd, Infinity);
-  return best;
+// fits the view to the nodes `ids` (all of them when null), whole and centred
+export function fitTo(ids) {
+  const b = bounds(ids);
+  if (b) fitRect(b);
 }
-function place(n) {
-  const ty = targetY(n);
-  let best = null;
-  for (let c = 0; c < 60; c++) {
-    const pen = c * COL_PEN;
-    if (best && pen >= best.cost) break;
-    const xr = -EDGE_GAP - c * COL_STEP;
-    const r = freeY(xr - n.w, xr, n.h, ty, n);
-    const cost = r.d + pen;
-    if (!best || cost < best.cost) best = { cost, x: xr - n.w, y: r.y };
-  }
-  n.x = best.x; n.y = Math.round(best.y); n.placed = true;
+// the nodes an isolated (or pointed-at) node keeps lit: itself, its edges and its neighbours
+export function litSets(id) {
+  const nodes = new Set([id]), edges = new Set();
+  for (const e of model.edges) if (e.from === id || e.to === id) { edges.add(e.id); nodes.add(e.from); nodes.add(e.to); }
+  return { nodes, edges };
 }

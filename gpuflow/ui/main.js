@@ -10,11 +10,12 @@
 // agent's Content-Security-Policy ('self' scripts, no eval, no inline handlers). demo.js is
 // imported only in demo mode. The only global is the read-only test hook (hook.js).
 
-import { bench, canvas, fitTo, markDirty, resize, setPainter, ui, view } from './canvas.js';
+import { bench, canvas, markDirty, resize, setOnResize, setPainter, ui, view } from './canvas.js';
 import { demo, startLive, updateHeader } from './connection.js';
 import { installHook } from './hook.js';
-import { installInteraction } from './interaction.js';
-import { model, rebuild } from './layout.js';
+import { afterDraw, installInteraction } from './interaction.js';
+import { fitTo, model, rebuild } from './layout.js';
+import { installList, syncSelection, toggleList, updateList } from './list.js';
 import { draw } from './scene.js';
 import { APPLIED, RESYNC, ingest, store } from './store.js';
 
@@ -28,6 +29,7 @@ function onFrame(f) {
     if (ui.isolated && !model.nodes.has(ui.isolated)) ui.isolated = null;
     if (!view.touched) fitTo(null);
     markDirty();
+    updateList(false);
   }
   if (bench.on) { const d = performance.now() - t; bench.ingest.push(d); bench.pendingIngest += d; }
   updateHeader();
@@ -40,8 +42,16 @@ function onFrameText(txt) {
   return onFrame(f);
 }
 
-setPainter(draw);
-installInteraction();
+// each picture, then the hover card and the list's selection brought up to it
+setPainter(() => { draw(); afterDraw(); syncSelection(); });
+// a canvas of another size while the view follows the graph: laid out again for it, and fitted
+setOnResize((changed) => {
+  if (!changed || view.touched || !store.snap) return;
+  rebuild(store.snap, store.traced);
+  fitTo(null);
+});
+installInteraction(toggleList);
+installList();
 installHook();
 new ResizeObserver(resize).observe(canvas);
 window.addEventListener('resize', resize);

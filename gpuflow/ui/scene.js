@@ -1,59 +1,85 @@
 // One picture of the plane: the edges, every visible node, the lanes over them, and the text;
 // this is the painter the redraw loop (canvas.js) calls when something changed.
 //
-// Edges go from a process to each GPU it holds (thicker with its SM %) and from each GPU to the
-// host; they are bucketed by style so each bucket is one stroke. An isolated node, its edges and
-// its neighbours stay lit, the rest is dimmed. Below LOD_TEXT zoom, node text gives way to one
-// readable title per node.
+// Edges go from a process to each GPU it holds (brighter with its SM % there, grey when the driver
+// does not say) and from each GPU to the host, leaving each node on the side that faces the other
+// (a traced strip above or below the GPUs leaves from its bottom or top). They are one device
+// pixel wide at any zoom, which the rasteriser draws far faster than a wider stroke (a whole
+// 64-process graph's edges cost several times less); the edges of an isolated node are drawn
+// wider. They are bucketed by style so each bucket is one stroke.
+// An isolated node, its edges and its neighbours stay lit and the rest is dimmed; a node pointed
+// at in the process list is outlined and its neighbourhood lit, the rest dimmed less. When node
+// text would be too small to read in device pixels (canvas.js textIsLegible), it gives way to one
+// title per node at a fixed screen size; a process's title carries its pid, so eight ranks of one
+// name stay told apart.
 //
 // Constraints: nodes, edges and spans outside the view are culled; nothing here allocates per
 // span. Before the first frame the plane says what it is waiting for.
 
-import { COL, F, beginDraw, ctx, cssH, cssW, drawn, fit, flushText, setWorld, textScreen, toWorld, ui, view }
-  from './canvas.js';
+import { COL, F, beginDraw, ctx, cssH, cssW, dpr, drawn, fit, flushText, setWorld, textIsLegible, textScreen, textWidth,
+  toWorld, ui, view } from './canvas.js';
 import { conn, demo } from './connection.js';
+import { clamp01, isNum } from './format.js';
+import { DEV_BAND, procRowY } from './geometry.js';
 import { drawLanes } from './lanes.js';
-import { HEAD_H, ROW_H, model } from './layout.js';
+import { litSets, model } from './layout.js';
 import { drawDevice, drawHost, drawProcess } from './nodes.js';
-import { isNum, clamp01 } from './format.js';
 import { store } from './store.js';
+import { drawTraced } from './traced.js';
 
-export const LOD_TEXT = 0.42;        // below this zoom, node text is replaced by one screen-size title
+const EDGE_ALPHA = [0.4, 0.6, 0.8, 1];   // by SM % quartile; a GPU-to-host edge is level 2
 
+// [x1, y1, x2, y2, vertical] of an edge: from the side of `from` facing `to`
 function edgeAnchor(e) {
   const a = model.nodes.get(e.from), b = model.nodes.get(e.to);
   if (!a || !b) return null;
-  const y1 = e.att ? a.y + HEAD_H + 18 - 4 + e.row * ROW_H : a.y + a.h / 2;
-  return [a.x + a.w, y1, b.x, b.y + (e.att ? 14 + ((a.pid * 7) % 7) * 2 : b.h / 2)];
+  if (!e.att) {   // GPU to host
+    const toRight = b.x >= a.x + a.w;
+    return [toRight ? a.x + a.w : a.x, a.y + a.h / 2, toRight ? b.x : b.x + b.w, b.y + b.h / 2, false];
+  }
+  const spread = ((a.pid * 7) % 7) * 2;
+  if (a.form === 'strip' && (a.y + a.h <= b.y || a.y >= b.y + b.h)) {   // straight down (or up) to the GPU
+    const down = a.y + a.h <= b.y, bx = b.x + b.w / 2 - 24 + spread * 4;
+    return [Math.min(Math.max(bx, a.x + 20), a.x + a.w - 20), down ? a.y + a.h : a.y, bx, down ? b.y : b.y + b.h, true];
+  }
+  const ay = procRowY(a, e.row) - 4, by = b.y + DEV_BAND / 2 - 6 + spread;
+  if (b.x >= a.x + a.w / 2) return [a.x + a.w, ay, b.x, by, false];
+  return [a.x, ay, b.x + b.w, by, false];
 }
-function drawEdges(lit, vx0, vy0, vx1, vy1) {
-  // bucket edges by style so each bucket is one stroke
+function drawEdges(lit, dimAlpha, vx0, vy0, vx1, vy1) {
   const buckets = new Map();
   for (const e of model.edges) {
     const p = edgeAnchor(e);
     if (!p) continue;
     if (Math.max(p[0], p[2]) < vx0 || Math.min(p[0], p[2]) > vx1 || Math.max(p[1], p[3]) < vy0 || Math.min(p[1], p[3]) > vy1) continue;
-    let color, w, dash = false;
+    let color, level = 2, dash = false;
     if (e.att) {
       const sm = e.att.sm_util_pct;
       color = isNum(sm) ? COL.edge : COL.edgeNull;
-      w = isNum(sm) ? 1 + Math.round(clamp01(sm / 100) * 3) : 1;
-    } else { color = e.lost ? COL.lost : COL.hostEdge; w = 1.5; dash = e.lost; }
-    const dim = lit && !lit.edges.has(e.id);
-    const key = color + '|' + w + '|' + dash + '|' + dim;
+      level = isNum(sm) ? Math.min(3, Math.floor(clamp01(sm / 100) * 4)) : 1;
+    } else { color = e.lost ? COL.lost : COL.hostEdge; dash = e.lost; }
+    const dim = lit && !lit.edges.has(e.id), wide = lit && !dim;
+    const key = color + '|' + level + '|' + dash + '|' + dim + '|' + wide;
     let b = buckets.get(key);
-    if (!b) { b = { color, w, dash, dim, pts: [] }; buckets.set(key, b); }
+    if (!b) { b = { color, level, dash, dim, wide, pts: [] }; buckets.set(key, b); }
     b.pts.push(p);
     drawn.edges++;
   }
+  const hair = 1 / (view.s * dpr);
   for (const b of buckets.values()) {
-    ctx.strokeStyle = b.color; ctx.lineWidth = b.w;
-    ctx.globalAlpha = b.dim ? 0.07 : 0.7;
+    ctx.strokeStyle = b.color; ctx.lineWidth = b.wide ? 2 / view.s : hair;
+    ctx.globalAlpha = EDGE_ALPHA[b.level] * (b.dim ? dimAlpha * 0.6 : 1);
     if (b.dash) ctx.setLineDash([6, 5]);
     ctx.beginPath();
-    for (const [x1, y1, x2, y2] of b.pts) {
-      const dx = Math.max(40, (x2 - x1) * 0.5);
-      ctx.moveTo(x1, y1); ctx.bezierCurveTo(x1 + dx, y1, x2 - dx, y2, x2, y2);
+    for (const [x1, y1, x2, y2, vertical] of b.pts) {
+      ctx.moveTo(x1, y1);
+      if (vertical) {
+        const dy = Math.max(30, Math.abs(y2 - y1) * 0.5) * (y2 > y1 ? 1 : -1);
+        ctx.bezierCurveTo(x1, y1 + dy, x2, y2 - dy, x2, y2);
+      } else {
+        const dx = Math.max(40, Math.abs(x2 - x1) * 0.5) * (x2 >= x1 ? 1 : -1);
+        ctx.bezierCurveTo(x1 + dx, y1, x2 - dx, y2, x2, y2);
+      }
     }
     ctx.stroke();
     if (b.dash) ctx.setLineDash([]);
@@ -66,47 +92,51 @@ export function draw() {
   const empty = document.getElementById('empty');
   if (!store.snap) { empty.hidden = false; empty.textContent = emptyText(); return; }
   empty.hidden = true;
-  const S = view.s;
   const [vx0, vy0] = toWorld(0, 0), [vx1, vy1] = toWorld(cssW, cssH);
-  const full = S >= LOD_TEXT;
+  const full = textIsLegible(F.small.px);
   drawn.text = full;
-  const lit = ui.isolated ? litSets(ui.isolated) : null;
-  ui.lit = lit;
+  const focus = ui.isolated || (ui.highlight && model.nodes.has(ui.highlight) ? ui.highlight : null);
+  const lit = focus ? litSets(focus) : null;
+  const dimAlpha = ui.isolated ? 0.16 : 0.4;
+  ui.lit = ui.isolated ? lit : null;
+  drawn.highlighted = ui.highlight && model.nodes.has(ui.highlight) ? ui.highlight : null;
   setWorld();
-  drawEdges(lit, vx0, vy0, vx1, vy1);
+  drawEdges(lit, dimAlpha, vx0, vy0, vx1, vy1);
   const visible = [];
   for (const n of model.order) {
     if (n.x > vx1 || n.x + n.w < vx0 || n.y > vy1 || n.y + n.h < vy0) continue;
-    const alpha = lit && !lit.nodes.has(n.id) ? 0.16 : 1;
+    const alpha = lit && !lit.nodes.has(n.id) ? dimAlpha : 1;
     if (alpha < 1) drawn.dimmed++;
     ctx.globalAlpha = alpha;
     if (n.kind === 'device') { drawDevice(n, full); drawn.devices++; }
     else if (n.kind === 'host') { drawHost(n, full); drawn.hosts++; }
-    else { drawProcess(n, full); drawn.processes++; }
+    else { if (n.form === 'strip') drawTraced(n, full); else drawProcess(n, full); drawn.processes++; }
     drawn.nodes++;
     visible.push([n, alpha]);
   }
   ctx.globalAlpha = 1;
-  for (const [n, alpha] of visible) if (n.tr) drawLanes(n, alpha);
+  for (const [n, alpha] of visible) if (n.form === 'strip') drawLanes(n, alpha);
   if (!full) drawTitles(visible);
   flushText();
   drawn.dashes = drawn.dashCells.length;
 }
-// zoomed out: one short title per node at a readable screen size instead of all the node text
+// text too small to read: one short title per node at a readable screen size instead
 function drawTitles(visible) {
   for (const [n, alpha] of visible) {
     const sw = Math.floor(n.w * view.s / 8) * 8;   // widths in 8 px steps keep the fit cache warm while zooming
     if (sw < 40) continue;
-    const sx = view.x + n.x * view.s + 3, sy = view.y + n.y * view.s + 12;
-    const t = n.kind === 'host' ? (n.data.hostname || 'host') : n.kind === 'device' ? 'GPU ' + n.data.index + (n.data.lost ? ' LOST' : '')
-      : ((n.data ? n.data.name : n.tr.info.name) || String(n.pid)) + (n.tr ? ' ◆' : '');
-    textScreen(fit(t, sw - 6, F.small), sx, sy, F.small, n.kind === 'device' && n.data.lost ? COL.lost : COL.text, alpha);
+    const sx = view.x + n.x * view.s + 3, sy = view.y + n.y * view.s + 13;
+    let shown;
+    if (n.kind === 'process') {   // the pid always; the name in the room left
+      const pid = ' ' + n.pid + (n.tr ? ' ◆' : ''), room = sw - 6 - textWidth(pid, F.screenTitle);
+      const name = (n.data ? n.data.name : n.tr.info.name) || '?';
+      shown = room >= 24 ? fit(name, room, F.screenTitle) + pid : pid.trim();
+    } else {
+      shown = fit(n.kind === 'host' ? (n.data.hostname || 'host') : 'GPU ' + n.data.index + (n.data.lost ? ' LOST' : ''), sw - 6, F.screenTitle);
+    }
+    textScreen(shown, sx, sy, F.screenTitle, n.kind === 'device' && n.data.lost ? COL.lost : COL.text, alpha);
+    drawn.titles.push({ id: n.id, s: shown });
   }
-}
-export function litSets(id) {
-  const nodes = new Set([id]), edges = new Set();
-  for (const e of model.edges) if (e.from === id || e.to === id) { edges.add(e.id); nodes.add(e.from); nodes.add(e.to); }
-  return { nodes, edges };
 }
 function emptyText() {
   if (demo) return 'starting demo…';

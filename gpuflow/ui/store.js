@@ -21,7 +21,7 @@ export const APPLIED = 'applied', IGNORED = 'ignored', RESYNC = 'resync';
 
 export const store = {
   snap: null, lastSeq: null, traced: new Map(), frames: 0, full: 0, delta: 0, resyncs: 0,
-  badFrames: 0, reader: nothingRead,
+  badFrames: 0, reader: nothingRead, receivedAt: 0,   // performance.now() when the latest frame was applied
 };
 
 // Applies one frame: APPLIED, IGNORED (not a snapshot, counted in badFrames) or RESYNC (a delta
@@ -43,6 +43,7 @@ export function ingest(f) {
   store.traced = next;
   store.snap = r.frame;
   store.lastSeq = r.frame.seq;
+  store.receivedAt = performance.now();
   store.frames++;
   if (isDelta) store.delta++; else store.full++;
   return APPLIED;

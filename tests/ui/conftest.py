@@ -110,12 +110,16 @@ def free_port() -> int:
 
 
 class Agent:
-    """One ``gpuflow watch`` subprocess with the fake collector; can be killed and restarted."""
+    """One ``gpuflow watch`` subprocess with the fake collector (or, with ``plugin=None``, only the
+    built-in collectors ``fake`` leaves enabled, e.g. the NVML one on its fake backend); can be
+    killed and restarted."""
 
-    def __init__(self, port: int, fake: dict[str, str], cwd: Path = ROOT) -> None:
+    def __init__(self, port: int, fake: dict[str, str], cwd: Path = ROOT,
+                 plugin: str | None = "gpuflow.testing.fake_collector") -> None:
         self.port = port
         self.fake = fake
         self.cwd = cwd
+        self.plugin = plugin
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{port}/"
 
@@ -126,8 +130,8 @@ class Agent:
                     "PYTHONUNBUFFERED": "1"})
         env.update(self.fake)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port),
-             "--plugin", "gpuflow.testing.fake_collector"],
+            [sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port)]
+            + (["--plugin", self.plugin] if self.plugin else []),
             cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
