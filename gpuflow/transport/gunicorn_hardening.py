@@ -1,6 +1,7 @@
-"""What GPUFlow changes in the gunicorn worker that serves it: error pages and a read timeout.
+"""What GPUFlow changes in the gunicorn worker that serves it: error pages, request heads read
+off the pool, a read timeout, and closing off the main thread.
 
-Two things gunicorn does before the app ever runs, found by tests/hardening:
+Things gunicorn does before the app ever runs, found by tests/hardening:
 
 * **Its own error pages.** A malformed request (bad request line, bad or too many headers, a
   request line over 4094 bytes) is answered by the worker itself with an HTML page that quotes
@@ -8,18 +9,28 @@ Two things gunicorn does before the app ever runs, found by tests/hardening:
   :func:`write_error` replaces ``gunicorn.util.write_error``, the one function every worker
   writes those pages with: plain text, ``SECURITY_HEADERS``, the status and nothing the client
   sent.
-* **No timeout on a request head.** gthread hands a connection to a pool thread once its first
-  bytes arrive, and that thread reads the rest with a blocking socket and no timeout. A client
-  that sends half a request and stalls holds the thread until it hangs up; ``--threads`` such
-  clients and the worker answers nothing at all (measured before this: 70 of them froze a
-  64-thread worker, /healthz unanswered after 20 s). :func:`harden_worker` wraps the worker's
-  ``handle`` so that each connection's socket gets ``SO_RCVTIMEO`` = ``header_timeout_s``
-  before the pool thread reads from it: a blocking read that waits longer fails and the
-  connection is closed. (On the listening socket the option would miss connections that the
-  kernel completed before the worker set it, e.g. while it booted.) It bounds each silence, not
-  the whole head: a client trickling a byte every few seconds still holds its thread
-  (docs/security.md, "Limits"). The stream's writes use their own timeout
-  (``sse.bound_send_time``), which replaces this one.
+* **A pool thread per connection that has not sent its request yet.** gthread submits every
+  accepted connection to its pool at once, and the pool thread waits up to 5 s for a first byte,
+  then reads the head with blocking reads. Measured before this: 128 silent connections made
+  /healthz wait 4.7 s behind them on a 64-thread worker, 1,000 silent or trickling ones left it
+  unanswered; and a client trickling its head a byte at a time held its thread for as long as
+  it trickled (70 that sent half a head and stalled froze a 64-thread worker before the read
+  timeout below existed). :func:`harden_worker` puts a
+  :class:`~gpuflow.transport.heads.HeadReader` in front of the pool (``worker.enqueue_req``):
+  a connection reaches a pool thread only once its whole head has arrived, within
+  ``header_timeout_s`` of connecting, and a kept-alive connection again for each request;
+  until then it costs no thread. The connections waiting there count in gthread's
+  ``nr_conns``, so ``worker_connections`` is raised by the reader's capacity (2048) and the
+  descriptor limit with it, or they would stop the worker from accepting. With TLS, HTTP/2,
+  the uwsgi or the PROXY protocol the reader is left out (the bytes first sent are not an
+  HTTP/1 head): gunicorn reads heads itself, bounded only by the read timeout below.
+* **No timeout on a read.** A pool thread reads with a blocking socket and no timeout. The
+  wrapped ``handle`` gives each connection's socket ``SO_RCVTIMEO`` = ``header_timeout_s``
+  before the pool thread reads from it (a request body, a head where the reader is left out):
+  a blocking read that waits longer fails and the connection is closed. (On the listening
+  socket the option would miss connections that the kernel completed before the worker set
+  it, e.g. while it booted.) It bounds each silence, not the whole read. The stream's writes use
+  their own timeout (``sse.bound_send_time``), which replaces this one.
 
 * **Closing lingers on the main thread.** When a connection ends, gthread's main thread closes it
   "gracefully" (``util.close_graceful``): it half-closes, then waits up to 2 s for the client
@@ -34,14 +45,17 @@ Two things gunicorn does before the app ever runs, found by tests/hardening:
 gunicorn logs such a dropped client with a traceback ("Socket error processing request."); a
 filter on its error log turns that record into one info line.
 
-Constraints: idempotent; a no-op outside a gunicorn worker; the read timeout and the close
-apply to the gthread worker only (the one docs/transport.md supports); called from
-``get_app()`` in the worker and from gunicorn_conf's ``post_worker_init`` (which also covers
-``--preload``), both before the worker accepts anything; with ``--http-protocols`` including
-h2 the read timeout is left out (an HTTP/2 connection idles between streams); relies only on
-``gunicorn.util.write_error(sock, status_int, reason, mesg)``, ``util.write_nonblock``,
-``worker.log.error_log`` and a ``worker.handle(conn)`` run in a pool thread that returns False
-when the connection is to be closed, ``conn.sock`` being its socket (gunicorn 25 to 27).
+Constraints: idempotent; a no-op outside a gunicorn worker; the head reader, the read timeout
+and the close apply to the gthread worker only (the one docs/transport.md supports); called
+from ``get_app()`` in the worker and from gunicorn_conf's ``post_worker_init`` (which also
+covers ``--preload``), both before the worker accepts anything; with ``--http-protocols``
+including h2 the read timeout is left out (an HTTP/2 connection idles between streams); relies
+only on ``gunicorn.util.write_error(sock, status_int, reason, mesg)``, ``util.write_nonblock``,
+``worker.log.error_log``, a ``worker.handle(conn)`` run in a pool thread that returns False
+when the connection is to be closed, ``conn.sock`` being its socket (gunicorn 25 to 27), and
+for the head reader on gthread's ``enqueue_req(conn)``, ``method_queue.defer``, ``nr_conns``,
+``worker_connections`` and a connection's ``initialized``, ``init()`` and
+``parser.unreader.unread`` (gunicorn 27; without ``method_queue`` the reader is left out).
 """
 
 from __future__ import annotations
@@ -54,6 +68,7 @@ import sys
 import time
 from typing import Any
 
+from gpuflow.transport.heads import DEFAULT_MAX_PENDING, Head, HeadReader, pending_budget
 from gpuflow.transport.security import plain_error
 
 STALL_MESSAGE = "Socket error processing request."
@@ -152,13 +167,95 @@ def _wrap_handle(worker: Any, header_timeout_s: float) -> None:
     worker.handle = handle
 
 
+def reads_plain_http1(cfg: Any) -> bool:
+    """Whether the worker's connections start with an HTTP/1 request head in clear text.
+
+    TLS, HTTP/2, the uwsgi protocol and the PROXY protocol put other bytes first: gunicorn reads
+    those itself (with the per-silence read timeout above).
+    """
+    return (not getattr(cfg, "is_ssl", False)
+            and "h2" not in (getattr(cfg, "http_protocols", None) or ())
+            and getattr(cfg, "http2_cleartext", "off") in ("off", None, False)
+            and getattr(cfg, "protocol", "http") == "http"
+            and getattr(cfg, "proxy_protocol", "off") in ("off", None, False))
+
+
+def _buffered(conn: Any) -> bytes:
+    """The bytes gunicorn's parser already read past the last request (a pipelined head)."""
+    unreader = conn.parser.unreader
+    take = getattr(unreader, "take_buffered", None)
+    if take is not None:
+        return take()
+    data = unreader.buf.getvalue()
+    unreader.buf = type(unreader.buf)()
+    return data
+
+
+def _install_head_reader(worker: Any, header_timeout_s: float) -> HeadReader | None:
+    """Put a :class:`HeadReader` in front of gthread's pool: a connection reaches a pool thread
+    only with its whole request head read (from accept, and again for each kept-alive request).
+
+    Connections waiting for their heads still count in gthread's ``nr_conns``: the worker's
+    ``worker_connections`` is raised by the reader's capacity, so that they never stop it from
+    accepting, and the descriptor limit with it (heads.pending_budget).
+    """
+    enqueue = getattr(worker, "enqueue_req", None)
+    method_queue = getattr(worker, "method_queue", None)
+    cfg = getattr(worker, "cfg", None)
+    if (enqueue is None or method_queue is None or getattr(enqueue, "_gpuflow_hardened", False)
+            or not reads_plain_http1(cfg)):
+        return None
+    others = int(cfg.threads) + max(int(getattr(worker, "max_keepalived", 0)), 0) + 64
+
+    def close_dropped(conn: Any) -> None:  # on gthread's main thread, which owns nr_conns
+        worker.nr_conns -= 1
+        conn.close()
+
+    def on_drop(sock: socket.socket, conn: Any, why: str) -> None:
+        method_queue.defer(close_dropped, conn)
+
+    def on_head(sock: socket.socket, conn: Any, data: bytes, state: Head) -> None:
+        if state is not Head.COMPLETE:
+            write_error(sock, 414 if state is Head.LINE_TOO_LONG else 431, "", "")
+            on_drop(sock, conn, state.value)
+            return
+        try:
+            if not conn.initialized:
+                conn.init()  # plain HTTP/1: makes the parser, reads nothing
+            conn.parser.unreader.unread(data)
+            conn.data_ready = True  # gthread's handle() waits for no more data
+            enqueue(conn)
+        except Exception:
+            on_drop(sock, conn, "could not be handed to the pool")
+            raise
+
+    reader = HeadReader(deadline_s=header_timeout_s, on_head=on_head, on_drop=on_drop,
+                        max_pending=pending_budget(DEFAULT_MAX_PENDING, others),
+                        stopping=lambda: not worker.alive, name="gpuflow-heads")
+
+    def enqueue_req(conn: Any) -> None:
+        if reader.closed or getattr(conn, "is_http2", False):
+            enqueue(conn)  # the worker is stopping: gunicorn answers, with Connection: close
+            return
+        seed = _buffered(conn) if conn.initialized else b""
+        reader.add(conn.sock, conn, seed)
+
+    enqueue_req._gpuflow_hardened = True  # type: ignore[attr-defined]
+    worker.enqueue_req = enqueue_req
+    worker.worker_connections = max(int(worker.worker_connections), others + reader.max_pending)
+    reader.start()
+    return reader
+
+
 def harden_worker(worker: Any, header_timeout_s: float) -> None:
-    """Install the error pages, the read timeout, the settled close, the log filter (idempotent)."""
+    """Install the error pages, the head reader, the read timeout, the settled close and the log
+    filter (idempotent)."""
     util = sys.modules.get("gunicorn.util")
     if util is not None and getattr(util, "write_error", None) is not write_error:
         util.write_error = write_error
     gthread = sys.modules.get("gunicorn.workers.gthread")
     if gthread is not None and isinstance(worker, gthread.ThreadWorker):
+        _install_head_reader(worker, header_timeout_s)  # heads read off the pool
         _wrap_handle(worker, header_timeout_s)  # pool threads, one main thread closing
     error_log = getattr(getattr(worker, "log", None), "error_log", None)
     if isinstance(error_log, logging.Logger) and not any(

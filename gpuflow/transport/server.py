@@ -1,9 +1,12 @@
-"""The embedded server of ``gpuflow watch`` and ``gpuflow run``: threaded wsgiref, not gunicorn.
+"""The embedded server of ``gpuflow watch`` and ``gpuflow run``: wsgiref behind a head reader.
 
 gunicorn's arbiter reaps every child with ``waitpid(-1)`` and owns the main thread's signals;
 ``gpuflow run`` needs its child's exit status and its own Ctrl-C handling. So the CLI serves the
-same Falcon app with ``wsgiref`` plus ``ThreadingMixIn``: one daemon thread per connection (an SSE
-stream holds one), no signal handlers, no child reaping, no per-request log lines.
+same Falcon app with wsgiref's request handler, fed by :class:`~gpuflow.transport.heads.HeadReader`:
+one thread accepts every connection and reads request heads without blocking; a request gets a
+daemon thread of its own only once its whole head has arrived (an SSE stream keeps it). No
+signal handlers, no child reaping, no per-request log lines. docs/transport.md ("The embedded
+server") weighs this against cheroot and the plain threaded wsgiref it replaced.
 
 API::
 
@@ -12,17 +15,19 @@ API::
     server.serve_in_thread()                        # or server.serve_forever() in this thread
     server.shutdown()                               # streams end, socket closed, thread joined
 
-Bad input and slow peers (docs/security.md, "Tested"):
+Bad input and slow or idle peers (docs/security.md, "Hostile and broken clients"):
 
-* the request head (request line and headers) must arrive without a silence longer than
-  ``header_timeout_s`` (10 s), then a client that accepts no bytes for ``send_timeout_s``
-  (30 s) is dropped;
-* malformed requests get the server's own short text answers (400, 414, 431, 503), with the
-  same security headers as the app's and without echoing the request; HTTP/0.9 requests
-  (no version) are refused with 400;
-* at most ``max_connections`` connections are served at once (default the stream cap + 64),
-  one thread each; the next one is answered 503 with Retry-After at once, so threads stay
-  bounded;
+* a connection that has not sent its whole request head within ``header_timeout_s`` (10 s) of
+  connecting is closed, however it trickles; until then it holds no thread, and when
+  ``max_pending`` (2048) wait, the oldest is closed for the next (heads.py); a client that then
+  accepts no bytes for ``send_timeout_s`` (30 s) is dropped;
+* malformed requests get the server's own short text answers (400, 414, 431, 503, 505), with
+  the same security headers as the app's and without echoing the request; HTTP/0.9 requests
+  (no version) are refused with 400; a head is at most 32 KiB;
+* at most ``max_connections`` requests are served at once (default the stream cap + 64), one
+  thread each; the next one is answered 503 with Retry-After at once, so threads stay bounded;
+* one request per connection (HTTP/1.0, closed after the answer): nothing can be pipelined or
+  smuggled behind a request;
 * the raw request target goes to the app as ``RAW_URI``, as under gunicorn, so an absolute-form
   target is checked against the Host allow-list too; the Server header says ``gpuflow`` and no
   Python version.
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import errno
 import http
+import io
 import logging
 import socket
 import socketserver
@@ -45,12 +51,12 @@ import time
 from typing import Any, Callable
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
+from gpuflow.transport.heads import DEFAULT_MAX_PENDING, MAX_HEAD_BYTES, Head, HeadReader, pending_budget
 from gpuflow.transport.security import plain_error
 
 log = logging.getLogger("gpuflow.transport.server")
 
 SERVER_SOFTWARE = "gpuflow"
-MAX_REQUEST_LINE = 65536
 DEFAULT_MAX_CONNECTIONS = 256  # when the app does not say how many streams it allows
 SPARE_CONNECTIONS = 64  # above the stream cap: page loads, snapshots, scrapes, health checks
 
@@ -76,37 +82,34 @@ class _ServerHandler(ServerHandler):
 
 
 class _Handler(WSGIRequestHandler):
-    """wsgiref's handler, marked multithreaded, quiet, with socket timeouts for stalled peers."""
+    """wsgiref's handler over a request head already read: multithreaded, quiet, bounded writes."""
 
     server_version = SERVER_SOFTWARE
     sys_version = ""
-    timeout = 30.0  # replaced by the server's send_timeout in setup(); reads and writes alike
+    timeout = 30.0  # replaced by the server's send_timeout in setup()
+
+    def __init__(self, request: socket.socket, client_address: Any, server: _WSGIServer,
+                 head: bytes) -> None:
+        self.head = head
+        super().__init__(request, client_address, server)
 
     def setup(self) -> None:
         self.timeout = self.server.send_timeout
         super().setup()
+        self.rfile.close()
+        self.rfile = io.BytesIO(self.head)  # the head, and whatever arrived with it
 
     def handle(self) -> None:
         self.request_version = "HTTP/1.0"  # how send_error answers until the line is parsed
         self.command = ""
-        self.connection.settimeout(self.server.header_timeout)
-        try:
-            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
-            if len(self.raw_requestline) > MAX_REQUEST_LINE:
-                self.send_error(414)
-                return
-            if not self.raw_requestline.strip():
-                return  # connected and closed (or sent only a blank line): nothing to answer
-            if not self.parse_request():
-                return
-        except TimeoutError:
-            log.debug("dropped %s: no complete request head within %.0f s of silence",
-                      self.address_string(), self.server.header_timeout)
+        self.raw_requestline = self.rfile.readline(MAX_HEAD_BYTES + 1)
+        if not self.raw_requestline.strip():
+            return  # only a blank line: nothing to answer
+        if not self.parse_request():
             return
         if len(self.requestline.split()) != 3 or self.request_version == "HTTP/0.9":
             self.send_error(400)  # HTTP/0.9 has no headers: no Host to check, none to send
             return
-        self.connection.settimeout(self.timeout)
         handler = _ServerHandler(self.rfile, self.wfile, self.get_stderr(), self.get_environ(),
                                 multithread=True)
         handler.request_handler = self
@@ -121,13 +124,10 @@ class _Handler(WSGIRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The server's own refusals: a fixed text, security headers, nothing echoed back."""
         self.close_connection = True
+        log.debug("refused %s with %d: %s", self.address_string(), code, message or code)
         try:
-            reason = http.HTTPStatus(code).phrase
-        except ValueError:
-            reason = "Error"
-        log.debug("refused %s with %d: %s", self.address_string(), code, message or reason)
-        try:
-            self.wfile.write(plain_error(code, reason, "HTTP/1.0", body=self.command != "HEAD"))
+            self.wfile.write(plain_error(code, _reason(code), "HTTP/1.0",
+                                         body=self.command != "HEAD"))
         except OSError:
             pass
 
@@ -135,59 +135,21 @@ class _Handler(WSGIRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
 
-class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 128
-    max_connections = DEFAULT_MAX_CONNECTIONS
+def _reason(code: int) -> str:
+    try:
+        return http.HTTPStatus(code).phrase
+    except ValueError:
+        return "Error"
+
+
+class _WSGIServer(WSGIServer):
+    """wsgiref's server for the listening socket, the base environ and the app; the connections
+    themselves come from :class:`~gpuflow.transport.heads.HeadReader`, not socketserver's loop."""
+
+    request_queue_size = 1024  # a burst of connections waits in the kernel, not refused
     header_timeout = 10.0
     send_timeout = 30.0
     retry_after_s = 5
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._active = 0
-        self._active_lock = threading.Lock()
-        super().__init__(*args, **kwargs)
-
-    @property
-    def active_connections(self) -> int:
-        return self._active
-
-    def process_request(self, request, client_address) -> None:
-        with self._active_lock:
-            full = self._active >= self.max_connections
-            if not full:
-                self._active += 1
-        if full:
-            log.warning("connection refused: %d connections open (max_connections)",
-                        self.max_connections)
-            self._refuse_busy(request)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._release()
-            raise
-
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        with self._active_lock:
-            self._active -= 1
-
-    def _refuse_busy(self, request: socket.socket) -> None:
-        """503 written from the accepting thread without blocking it (the answer fits a buffer)."""
-        try:
-            request.setblocking(False)
-            request.send(plain_error(503, "Service Unavailable", "HTTP/1.0",
-                                     extra=[("Retry-After", str(self.retry_after_s))]))
-        except OSError:
-            pass
 
     def server_bind(self) -> None:
         socketserver.TCPServer.server_bind(self)
@@ -196,19 +158,17 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
         self.server_port = port
         self.setup_environ()
 
-    def handle_error(self, request, client_address) -> None:
-        log.debug("connection from %s ended with an error", client_address, exc_info=True)
 
-
-class _ThreadingWSGIServer6(_ThreadingWSGIServer):
+class _WSGIServer6(_WSGIServer):
     address_family = socket.AF_INET6
 
 
 class EmbeddedServer:
-    """A threaded WSGI server bound at construction time."""
+    """A WSGI server bound at construction time: request heads on one thread, requests on their own."""
 
     def __init__(self, app: Callable, host: str = "127.0.0.1", port: int = 7717,
-                 drain_s: float = 1.0, max_connections: int | None = None) -> None:
+                 drain_s: float = 1.0, max_connections: int | None = None,
+                 max_pending: int = DEFAULT_MAX_PENDING) -> None:
         self.app = app
         self.host = host
         self.drain_s = drain_s
@@ -218,8 +178,8 @@ class EmbeddedServer:
                                else DEFAULT_MAX_CONNECTIONS)
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
-        base = _ThreadingWSGIServer6 if ":" in host else _ThreadingWSGIServer
-        limits: dict[str, Any] = {"max_connections": max_connections}
+        base = _WSGIServer6 if ":" in host else _WSGIServer
+        limits: dict[str, Any] = {}
         if settings is not None:
             limits.update(header_timeout=settings.header_timeout_s,
                           send_timeout=settings.send_timeout_s,
@@ -238,18 +198,26 @@ class EmbeddedServer:
             raise ServerStartError(f"cannot listen on {host}: {exc.strerror}") from None
         self._httpd.set_app(app)
         self.port: int = self._httpd.server_address[1]
+        self.max_connections = max_connections
+        self._active = 0
+        self._active_lock = threading.Lock()
+        self._heads = HeadReader(deadline_s=self._httpd.header_timeout, on_head=self._on_head,
+                                 max_pending=pending_budget(max_pending, max_connections),
+                                 name="gpuflow-http")
+        self._heads.listen(self._httpd.socket)
         self._thread: threading.Thread | None = None
         self._serving = threading.Event()
         self._closed = False
 
     @property
-    def max_connections(self) -> int:
-        return self._httpd.max_connections
+    def active_connections(self) -> int:
+        """Requests being served now (each holds one thread; an open stream is one)."""
+        return self._active
 
     @property
-    def active_connections(self) -> int:
-        """Connections being served now (each holds one thread)."""
-        return self._httpd.active_connections
+    def pending_connections(self) -> int:
+        """Connections whose request head has not arrived yet (they hold no thread)."""
+        return self._heads.pending
 
     @property
     def url(self) -> str:
@@ -260,7 +228,7 @@ class EmbeddedServer:
         """Serve in the calling thread until :meth:`shutdown` (from another thread)."""
         self._serving.set()
         try:
-            self._httpd.serve_forever(poll_interval=0.25)
+            self._heads.run()
         finally:
             self._serving.clear()
 
@@ -279,12 +247,57 @@ class EmbeddedServer:
         begin = getattr(self.app, "begin_shutdown", None)
         if begin is not None:
             begin()
-        if self._serving.is_set():
-            self._httpd.shutdown()
+        self._heads.stop()
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._wait_for_streams()
+
+    # -- on the head reader's thread ---------------------------------------------------------------
+    def _on_head(self, sock: socket.socket, client_address: Any, head: bytes, state: Head) -> None:
+        """A complete head gets a thread of its own, unless max_connections are busy (503)."""
+        if state is not Head.COMPLETE:
+            log.debug("refused %s: %s", client_address, state.value)
+            self._refuse(sock, 414 if state is Head.LINE_TOO_LONG else 431)
+            return
+        with self._active_lock:
+            full = self._active >= self.max_connections
+            if not full:
+                self._active += 1
+        if full:
+            log.warning("request refused: %d requests in progress (max_connections)",
+                        self.max_connections)
+            self._refuse(sock, 503, [("Retry-After", str(self._httpd.retry_after_s))])
+            return
+        try:
+            threading.Thread(target=self._serve, args=(sock, client_address, head),
+                             name="gpuflow-request", daemon=True).start()
+        except RuntimeError:  # no thread to be had: answer as if full
+            self._release()
+            self._refuse(sock, 503, [("Retry-After", str(self._httpd.retry_after_s))])
+
+    def _refuse(self, sock: socket.socket, code: int,
+                extra: list[tuple[str, str]] | None = None) -> None:
+        """A short answer written without blocking (it fits a socket buffer), then closed."""
+        try:
+            sock.send(plain_error(code, _reason(code), "HTTP/1.0", extra=extra or []))
+        except OSError:
+            pass
+        self._httpd.shutdown_request(sock)
+
+    # -- on a request's thread ---------------------------------------------------------------------
+    def _serve(self, sock: socket.socket, client_address: Any, head: bytes) -> None:
+        try:
+            _Handler(sock, client_address, self._httpd, head)
+        except Exception:
+            log.debug("connection from %s ended with an error", client_address, exc_info=True)
+        finally:
+            self._httpd.shutdown_request(sock)
+            self._release()
+
+    def _release(self) -> None:
+        with self._active_lock:
+            self._active -= 1
 
     def _wait_for_streams(self) -> None:
         slots = getattr(getattr(self.app, "state", None), "slots", None)

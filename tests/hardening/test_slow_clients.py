@@ -7,8 +7,9 @@
   been full for ``send_timeout_s``, and its stream slot comes back.
 * Dropping many of them at once does not stall gunicorn's main thread (its graceful close
   lingers in the pool thread instead).
-* The embedded server holds at most ``max_connections`` connections and answers the next one
-  503 with Retry-After; its thread count stays bounded.
+* The embedded server reads request heads without a thread (a stalled head holds none), serves
+  at most ``max_connections`` requests at once and answers the next one 503 with Retry-After;
+  its thread count stays bounded.
 """
 
 from __future__ import annotations
@@ -146,23 +147,47 @@ def embedded():
     server.shutdown()
 
 
-def test_embedded_stalled_heads_are_dropped_and_connections_capped(embedded):
+def test_embedded_stalled_heads_hold_no_thread_and_are_dropped(embedded):
     port = embedded.port
-    socks = half_requests(port, 12)
+    socks = half_requests(port, 12)  # as many as max_connections: none of them takes one
     try:
-        assert wait_for(lambda: embedded.active_connections == 12, 3)
-        extra = socket.create_connection(("127.0.0.1", port), timeout=5)
-        head = extra.recv(4096)
-        extra.close()
-        assert head.startswith(b"HTTP/1.0 503 ")
-        assert b"\r\nRetry-After: 5\r\n" in head and b"nosniff" in head
+        assert wait_for(lambda: embedded.pending_connections == 12, 3)
+        assert embedded.active_connections == 0
+        assert one(port, get("/healthz", "127.0.0.1")).status == 200
         waits = [closed_by_server(s, 5) for s in socks]
         assert all(w is not None and w < 3 for w in waits), waits
     finally:
         for s in socks:
             s.close()
-    assert wait_for(lambda: embedded.active_connections == 0, 3)
+    assert wait_for(lambda: embedded.pending_connections == 0, 3)
     assert one(port, get("/healthz", "127.0.0.1")).status == 200
+
+
+def test_embedded_requests_in_progress_are_capped_with_503():
+    board = SnapshotBoard()
+    board.publish(make_snapshot(1))
+    app = create_app(board, settings=AppSettings(max_streams=4, header_timeout_s=1.0))
+    server = EmbeddedServer(app, "127.0.0.1", 0, max_connections=4)
+    server.serve_in_thread()
+    streams = []
+    try:
+        for _ in range(4):  # four open streams: four requests in progress
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            s.sendall(HALF + b"\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.0 200 ")
+            streams.append(s)
+        assert server.active_connections == 4
+        extra = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        extra.sendall(get("/healthz", "127.0.0.1"))
+        head = extra.recv(4096)
+        extra.close()
+        assert head.startswith(b"HTTP/1.0 503 ")
+        assert b"\r\nRetry-After: 5\r\n" in head and b"nosniff" in head
+    finally:
+        for s in streams:
+            s.close()
+        server.shutdown()
+    assert server.active_connections == 0
 
 
 def test_embedded_never_readers_are_dropped_and_the_cap_answers_503(embedded):
