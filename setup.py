@@ -24,7 +24,8 @@ if REQUIRE and DISABLE:
     sys.exit("GPUFLOW_REQUIRE_EXTENSIONS and GPUFLOW_DISABLE_EXTENSIONS are both set")
 
 INJECT_SOURCES = ["cupti_src/gpuflow_inject.c", "cupti_src/activity.c", "cupti_src/flusher.c",
-                  "cupti_src/cupti_loader.c", "cupti_src/buffer_pool.c", "cupti_src/ring_producer.c"]
+                  "cupti_src/cupti_loader.c", "cupti_src/buffer_pool.c", "cupti_src/ring_producer.c",
+                  "cupti_src/ring_handover.c"]
 INJECT_OUTPUT = "gpuflow/collectors/cupti/libgpuflow_inject.so"
 INJECT_VERSION_SCRIPT = "cupti_src/exports.map"
 

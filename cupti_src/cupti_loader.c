@@ -81,7 +81,7 @@ static void *open_cupti(gf_cupti *c, const char *env_path, char *why, size_t why
 uint32_t gf_cupti_load(gf_cupti *c, char *detail, size_t detail_len)
 {
     memset(c, 0, sizeof *c);
-    c->handle = open_cupti(c, getenv("GPUFLOW_CUPTI_PATH"), detail, detail_len);
+    c->handle = open_cupti(c, secure_getenv("GPUFLOW_CUPTI_PATH"), detail, detail_len);
     if (!c->handle)
         return GPUFLOW_STATUS_CUPTI_MISSING;
     REQUIRE(GetVersion, "cuptiGetVersion");

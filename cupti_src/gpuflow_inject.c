@@ -4,12 +4,15 @@
  * callback, the exit flush and the fork handler.
  *
  * Constraints (docs/inject.md: "Environment", "What InitializeInjection does", "fork and exec",
- * "Guarantees and non-goals"): inert unless GPUFLOW_SESSION is set; libcupti is dlopen'ed, never
+ * "Guarantees and non-goals"): inert unless GPUFLOW_RING_SOCKET is set and an agent of this user
+ * takes the ring there (otherwise the program runs untraced, at no cost); settings are read with
+ * secure_getenv, so a setuid or setgid program is never traced; libcupti is dlopen'ed, never
  * linked; no CUDA runtime/driver call here; InitializeInjection always returns 1 (a tracing
  * failure must not fail cuInit); never exit(), abort() or crash the host program — every failure
- * becomes the ring's status and detail, and the program runs on untouched. One ring per process.
- * A child forked without exec goes inert. Nothing is unlinked at exit: the consumer removes the
- * segment once it has drained it.
+ * becomes the ring's status and detail, and the program runs on untouched. One ring per process,
+ * handed to the agent once; the connection stays open until the process ends, which is how the
+ * agent learns that it ended. A child forked without exec goes inert and lets go of the
+ * connection.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,9 +25,11 @@
 
 #include "buffer_pool.h"
 #include "inject_state.h"
+#include "ring_handover.h"
 
 #define GF_EXPORT __attribute__((visibility("default")))
 #define GF_DEVICE_BUFFER_POOL_LIMIT 16u
+#define GF_HANDOVER_WAIT_MS 100u /* the most InitializeInjection waits for a busy agent */
 
 gf_state g_gf;
 static int g_once;
@@ -120,9 +125,14 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
 
 static void on_fork_child(void)
 {
-    /* The child has our mapping and atexit handler but not our threads: stay out of both. */
+    /* The child has our mapping and atexit handler but not our threads: stay out of both. And let
+     * go of the connection to the agent: its end must mean that this process ended. */
     g_gf.child = 1;
     g_gf.collecting = 0;
+    if (g_gf.conn >= 0) {
+        close(g_gf.conn);
+        g_gf.conn = -1;
+    }
 }
 
 static void on_exit_flush(void)
@@ -275,7 +285,7 @@ static uint32_t start_collection(char *detail, size_t len)
      * another CUPTI than the one in use (PyTorch brings its own), NVTX would load a second copy
      * whose stream names never reach our subscriber: point it at ours. Replacing an existing
      * variable swaps one pointer in environ (glibc), so a concurrent getenv stays safe. */
-    const char *nvtx = getenv("NVTX_INJECTION64_PATH");
+    const char *nvtx = secure_getenv("NVTX_INJECTION64_PATH");
     const char *nvtx_note = "";
     if (!nvtx || !*nvtx)
         nvtx_note = "; NVTX_INJECTION64_PATH unset: no stream names";
@@ -297,30 +307,47 @@ static uint32_t start_collection(char *detail, size_t len)
     return GPUFLOW_STATUS_OK;
 }
 
-GF_EXPORT int InitializeInjection(void)
+/* Create the ring and give it to the agent at `socket_path`; 0, or 1 when this process stays
+ * untraced (one line on stderr says why). */
+static int hand_ring_over(const char *socket_path, uint32_t capacity)
 {
-    if (__atomic_exchange_n(&g_once, 1, __ATOMIC_SEQ_CST))
-        return 1; /* once per process */
-    const char *session = getenv("GPUFLOW_SESSION");
-    if (!session || !*session)
-        return 1; /* inherited CUDA_INJECTION64_PATH, not a gpuflow run: stay inert */
-    g_gf.pid = getpid();
-    if (!rp_valid_session(session)) {
-        fprintf(stderr, "gpuflow: GPUFLOW_SESSION is not a valid session id; not tracing\n");
-        return 1;
-    }
-    g_gf.flush_ms = parse_ms(getenv("GPUFLOW_FLUSH_MS"), GF_DEFAULT_FLUSH_MS, GF_MIN_FLUSH_MS,
-                             GF_MAX_FLUSH_MS);
-    g_gf.ab_period_ms = parse_ms(getenv("GPUFLOW_AB_PERIOD_MS"), 0, GF_MIN_AB_PERIOD_MS,
-                                 GF_MAX_AB_PERIOD_MS);
-    uint32_t capacity = parse_capacity(getenv("GPUFLOW_RING_CAPACITY"));
-    int rc = rp_open(&g_gf.ring, session, (int)g_gf.pid, capacity, RP_OPEN_REPLACE_STALE);
+    int rc = rp_create(&g_gf.ring, (int)g_gf.pid, capacity);
     if (rc != 0) {
         g_gf.ring = NULL;
         fprintf(stderr, "gpuflow: cannot create the trace ring (%u records): %s; not tracing\n",
                 capacity, strerror(-rc));
         return 1;
     }
+    int conn = rh_hand_over(rp_fd(g_gf.ring), socket_path, GF_HANDOVER_WAIT_MS);
+    if (conn < 0) {
+        rp_close(g_gf.ring);
+        g_gf.ring = NULL;
+        fprintf(stderr, "gpuflow: no GPUFlow agent takes this process's trace at %s (%s); "
+                        "not tracing\n", socket_path, strerror(-conn));
+        return 1;
+    }
+    g_gf.conn = conn;
+    return 0;
+}
+
+GF_EXPORT int InitializeInjection(void)
+{
+    if (__atomic_exchange_n(&g_once, 1, __ATOMIC_SEQ_CST))
+        return 1; /* once per process */
+    g_gf.conn = -1;
+    /* secure_getenv: a setuid/setgid program gets NULL, so it is never traced into a socket or
+     * with a libcupti that its caller chose */
+    const char *socket_path = secure_getenv("GPUFLOW_RING_SOCKET");
+    if (!socket_path || !*socket_path)
+        return 1; /* inherited CUDA_INJECTION64_PATH, not a gpuflow run: stay inert */
+    g_gf.pid = getpid();
+    g_gf.flush_ms = parse_ms(secure_getenv("GPUFLOW_FLUSH_MS"), GF_DEFAULT_FLUSH_MS,
+                             GF_MIN_FLUSH_MS, GF_MAX_FLUSH_MS);
+    g_gf.ab_period_ms = parse_ms(secure_getenv("GPUFLOW_AB_PERIOD_MS"), 0, GF_MIN_AB_PERIOD_MS,
+                                 GF_MAX_AB_PERIOD_MS);
+    uint32_t capacity = parse_capacity(secure_getenv("GPUFLOW_RING_CAPACITY"));
+    if (hand_ring_over(socket_path, capacity) != 0)
+        return 1;
     rp_set_info(g_gf.ring, 0, g_gf.flush_ms);
     pthread_atfork(NULL, NULL, on_fork_child);
     atexit(on_exit_flush);

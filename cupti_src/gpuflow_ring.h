@@ -2,8 +2,10 @@
  * gpuflow_ring.h — the wire format between the injected collector (libgpuflow_inject.so)
  * and the Cython decoder (gpuflow/collectors/cupti/_ring.pxd includes this file).
  *
- * One POSIX shared-memory segment per traced process, named GPUFLOW_RING_NAME_FMT from the
- * session id and the producer's pid. Layout:
+ * One ring per traced process: an anonymous, sealed memory file (memfd_create; F_SEAL_SHRINK |
+ * F_SEAL_GROW | F_SEAL_SEAL before it is shared, so its size never changes under a mapping) that
+ * has no name anywhere. The producer hands its descriptor to the agent over the agent's Unix
+ * socket (the handover below); nothing else can reach it. Layout:
  *
  *     [ gpuflow_ring_header, padded to GPUFLOW_HEADER_SIZE bytes ]
  *     [ capacity x gpuflow_record (GPUFLOW_RECORD_SIZE bytes each) ]
@@ -41,9 +43,17 @@
 #define GPUFLOW_MIN_CAPACITY    1024u
 #define GPUFLOW_MAX_CAPACITY    (1u << 26)
 
-/* shm_open name: session id (hex, <= 31 chars) and producer pid. */
-#define GPUFLOW_RING_PREFIX     "/gpuflow-"
-#define GPUFLOW_RING_NAME_FMT   "/gpuflow-%s-%d"
+/*
+ * The handover: the producer connects to the agent's SOCK_SEQPACKET Unix socket (its path in
+ * GPUFLOW_RING_SOCKET, inside a directory only the agent's user can enter) and sends exactly one
+ * message: GPUFLOW_HELLO_SIZE bytes, GPUFLOW_HELLO_MAGIC little-endian, with the ring's
+ * descriptor attached (SCM_RIGHTS). It keeps the connection open for as long as it lives; the
+ * agent takes the connection's end (the kernel closes it when the process dies) as the producer's
+ * end. The agent identifies the producer by the connection's peer credentials (SO_PEERCRED),
+ * never by anything in the ring.
+ */
+#define GPUFLOW_HELLO_MAGIC     0x314f444e48465047ULL /* "GPFHNDO1" read little-endian */
+#define GPUFLOW_HELLO_SIZE      8u
 
 /* Record types (gpuflow_record.type). 0 is never a valid type (a zeroed slot is torn). */
 enum gpuflow_record_type {

@@ -16,7 +16,7 @@
 #include "cupti_loader.h"
 #include "ring_producer.h"
 
-#define GF_DEFAULT_CAPACITY (1u << 18) /* 256 Ki records = 16 MiB + 4 KiB of /dev/shm */
+#define GF_DEFAULT_CAPACITY (1u << 18) /* 256 Ki records = 16 MiB + 4 KiB of memory */
 #define GF_DEFAULT_FLUSH_MS 50u
 #define GF_MIN_FLUSH_MS     5u
 #define GF_MAX_FLUSH_MS     10000u
@@ -27,6 +27,7 @@
 typedef struct gf_state {
     pid_t pid;                    /* owner: every hook checks it (fork without exec) */
     rp_ring *ring;
+    int conn;                     /* the connection to the agent, open until the process ends */
     gf_cupti cupti;
     CUpti_SubscriberHandle sub;
     uint32_t flush_ms;

@@ -1,5 +1,5 @@
 /*
- * ring_producer.c — producer side of the GPUFlow ring: segment creation, record publication,
+ * ring_producer.c — producer side of the GPUFlow ring: creation (a sealed memfd), record publication,
  * drop accounting and name interning. See ring_producer.h for the rules it keeps; the wire
  * format is gpuflow_ring.h. Plain C11 + POSIX, no dependency beyond libc/librt/libpthread.
  */
@@ -16,8 +16,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define RP_NAME_BUF 64
 
 /* One interned name; its id is its index + 1. */
 typedef struct rp_name_entry {
@@ -58,7 +56,7 @@ struct rp_ring {
     uint64_t buffers;
     uint64_t translate_ns;
     int frozen;
-    char name[RP_NAME_BUF];
+    int fd;              /* the ring's memory file */
     rp_name_entry *names;
     uint32_t n_names;
     uint32_t names_cap;
@@ -100,21 +98,6 @@ static uint64_t mix64(uint64_t x)
 static void store_u64(volatile uint64_t *p, uint64_t v)
 {
     __atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-
-int rp_valid_session(const char *session)
-{
-    if (!session || !session[0])
-        return 0;
-    size_t n = 0;
-    for (const char *p = session; *p; p++, n++) {
-        char c = *p;
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '_' || c == '-';
-        if (!ok || n + 1 >= GPUFLOW_SESSION_MAX)
-            return 0;
-    }
-    return 1;
 }
 
 static int valid_capacity(uint32_t c)
@@ -321,78 +304,83 @@ static void write_chunks(rp_ring *r, uint64_t at, uint32_t id, const rp_name_ent
 /* ------------------------------------------------------------------------------------------ */
 /* open / close                                                                               */
 
-int rp_open(rp_ring **out, const char *session, int pid, uint32_t capacity, unsigned flags)
+/* The memory file behind a ring: sized, its memory reserved, then sealed so that its size can never
+ * change under a consumer's mapping (a shrink would turn the consumer's next read into SIGBUS). */
+static int make_memfd(size_t size, int *out)
 {
-    if (!out || !rp_valid_session(session) || !valid_capacity(capacity) || pid <= 0)
-        return -EINVAL;
-    *out = NULL;
-    rp_ring *r = calloc(1, sizeof *r);
-    if (!r)
-        return -ENOMEM;
-    snprintf(r->name, sizeof r->name, GPUFLOW_RING_NAME_FMT, session, pid);
-
-    int fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST && (flags & RP_OPEN_REPLACE_STALE)) {
-        shm_unlink(r->name);
-        fd = shm_open(r->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    }
-    if (fd < 0) {
-        int e = errno;
-        free(r);
-        return -e;
-    }
-    size_t size = rp_segment_size(capacity);
+    int fd = memfd_create("gpuflow-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return errno;
     int err = 0;
     if (ftruncate(fd, (off_t)size) != 0)
         err = errno;
     if (!err)
         err = posix_fallocate(fd, 0, (off_t)size); /* returns the error number itself */
+    if (!err && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        err = errno;
+    if (err) {
+        close(fd);
+        return err;
+    }
+    *out = fd;
+    return 0;
+}
+
+int rp_create(rp_ring **out, int pid, uint32_t capacity)
+{
+    if (!out || !valid_capacity(capacity) || pid <= 0)
+        return -EINVAL;
+    *out = NULL;
+    rp_ring *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    size_t size = rp_segment_size(capacity);
+    int fd = -1;
+    int err = make_memfd(size, &fd);
     void *base = MAP_FAILED;
     if (!err) {
         base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (base == MAP_FAILED)
             err = errno;
     }
-    close(fd);
+    if (!err && pthread_mutex_init(&r->lock, NULL) != 0) {
+        munmap(base, size);
+        err = ENOMEM;
+    }
     if (err) {
-        shm_unlink(r->name);
+        if (fd >= 0)
+            close(fd);
         free(r);
         return -err;
     }
-    if (pthread_mutex_init(&r->lock, NULL) != 0) {
-        munmap(base, size);
-        shm_unlink(r->name);
-        free(r);
-        return -ENOMEM;
-    }
+    r->fd = fd;
     r->hdr = (gpuflow_ring_header *)base;
     r->recs = (gpuflow_record *)((char *)base + GPUFLOW_HEADER_SIZE);
     r->map_size = size;
     r->capacity = capacity;
     r->mask = capacity - 1;
 
-    gpuflow_ring_header *h = r->hdr; /* a fresh segment reads as zeros */
+    gpuflow_ring_header *h = r->hdr; /* a fresh memory file reads as zeros */
     h->version = GPUFLOW_RING_VERSION;
     h->header_size = GPUFLOW_HEADER_SIZE;
     h->record_size = GPUFLOW_RECORD_SIZE;
     h->capacity = capacity;
     h->producer_pid = pid;
     h->status = GPUFLOW_STATUS_STARTING;
-    snprintf(h->session, sizeof h->session, "%s", session);
     h->started_wall_ns = (int64_t)wall_ns();
     __atomic_store_n(&h->magic, GPUFLOW_RING_MAGIC, __ATOMIC_RELEASE); /* last */
     *out = r;
     return 0;
 }
 
-int rp_close(rp_ring *r, int unlink_segment)
+int rp_close(rp_ring *r)
 {
     if (!r)
         return -EINVAL;
     int rc = 0;
     if (munmap(r->hdr, r->map_size) != 0)
         rc = -errno;
-    if (unlink_segment && shm_unlink(r->name) != 0 && rc == 0)
+    if (close(r->fd) != 0 && rc == 0)
         rc = -errno;
     for (uint32_t i = 0; i < r->n_names; i++)
         free(r->names[i].text);
@@ -404,9 +392,9 @@ int rp_close(rp_ring *r, int unlink_segment)
     return rc;
 }
 
-const char *rp_name(const rp_ring *r)
+int rp_fd(const rp_ring *r)
 {
-    return r->name;
+    return r->fd;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -1,5 +1,5 @@
 /*
- * ring_producer.h — the producer side of the GPUFlow shared-memory ring (gpuflow_ring.h).
+ * ring_producer.h — the producer side of the GPUFlow ring (gpuflow_ring.h).
  *
  * Shared by the injected collector (libgpuflow_inject.so) and the test producer that the test
  * suite compiles from the same sources, so the wire format is exercised byte for byte without
@@ -36,9 +36,6 @@ extern "C" {
 
 typedef struct rp_ring rp_ring;
 
-/* rp_open flags */
-#define RP_OPEN_REPLACE_STALE 0x1u /* an existing segment of the same name is unlinked first */
-
 /* Interned-name kinds (a kernel and a stream may share a text but never an id). */
 enum rp_name_kind {
     RP_NAME_NONE   = 0,
@@ -46,26 +43,25 @@ enum rp_name_kind {
     RP_NAME_STREAM = 2  /* NVTX stream name: NAME_CHUNK with FLAG_NAME_STREAM */
 };
 
-/* Session ids: 1..GPUFLOW_SESSION_MAX-1 characters of [A-Za-z0-9_-]. */
-int rp_valid_session(const char *session);
-
-/* Size in bytes of a segment holding `capacity` records. */
+/* Size in bytes of a ring holding `capacity` records. */
 size_t rp_segment_size(uint32_t capacity);
 
 /*
- * Create GPUFLOW_RING_NAME_FMT(session, pid) with O_CREAT|O_EXCL and mode 0600, reserve its
- * space (ftruncate + posix_fallocate, so a full /dev/shm fails here and not with SIGBUS later),
- * map it, fill the header and write the magic last (release). Status starts as STARTING.
+ * Create a ring for producer `pid`: an anonymous memory file (memfd_create, close-on-exec), sized
+ * and its memory reserved (ftruncate + posix_fallocate, so a memory limit fails here and not with
+ * SIGBUS later), sealed against shrinking and growing and against further seals, mapped, its
+ * header filled and its magic written last (release). Status starts as STARTING. Nothing names
+ * it: hand its descriptor (rp_fd) to the agent (ring_handover.h).
  * capacity: a power of two in [GPUFLOW_MIN_CAPACITY, GPUFLOW_MAX_CAPACITY].
- * Returns 0 and *out, or -errno (-EINVAL for a bad session or capacity, -EEXIST, -ENOSPC, ...).
+ * Returns 0 and *out, or -errno (-EINVAL for a bad capacity or pid, -ENOMEM, -ENOSPC, ...).
  */
-int rp_open(rp_ring **out, const char *session, int pid, uint32_t capacity, unsigned flags);
+int rp_create(rp_ring **out, int pid, uint32_t capacity);
 
-/* Unmap and free; with unlink_segment, also shm_unlink the name. Returns 0 or -errno. */
-int rp_close(rp_ring *r, int unlink_segment);
+/* Unmap, close the descriptor and free. Returns 0 or -errno. */
+int rp_close(rp_ring *r);
 
-/* The segment's shm name ("/gpuflow-<session>-<pid>"). */
-const char *rp_name(const rp_ring *r);
+/* The ring's memory file descriptor (close-on-exec; owned by the ring until rp_close). */
+int rp_fd(const rp_ring *r);
 
 /*
  * Push one record. For KERNEL, STREAM_NAME and DEVICE records `name` (may be NULL: name id 0)

@@ -9,8 +9,8 @@
  *   floor   — the floor's buffer handling: aligned_alloc a 1 MiB buffer on request; on
  *             completion walk its records, count them by kind, free it;
  *   gpuflow — libgpuflow_inject.so's own activity.c and buffer_pool.c, unmodified: a pooled
- *             buffer on request; on completion translate every record into a real shared-memory
- *             ring (ring_producer.c: interned names, compact records, release-store publish)
+ *             buffer on request; on completion translate every record into a real ring
+ *             (ring_producer.c: interned names, compact records, release-store publish)
  *             and re-zero the buffer for the pool (the flusher thread's work, or the completion
  *             callback's when no flusher runs);
  * while a consumer thread drains the ring as the agent does (reads every published slot,
@@ -20,6 +20,11 @@
  * (the same framing the test suite's fake libcupti uses, read by a stand-in for
  * cuptiActivityGetNextRecord in both modes); rounds alternate which mode goes first. Every record
  * must reach the ring and the consumer, or the run fails.
+ *
+ * The ring is made the way the library being measured makes it: a sealed memory file (rp_create),
+ * or, built against a library from before the ring handover (its gpuflow_ring.h still names rings:
+ * GPUFLOW_RING_NAME_FMT), a named shared-memory segment, so that --baseline-src can measure a
+ * version from either side of that change.
  *
  * Usage: inject_cost ROUNDS BUFFERS_PER_ROUND NAMES
  * Prints per round `round=<i> floor_ns=<x> gpuflow_ns=<y>` (per record), then
@@ -248,26 +253,36 @@ int main(int argc, char **argv)
                  i);
     }
 
+    rp_ring *ring;
+#ifdef GPUFLOW_RING_NAME_FMT /* a library from before the handover: a named /dev/shm segment */
     char session[32];
     snprintf(session, sizeof session, "cost%d", (int)getpid());
-    rp_ring *ring;
     int rc = rp_open(&ring, session, getpid(), GF_DEFAULT_CAPACITY, RP_OPEN_REPLACE_STALE);
+#define RING_CLOSE(r) rp_close((r), 1)
+#define RING_FD(r) shm_open(rp_name(r), O_RDWR, 0)
+#else
+    int rc = rp_create(&ring, getpid(), GF_DEFAULT_CAPACITY);
+#define RING_CLOSE(r) rp_close(r)
+#define RING_FD(r) dup(rp_fd(r))
+#endif
     if (rc != 0) {
-        fprintf(stderr, "inject_cost: cannot open a ring in /dev/shm (%s)\n", strerror(-rc));
+        fprintf(stderr, "inject_cost: cannot create a ring (%s)\n", strerror(-rc));
         return 1;
     }
     if ((rc = gf_pool_init()) != 0) {
         fprintf(stderr, "inject_cost: cannot reserve the buffer pool (%s)\n", strerror(-rc));
-        rp_close(ring, 1);
+        RING_CLOSE(ring);
         return 1;
     }
-    int fd = shm_open(rp_name(ring), O_RDWR, 0);
+    int fd = RING_FD(ring); /* the consumer's own mapping, as the agent's */
     void *map = fd >= 0 ? mmap(NULL, rp_segment_size(GF_DEFAULT_CAPACITY), PROT_READ | PROT_WRITE,
                                MAP_SHARED, fd, 0)
                         : MAP_FAILED;
+    if (fd >= 0)
+        close(fd);
     if (map == MAP_FAILED) {
         fprintf(stderr, "inject_cost: cannot map the ring as its consumer\n");
-        rp_close(ring, 1);
+        RING_CLOSE(ring);
         return 1;
     }
     g_hdr = map;
@@ -328,7 +343,7 @@ int main(int argc, char **argv)
            "ring_records=%llu dropped=%llu names=%u self_reported_ns_per_record=%.2f\n",
            total_g, mf, mg, mg / mf, (unsigned long long)published, (unsigned long long)dropped,
            names, self_ns);
-    rp_close(ring, 1);
+    RING_CLOSE(ring);
     if (!ok) {
         fprintf(stderr, "inject_cost: records lost: %llu expected in the ring, %llu published, "
                 "%llu consumed, %llu dropped, %u of %u names\n", (unsigned long long)expected,

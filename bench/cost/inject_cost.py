@@ -27,8 +27,9 @@ Usage: python bench/cost/inject_cost.py [--rounds 21] [--buffers 2] [--names 40]
 Last line: ``floor_ns_per_record=<f> gpuflow_ns_per_record=<g> ratio=<g/f> extra_ns_per_record=<g-f>
 extra_pct_of_launch=<(g-f)/per-launch>``.
 
-Constraints: needs a C compiler, the CUDA headers (cupti_activity.h; CUDA_HOME or the
-conventional toolkit location) and /dev/shm; no GPU, no driver.
+Constraints: needs a C compiler and the CUDA headers (cupti_activity.h; CUDA_HOME or the
+conventional toolkit location); no GPU, no driver. A baseline from before the ring handover
+(named /dev/shm segments) needs /dev/shm as well.
 """
 
 from __future__ import annotations

@@ -89,12 +89,13 @@ def test_sigterm_and_sigint_to_gpuflow_are_forwarded_to_the_child(injection_buil
 def test_child_gets_the_injection_environment(injection_built):
     result = run(sys.executable, "-c",
                  "import os; print(os.environ['CUDA_INJECTION64_PATH']); print(os.environ['NVTX_INJECTION64_PATH']);"
-                 "print(os.environ['GPUFLOW_SESSION']); print(os.environ['GPUFLOW_RING_CAPACITY'])")
+                 "print(os.environ['GPUFLOW_RING_SOCKET']); print(os.environ['GPUFLOW_RING_CAPACITY'])")
     assert result.returncode == 0, result.stderr
-    inject, nvtx, session, capacity = result.stdout.split()
+    inject, nvtx, ring_socket, capacity = result.stdout.split()
     assert inject == str(injection_built.inject_library)
     assert nvtx == str(injection_built.cupti_library)
-    assert len(session) == 16 and int(session, 16) >= 0
+    assert ring_socket.endswith("/ring.sock") and os.path.basename(os.path.dirname(ring_socket)).startswith("gpuflow-")
+    assert not os.path.exists(os.path.dirname(ring_socket))   # the agent removed it when it stopped
     assert capacity == "65536"
 
 

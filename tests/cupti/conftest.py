@@ -6,8 +6,11 @@ and is skipped when the extension is not built — unless it is required (GPUFLO
 or CI=true), where it fails instead.
 
 Rings are written by tests/support/ringproducer.py, the producer compiled from the same C sources as
-libgpuflow_inject.so, so the wire format is exercised byte for byte. Each test gets its own session
-id; every ring a test creates is unlinked afterwards.
+libgpuflow_inject.so, so the wire format and the handover are exercised byte for byte. Each test
+gets its own session id and its own ring socket, in a private directory (what ``gpuflow run``
+makes); a traced process is a courier (tests/support/ring_courier.c) that hands a test's ring over
+from a pid of its own and exits or dies when the test says so. Everything a test creates is
+closed afterwards.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import mmap
 import os
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from ringproducer import RingProducer, build_producer
+from ringproducer import Courier, RingProducer, build_producer
 
 from gpuflow.collectors.cupti import decoder as decoder_mod
 from gpuflow.collectors.cupti.collector import CuptiCollector
+from gpuflow.collectors.cupti.handover import RingSocket, plan_private_directory
 
 #: the wall clock the collector tests' collectors read (ns since the epoch)
 WALL0 = 1_764_000_000_000_000_000
@@ -80,39 +85,61 @@ def fake_pid() -> int:
 
 
 class Rings:
-    """Creates rings (producer + mapping) and removes every one of them afterwards."""
+    """Creates rings (producer + mapping), couriers and a ring socket, and closes all of them
+    afterwards. The socket goes to the collector the test makes (which closes it when it stops)."""
 
     def __init__(self, lib: str, session: str) -> None:
         self.lib = lib
         self.session = session
+        self.socket = RingSocket.in_private_directory(plan_private_directory(os.environ))
         self._producers: list[RingProducer] = []
-        self._maps: list[tuple[int, mmap.mmap]] = []
+        self._couriers: list[Courier] = []
+        self._maps: list[mmap.mmap] = []
 
-    def producer(self, pid: int | None = None, capacity: int = 1024, session: str | None = None) -> RingProducer:
-        p = RingProducer(self.lib, session or self.session, fake_pid() if pid is None else pid, capacity)
+    @property
+    def socket_path(self) -> Path:
+        return self.socket.path
+
+    def producer(self, pid: int | None = None, capacity: int = 1024) -> RingProducer:
+        p = RingProducer(self.lib, fake_pid() if pid is None else pid, capacity)
         self._producers.append(p)
         return p
 
+    def courier(self, producer: RingProducer) -> Courier:
+        """A traced process: a process of its own hands ``producer``'s ring over, and lives on."""
+        c = Courier(self.lib, producer, self.socket_path)
+        self._couriers.append(c)
+        return c
+
+    def traced(self, capacity: int = 1024) -> tuple[RingProducer, Courier]:
+        """A ring, handed over by a courier whose pid its header names too."""
+        p = self.producer(pid=os.getpid(), capacity=capacity)
+        return p, self.courier(p)
+
+    def gone(self, producer: RingProducer, status: int = 0) -> int:
+        """Hand ``producer``'s ring over from a process that exits at once; its pid."""
+        c = self.courier(producer)
+        c.exit(status)
+        return c.pid
+
     def mapping(self, producer: RingProducer) -> mmap.mmap:
         """The consumer's read-write mapping of a producer's ring."""
-        fd = os.open(f"/dev/shm{producer.name}", os.O_RDWR)
-        mm = mmap.mmap(fd, 0)
-        self._maps.append((fd, mm))
+        mm = mmap.mmap(producer.fd, 0)
+        self._maps.append(mm)
         return mm
 
     def cleanup(self) -> None:
-        for fd, mm in self._maps:
+        for mm in self._maps:
             try:
                 mm.close()
             except BufferError:  # a decoder still holds it; the test's fault, but clean up anyway
                 pass
-            os.close(fd)
+        for c in self._couriers:
+            if c.running():
+                c.kill()
         for p in self._producers:
-            p.close(unlink=False)
-            try:
-                os.unlink(f"/dev/shm{p.name}")
-            except FileNotFoundError:
-                pass
+            p.close()
+        self.socket.close()   # idempotent: a collector may have closed it
 
 
 @pytest.fixture
@@ -157,7 +184,8 @@ def collector_factory(decoder_impl, rings):
 
     def make(**kw) -> CuptiCollector:
         notes = kw.pop("notes", None)
-        c = CuptiCollector(rings.session, (lambda: notes.append(1)) if notes is not None else (lambda: None),
+        c = CuptiCollector(rings.session, rings.socket,
+                           (lambda: notes.append(1)) if notes is not None else (lambda: None),
                            decoder_class=decoder_impl.cls, clock_ns=lambda: WALL0 + 50_000_000, **kw)
         made.append(c)
         return c

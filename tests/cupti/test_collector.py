@@ -1,55 +1,19 @@
-"""The CUPTI collector: discovery, draining, exit handling, truncation, cleanup, the end-of-run summary.
+"""The CUPTI collector: taking handed-over rings, draining, exit handling, truncation, release, the
+end-of-run summary.
 
-Traced processes are real child processes (so liveness is real); their rings are written by the
-compiled test producer under the child's pid. Most tests drive ``poll()`` by hand; a few run the
-drain thread.
+Traced processes are real processes (couriers, tests/support/ring_courier.c: each hands a ring the
+test writes over from a pid of its own, then exits with a status or is killed), so the end of a
+process is the end of its connection, as for a traced program. Most tests drive ``poll()`` by
+hand; a few run the drain thread.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-import pytest
-
-from gpuflow.collectors.cupti import rings as R
 from gpuflow.cli.summary import NO_CUDA, format_summary
 
-from .conftest import WALL0, fake_pid
-
-
-class Child:
-    """A process that stands in for a traced program: runs until told to exit with a status."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(int(sys.stdin.readline()))"],
-                                     stdin=subprocess.PIPE, text=True)
-        self.pid = self.proc.pid
-
-    def exit(self, status: int) -> int:
-        self.proc.communicate(f"{status}\n", timeout=10)
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
-@pytest.fixture
-def children():
-    made: list[Child] = []
-
-    def make() -> Child:
-        c = Child()
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        if c.proc.poll() is None:
-            c.kill()
+from .conftest import WALL0
 
 
 def fill(p, n=3):
@@ -72,9 +36,8 @@ def poll_until(collector, predicate, timeout=30.0):
     raise AssertionError(f"condition not met; last part {collector.part()}")
 
 
-def test_a_running_process_is_discovered_and_drained(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid)
+def test_a_running_process_is_taken_and_drained(collector_factory, rings):
+    p, child = rings.traced()
     fill(p)
     notes: list[int] = []
     c = collector_factory(notes=notes)
@@ -82,7 +45,7 @@ def test_a_running_process_is_discovered_and_drained(collector_factory, rings, c
     (t,) = part.traced
     assert (t.pid, t.session, t.state, t.cupti_status, t.truncated, t.exit_status) == (
         child.pid, rings.session, "running", "ok", False, None)
-    assert t.name == "python" or t.name.startswith("python")
+    assert t.name == "ring_courier"   # the peer's /proc/<pid>/comm, not anything in the ring
     assert t.kernels[0].count == 3 and [l.label for l in t.lanes] == ["default", "compute"]
     assert t.records == p.head and p.tail == p.head  # the consumer stored tail in the ring
     assert notes
@@ -97,9 +60,8 @@ def test_a_running_process_is_discovered_and_drained(collector_factory, rings, c
     assert c.saw_cuda
 
 
-def test_a_clean_exit_is_final_unlinked_and_keeps_its_figures(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid)
+def test_a_clean_exit_is_final_and_keeps_its_figures(collector_factory, rings):
+    p, child = rings.traced()
     fill(p)
     c = collector_factory()
     poll_until(c, lambda part: part.traced)
@@ -110,14 +72,14 @@ def test_a_clean_exit_is_final_unlinked_and_keeps_its_figures(collector_factory,
     part = poll_until(c, lambda part: part.traced[0].state == "exited")
     (t,) = part.traced
     assert (t.state, t.exit_status, t.truncated, t.kernels[0].count) == ("exited", 3, False, 4)
-    assert not R.ring_path(rings.session, child.pid).exists()  # unlinked after the final part
+    p.kernel(0, 1, 13, 4_000_000, 4_000_900, "_Z13attention_fwdPKfPfi")  # no one reads the ring now
+    time.sleep(0.06)
     c.poll()
     assert c.part() is part
 
 
-def test_a_producer_that_died_without_its_exit_flush_is_truncated(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid)
+def test_a_producer_that_died_without_its_exit_flush_is_truncated(collector_factory, rings):
+    p, child = rings.traced()
     fill(p)
     c = collector_factory()
     poll_until(c, lambda part: part.traced)
@@ -125,15 +87,13 @@ def test_a_producer_that_died_without_its_exit_flush_is_truncated(collector_fact
     part = poll_until(c, lambda part: part.traced[0].state == "exited")
     t = part.traced[0]
     assert t.truncated and t.exit_status is None
-    assert not R.ring_path(rings.session, child.pid).exists()
     c.record_exit(child.pid, 137)  # the CLI learns the status after the ring is gone
     part = poll_until(c, lambda part: part.traced[0].exit_status == 137)
     assert part.traced[0].truncated and part.traced[0].kernels[0].count == 3
 
 
-def test_an_exit_status_recorded_before_the_ring_is_seen_is_applied(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid)
+def test_an_exit_status_recorded_before_the_ring_is_seen_is_applied(collector_factory, rings):
+    p, child = rings.traced()
     fill(p)
     p.mark_exited()
     c = collector_factory()
@@ -143,20 +103,19 @@ def test_an_exit_status_recorded_before_the_ring_is_seen_is_applied(collector_fa
     assert part.traced[0].exit_status == 0
 
 
-def test_a_process_gone_before_discovery_is_drained_once_and_cleaned_up(collector_factory, rings):
-    p = rings.producer(pid=fake_pid())
+def test_a_process_gone_before_its_ring_is_taken_is_drained_once(collector_factory, rings):
+    p = rings.producer()
     fill(p, n=5)
     p.mark_exited()
+    pid = rings.gone(p)
     c = collector_factory()
     part = poll_until(c, lambda part: part.traced)
     t = part.traced[0]
-    assert (t.state, t.truncated, t.kernels[0].count, t.name) == ("exited", False, 5, None)
-    assert not R.ring_path(rings.session, p.pid).exists()
+    assert (t.pid, t.state, t.truncated, t.kernels[0].count, t.name) == (pid, "exited", False, 5, None)
 
 
-def test_stop_drains_everything_and_leaves_running_rings_in_place(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid)
+def test_stop_drains_everything_and_leaves_running_programs_alone(collector_factory, rings):
+    p, child = rings.traced()
     fill(p)
     c = collector_factory()
     c.start()
@@ -167,14 +126,13 @@ def test_stop_drains_everything_and_leaves_running_rings_in_place(collector_fact
     t = c.part().traced[0]
     assert {k.mangled: k.count for k in t.kernels} == {"_Z13attention_fwdPKfPfi": 3, "_Z4lastv": 50}
     assert t.state == "running"
-    path = R.ring_path(rings.session, child.pid)
-    assert path.exists()
-    R.MappedRing(path).close()  # the collector released its lock
+    assert not rings.socket_path.exists() and not rings.socket_path.parent.exists()
+    assert p.kernel(0, 1, 13, 6_000_000, 6_000_001, "_Z4lastv")   # the program writes on, unread
+    assert child.running()
 
 
-def test_the_drain_thread_follows_a_busy_ring_without_losing_records(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid, capacity=1024)
+def test_the_drain_thread_follows_a_busy_ring_without_losing_records(collector_factory, rings):
+    p, child = rings.traced(capacity=1024)
     p.set_status(1, "")
     c = collector_factory(drain_interval_s=0.005)
     c.start()
@@ -196,27 +154,28 @@ def test_the_drain_thread_follows_a_busy_ring_without_losing_records(collector_f
     assert t.lanes[0].executions == 5000 and t.lanes[0].spans_elided == 5000 - 512
 
 
-def test_malformed_rings_become_problems_not_crashes(collector_factory, rings, children):
-    bad = rings.producer(pid=fake_pid())
+def test_malformed_rings_become_problems_not_crashes(collector_factory, rings):
+    bad = rings.producer()
     bad.corrupt_header(version=9)
-    corrupt_child = children()
-    corrupt = rings.producer(pid=corrupt_child.pid)
+    bad_pid = rings.courier(bad).pid
+    corrupt, corrupt_child = rings.traced()
     corrupt.push_raw(bytes(64))
-    good = rings.producer(pid=fake_pid())
+    good = rings.producer()
     fill(good)
     good.mark_exited()
+    good_pid = rings.gone(good)
     c = collector_factory()
-    part = poll_until(c, lambda part: len(part.traced) == 2)
+    part = poll_until(c, lambda part: len(part.traced) == 2 and part.problems)
     by_pid = {t.pid: t for t in part.traced}
-    assert by_pid[corrupt_child.pid].truncated and not by_pid[good.pid].truncated
+    assert by_pid[corrupt_child.pid].truncated and not by_pid[good_pid].truncated
     messages = " | ".join(pr.message for pr in part.problems)
-    assert f"pid {bad.pid}: cannot read its ring" in messages and "unsupported ring version 9" in messages
+    assert (f"1 ring handover(s) refused (not_a_ring); the last: pid {bad_pid}: its ring was refused: "
+            "unsupported ring version 9") in messages
     assert f"pid {corrupt_child.pid}: 1 malformed ring records were skipped (1 bad_type)" in messages
 
 
-def test_torn_counters_mid_session_stop_that_ring_only(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid)
+def test_torn_counters_mid_session_stop_that_ring_only(collector_factory, rings):
+    p, child = rings.traced()
     fill(p)
     c = collector_factory()
     poll_until(c, lambda part: part.traced)
@@ -228,45 +187,23 @@ def test_torn_counters_mid_session_stop_that_ring_only(collector_factory, rings,
     child.kill()
     part = poll_until(c, lambda part: part.traced[0].state == "exited")
     assert part.traced[0].truncated and part.traced[0].kernels[0].count == 3
-    assert not R.ring_path(rings.session, child.pid).exists()
-
-
-def test_a_ring_held_by_another_agent_is_reported(collector_factory, rings, children):
-    child = children()
-    p = rings.producer(pid=child.pid)
-    other_agent = R.MappedRing(R.ring_path(rings.session, child.pid))
-    try:
-        c = collector_factory()
-        part = poll_until(c, lambda part: part.problems)
-        assert "another GPUFlow agent" in part.problems[0].message and not part.traced
-    finally:
-        other_agent.close()
-    part = poll_until(c, lambda part: part.traced)
-    assert part.traced[0].pid == p.pid
-
-
-def test_start_sweeps_stale_rings_of_dead_sessions(collector_factory, rings, tmp_path):
-    stale = rings.producer(session=rings.session + "dead", pid=fake_pid())
-    path = Path(f"/dev/shm{stale.name}")
-    c = collector_factory(stale_grace_s=0.0)
-    c.start()
-    assert not path.exists()
 
 
 def test_summary(collector_factory, rings):
     c = collector_factory()
     c.poll()
     assert format_summary(c.part().traced) == NO_CUDA
-    p = rings.producer(pid=fake_pid())
+    p = rings.producer()
     fill(p)
     p.memcpy(0, 1, 7, 5, 0, 2, 1 << 20)  # untimed
     p.kernel(0, 1, 13, 0, 0, "_Z13attention_fwdPKfPfi")  # untimed: counts, but not in the mean
     p.add_cupti_dropped(2)
     p.mark_exited()
-    c.record_exit(p.pid, 130)
+    pid = rings.gone(p)
+    c.record_exit(pid, 130)
     poll_until(c, lambda part: part.traced)
     text = format_summary(c.part().traced)
-    assert f"pid {p.pid} (?): exited with status 130; CUPTI ok;" in text
+    assert f"pid {pid} (?): exited with status 130; CUPTI ok;" in text
     assert "DROPPED: 0 records (ring full), 2 (inside CUPTI)" in text
     assert "4 kernel launches, 1 kernels" in text and "attention_fwd" in text
     assert "         4        1.5 µs        500 ns  attention_fwd" in text  # 1500 ns over 3 timed launches

@@ -7,12 +7,13 @@
   falls every later record is decoded.
 * A producer that dies without its exit flush (SIGKILL, SIGSEGV, SIGABRT, ``os._exit``): the
   records it published are drained one last time, the process is marked truncated, and its ring
-  is unlinked after that final drain — no shared memory left behind.
+  is released after that final drain (its memory goes with the last mapping).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -21,19 +22,21 @@ from pathlib import Path
 import pytest
 
 from gpuflow.cli.summary import format_summary
-from gpuflow.collectors.cupti import rings as R
 from gpuflow.collectors.cupti.collector import CuptiCollector
+from gpuflow.collectors.cupti.handover import RingSocket, plan_private_directory
 from gpuflow.core.snapshot import Snapshot
 
 from child_env import with_support
 
-# A traced program stand-in: creates its own ring under its own pid with the compiled producer,
-# then follows commands from stdin, one per line, answering each with one JSON line.
+# A traced program stand-in: creates its own ring with the compiled producer and hands it over
+# from its own pid, then follows commands from stdin, one per line, answering each with one JSON
+# line.
 PRODUCER = r"""
 import json, os, signal, sys, time
 from ringproducer import RingProducer
-lib, session, capacity = sys.argv[1], sys.argv[2], int(sys.argv[3])
-p = RingProducer(lib, session, os.getpid(), capacity)
+lib, socket_path, capacity = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p = RingProducer(lib, os.getpid(), capacity)
+connection = p.hand_over(socket_path)
 p.set_status(1, "overflow test")
 p.context(0, 1, 7)
 p.clock_sync(1_000, 1_764_000_000_000_000_000)
@@ -69,8 +72,8 @@ for line in sys.stdin:
 
 
 class Producer:
-    def __init__(self, lib: str, session: str, capacity: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", PRODUCER, lib, session, str(capacity)],
+    def __init__(self, lib: str, socket_path: Path, capacity: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", PRODUCER, lib, str(socket_path), str(capacity)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=with_support())
         self.pid = self.proc.pid
 
@@ -87,11 +90,11 @@ class Producer:
 
 
 @pytest.fixture
-def producers(producer_lib, session_id):
+def producers(producer_lib):
     made: list[Producer] = []
 
-    def make(capacity: int = 1024) -> Producer:
-        p = Producer(producer_lib, session_id, capacity)
+    def make(collector: CuptiCollector, capacity: int = 1024) -> Producer:
+        p = Producer(producer_lib, collector.ring_socket.path, capacity)
         made.append(p)
         return p
 
@@ -100,8 +103,6 @@ def producers(producer_lib, session_id):
         if p.proc.poll() is None:
             p.proc.kill()
             p.proc.wait(timeout=10)
-    for leftover in Path("/dev/shm").glob(f"gpuflow-{session_id}-*"):  # only if a test failed
-        leftover.unlink()
 
 
 @pytest.fixture
@@ -109,7 +110,8 @@ def collector(decoder_impl, session_id):
     made: list[CuptiCollector] = []
 
     def make(**kw) -> CuptiCollector:
-        c = CuptiCollector(session_id, decoder_class=decoder_impl.cls, **kw)
+        c = CuptiCollector(session_id, RingSocket.in_private_directory(plan_private_directory(os.environ)),
+                           decoder_class=decoder_impl.cls, **kw)
         made.append(c)
         return c
 
@@ -135,7 +137,7 @@ def counts(t) -> dict[str, int]:
 def test_a_rate_beyond_the_consumer_drops_exactly_reports_it_and_recovers(collector, producers):
     c = collector()
     c.start()  # the real drain thread, every 20 ms
-    p = producers(capacity=1024)
+    p = producers(c, capacity=1024)
     wait_for(c, lambda t: t.records >= 2)
     burst = p.ask("burst 60000")  # ~0.1-0.3 s of ctypes calls: dozens of ring-fulls per drain interval
     assert burst["dropped"] > 0 and burst["written"] + burst["dropped"] == burst["pushed"]
@@ -160,13 +162,12 @@ def test_a_rate_beyond_the_consumer_drops_exactly_reports_it_and_recovers(collec
     snap = Snapshot(seq=1, timestamp=0.0, traced=(t,)).to_json_dict()
     assert (snap["traced"][0]["complete"], snap["traced"][0]["dropped_ring"]) == (False, burst["dropped"])
     assert f"DROPPED: {burst['dropped']} records (ring full)" in format_summary((t,))
-    assert not R.ring_path(c.session, p.pid).exists()
 
 
 def test_overflow_between_two_drains_is_counted_exactly(collector, producers):
     """No drain thread: the consumer is simply not there while the producer overflows it."""
     c = collector()
-    p = producers(capacity=1024)
+    p = producers(c, capacity=1024)
     burst = p.ask("burst 5000")
     assert (burst["written"], burst["dropped"]) == (1024 - 2 - 1, 5000 - 1021)  # 2 setup + 1 name chunk
     c.poll()
@@ -181,11 +182,11 @@ def test_overflow_between_two_drains_is_counted_exactly(collector, producers):
 
 
 @pytest.mark.parametrize("how, status", [("SIGKILL", -9), ("SIGSEGV", -11), ("SIGABRT", -6), ("exit", 3)])
-def test_a_producer_that_dies_without_its_exit_flush_is_truncated_and_its_ring_removed(collector, producers,
+def test_a_producer_that_dies_without_its_exit_flush_is_truncated(collector, producers,
                                                                                          how, status):
     c = collector()
     c.start()
-    p = producers(capacity=4096)
+    p = producers(c, capacity=4096)
     first = p.ask("steady 20 0")
     wait_for(c, lambda t: counts(t).get("_Z6steadyv") == 20)
     second = p.ask("burst 700")  # published just before the death: only the final drain sees them
@@ -198,40 +199,48 @@ def test_a_producer_that_dies_without_its_exit_flush_is_truncated_and_its_ring_r
     assert counts(t) == {"_Z6steadyv": 20, "_Z5burstv": 700} and t.records == died["head"]
     assert first["written"] == 20 and t.complete  # nothing was dropped: truncated, not incomplete
     assert "TRUNCATED" in format_summary((t,))
-    assert not R.ring_path(c.session, p.pid).exists()
-    assert not list(Path("/dev/shm").glob(f"gpuflow-{c.session}-*"))
+    assert ring_mappings() == 0   # released after the final drain
 
 
-def resident_kb(path: Path) -> int:
-    """Rss of this process's mapping of ``path`` (/proc/self/smaps), 0 if not mapped."""
+#: how the memory file of a ring shows in /proc/<pid>/maps (memfd_create's name)
+RING_MAPPING = "/memfd:gpuflow-ring (deleted)"
+
+
+def ring_mappings() -> int:
+    """This process's mappings of rings (the producers here are other processes)."""
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if line.rstrip().endswith(RING_MAPPING))
+
+
+def resident_kb() -> int:
+    """Rss of this process's mappings of rings (/proc/self/smaps), 0 if none."""
     total, inside = 0, False
     with open("/proc/self/smaps") as f:
         for line in f:
             if "-" in line.split(" ", 1)[0] and not line.startswith(("Rss", "Pss")) and ":" not in line.split()[0]:
-                inside = line.rstrip().endswith(str(path))
+                inside = line.rstrip().endswith(RING_MAPPING)
             elif inside and line.startswith("Rss:"):
                 total += int(line.split()[1])
     return total
 
 
 def test_decoded_records_do_not_stay_resident_in_the_agent(collector, producers):
-    """The rings live in /dev/shm; the agent keeps resident only the pages it has not finished
-    reading (plus the header page and what the kernel maps around a fault, 64 KiB by default),
+    """The rings are memory files of their producers; the agent keeps resident only the pages it
+    has not finished reading (plus the header page and what the kernel maps around a fault, 64 KiB by default),
     not every page it ever read: 8 busy rings of the default 16 MiB used to add 128 MB to the
     agent's RSS."""
     c = collector()
-    p = producers(capacity=32768)  # 2 MiB of records
-    path = R.ring_path(c.session, p.pid)
+    p = producers(c, capacity=32768)  # 2 MiB of records
     bound_kb = 256
     for _ in range(3):  # three times round the ring, drained between bursts
         assert p.ask("burst 30000")["dropped"] == 0
         c.poll()
-        assert resident_kb(path) <= bound_kb, resident_kb(path)
+        assert ring_mappings() == 1 and resident_kb() <= bound_kb, resident_kb()
     (t,) = c.part().traced
     assert counts(t) == {"_Z5burstv": 90000} and t.complete
     p.ask("burst 33")  # an unfinished page (64 records to a 4 KiB page) waits for the next drain
     c.poll()
-    assert resident_kb(path) <= bound_kb
+    assert resident_kb() <= bound_kb
     time.sleep(0.06)
     c.poll()
     assert counts(c.part().traced[0]) == {"_Z5burstv": 90033}

@@ -1,115 +1,129 @@
-"""Rings in the shared-memory directory: names, liveness, exclusive mapping, stale-ring sweeping."""
+"""What a handed-over descriptor must be before the agent maps it, and the process name.
+
+Every refusal here is a descriptor a peer could send: none may block (a FIFO is never opened for
+reading, only looked at), none may be mapped unless its size can never change (no SIGBUS), none
+may be believed beyond what its header and its size agree on.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import mmap
 import os
-import shutil
-import subprocess
-import sys
-import time
 
 import pytest
 
 from gpuflow.collectors.cupti import rings as R
-from gpuflow.collectors.cupti.errors import RingFormatError, RingNotReady
+from gpuflow.collectors.cupti.errors import RingFormatError
 
 from .conftest import fake_pid
 
+OURS = frozenset((os.geteuid(), 0))
+RING_BYTES = R.MIN_RING_BYTES
 
-@pytest.mark.parametrize(("filename", "parsed"), [
-    ("gpuflow-9f2c4e1a-4242", ("9f2c4e1a", 4242)),
-    ("gpuflow-my-session_1-17", ("my-session_1", 17)),
-    ("gpuflow-abc-", None), ("gpuflow--12", None), ("gpuflow-abc-12x", None), ("other-abc-12", None),
-    ("gpuflow-" + "a" * 32 + "-1", None), ("gpuflow-a.b-1", None),
+
+def memfd(size: int = RING_BYTES, seals: int = R.REQUIRED_SEALS, *, content: bytes = b"") -> int:
+    fd = os.memfd_create("test-ring", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    if content:
+        os.pwrite(fd, content, 0)
+    if seals:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
+
+
+def ring_bytes(producer) -> bytes:
+    with mmap.mmap(producer.fd, 0, prot=mmap.PROT_READ) as mm:
+        return bytes(mm)
+
+
+def test_a_ring_the_producer_made_is_mapped(rings):
+    p = rings.producer(capacity=2048)
+    p.kernel(0, 1, 13, 10, 20, "_Z1kv")
+    mapped = R.MappedRing(os.dup(p.fd), OURS)
+    assert (mapped.info.capacity, mapped.info.head, mapped.info.tail) == (2048, 2, 0)
+    assert os.fstat(p.fd).st_size == len(mapped.mmap)
+    mapped.close()
+
+
+def test_the_producer_seals_its_ring_before_anyone_sees_it(rings):
+    p = rings.producer()
+    assert fcntl.fcntl(p.fd, fcntl.F_GET_SEALS) & R.REQUIRED_SEALS == R.REQUIRED_SEALS
+    with pytest.raises(PermissionError):
+        os.ftruncate(p.fd, 0)   # the shrink that used to SIGBUS a consumer
+    with pytest.raises(PermissionError):
+        os.ftruncate(p.fd, RING_BYTES * 4)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: os.open(tmp / "fifo", os.O_RDWR | os.O_NONBLOCK) if not os.mkfifo(tmp / "fifo") else -1,
+     "not a regular file but a FIFO"),
+    (lambda tmp: os.open("/dev/zero", os.O_RDWR), "not a regular file but a character device"),
+    (lambda tmp: os.open(tmp, os.O_RDONLY | os.O_DIRECTORY), "not a regular file but a directory"),
+    (lambda tmp: _plain_file(tmp / "ring"), "not a sealable memory file"),
+    (lambda tmp: memfd(seals=0), "not sealed against shrinking, growing and further seals (seals 0x0)"),
+    (lambda tmp: memfd(seals=fcntl.F_SEAL_SHRINK), "not sealed against shrinking, growing"),
+    (lambda tmp: memfd(seals=fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL), "not sealed against shrinking, growing"),
+    (lambda tmp: memfd(RING_BYTES - 64), f"outside [{RING_BYTES},"),
+    (lambda tmp: memfd(R.MAX_RING_BYTES + 4096), f"outside [{RING_BYTES}, {R.MAX_RING_BYTES}]"),
+    (lambda tmp: memfd(0), f"the ring is 0 bytes, outside [{RING_BYTES},"),
 ])
-def test_ring_names(filename, parsed):
-    assert R.parse_ring_name(filename) == parsed
+def test_descriptors_that_are_not_rings_are_refused_without_being_read(tmp_path, make, message):
+    fd = make(tmp_path)
+    with pytest.raises(R.RingRefused, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        R.MappedRing(fd, OURS)
+    with pytest.raises(OSError):
+        os.fstat(fd)   # MappedRing closed it, refused or not
 
 
-def test_ring_path_matches_the_producer(rings):
-    p = rings.producer(pid=4242)
-    assert R.ring_path(rings.session, 4242) == R.SHM_DIR / p.name.lstrip("/")
-    assert R.ring_path(rings.session, 4242).exists()
+def _plain_file(path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.ftruncate(fd, RING_BYTES)
+    return fd
 
 
-def test_list_rings_of_a_session(rings, tmp_path):
-    a, b = rings.producer(pid=fake_pid()), rings.producer(pid=fake_pid())
-    other = rings.producer(session=rings.session + "x")
-    found = R.list_rings(session=rings.session)
-    assert [(r.session, r.pid) for r in found] == [(rings.session, a.pid), (rings.session, b.pid)]
-    assert any(r.pid == other.pid for r in R.list_rings())
-    (tmp_path / "unrelated").write_text("x")
-    assert R.list_rings(tmp_path) == []
-    assert R.list_rings(tmp_path / "missing") == []
+def test_a_ring_of_another_user_is_refused(rings):
+    p = rings.producer()
+    fd = os.dup(p.fd)
+    os.fchown(fd, 65534, 65534)
+    with pytest.raises(R.RingRefused, match="belongs to uid 65534"):
+        R.MappedRing(fd, OURS)
 
 
-def test_pid_alive_treats_zombies_as_gone():
-    assert R.pid_alive(os.getpid())
-    assert not R.pid_alive(fake_pid()) and not R.pid_alive(0)
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    deadline = time.monotonic() + 10
-    while R.pid_alive(child.pid) and time.monotonic() < deadline:  # exits, stays a zombie until waited
-        time.sleep(0.01)
-    assert not R.pid_alive(child.pid)
-    assert child.poll() is not None  # it was indeed a zombie, reaped only now
-    assert not R.pid_alive(child.pid)
+def test_a_read_only_descriptor_is_refused(rings):
+    p = rings.producer()
+    fd = os.open(f"/proc/self/fd/{p.fd}", os.O_RDONLY)
+    with pytest.raises(R.RingRefused, match="not open for reading and writing"):
+        R.MappedRing(fd, OURS)
+
+
+def test_a_ring_sealed_against_writing_cannot_be_mapped_for_the_tail(rings):
+    p = rings.producer()
+    fd = memfd(content=ring_bytes(p), seals=0)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | R.REQUIRED_SEALS)
+    with pytest.raises(PermissionError):
+        R.MappedRing(fd, OURS)
+
+
+def test_a_ring_whose_size_disagrees_with_its_header_is_refused(rings):
+    p = rings.producer(capacity=1024)
+    fd = memfd(RING_BYTES * 2, content=ring_bytes(p))   # sealed, well-formed, but twice as large
+    with pytest.raises(RingFormatError, match=f"is {RING_BYTES * 2} bytes but its header's capacity of "
+                                              f"1024 records needs {RING_BYTES}"):
+        R.MappedRing(fd, OURS)
+
+
+def test_a_ring_whose_header_lies_is_refused(rings):
+    p = rings.producer(capacity=1024)
+    p.corrupt_header(capacity=4096)
+    with pytest.raises(RingFormatError, match="too small for 4096 records"):
+        R.MappedRing(os.dup(p.fd), OURS)
+    p.corrupt_header(capacity=1024, magic=0)
+    with pytest.raises(RingFormatError, match="magic is 0"):
+        R.MappedRing(os.dup(p.fd), OURS)
 
 
 def test_process_name():
     with open(f"/proc/{os.getpid()}/comm") as f:
         assert R.process_name(os.getpid()) == f.read().strip()
     assert R.process_name(fake_pid()) is None
-
-
-def test_a_mapped_ring_has_one_consumer(rings):
-    p = rings.producer()
-    path = R.ring_path(rings.session, p.pid)
-    first = R.MappedRing(path)
-    assert first.info.capacity == 1024 and first.info.producer_pid == p.pid
-    with pytest.raises(R.RingBusy):
-        R.MappedRing(path)
-    first.close()
-    second = R.MappedRing(path)  # the lock went with the first consumer
-    second.unlink()
-    assert not path.exists()
-    second.close()
-    second.unlink()  # already gone: fine
-
-
-def test_mapping_reports_not_ready_and_bad_rings(tmp_path):
-    empty = tmp_path / "gpuflow-s-1"
-    empty.write_bytes(b"")
-    with pytest.raises(RingNotReady):
-        R.MappedRing(empty)
-    junk = tmp_path / "gpuflow-s-2"
-    junk.write_bytes(b"\x01" * 8192)
-    with pytest.raises(RingFormatError, match="bad magic"):
-        R.MappedRing(junk)
-    with pytest.raises(FileNotFoundError):
-        R.MappedRing(tmp_path / "gpuflow-s-3")
-
-
-def _copy_ring(producer, shm_dir, session, pid):
-    dst = shm_dir / f"gpuflow-{session}-{pid}"
-    shutil.copyfile(f"/dev/shm{producer.name}", dst)
-    return dst
-
-
-def test_stale_rings_are_swept_only_when_dead_unheld_and_old(rings, tmp_path):
-    p = rings.producer()
-    dead = _copy_ring(p, tmp_path, "dead", fake_pid())
-    held = _copy_ring(p, tmp_path, "held", fake_pid())
-    alive = _copy_ring(p, tmp_path, "alive", os.getpid())
-    ours = _copy_ring(p, tmp_path, "ours", fake_pid())
-    other = tmp_path / "not-a-ring"
-    other.write_text("x")
-    consumer = R.MappedRing(held)
-    try:
-        later = time.time() + R.STALE_GRACE_S + 1
-        assert R.remove_stale_rings(tmp_path, keep_session="ours") == []  # all too young
-        assert R.remove_stale_rings(tmp_path, keep_session="ours", now=later) == [dead]
-        assert sorted(x.name for x in tmp_path.iterdir()) == sorted(
-            [held.name, alive.name, ours.name, other.name])
-    finally:
-        consumer.close()
-    assert R.remove_stale_rings(tmp_path, keep_session="ours", now=later) == [held]

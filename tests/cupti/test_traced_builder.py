@@ -10,6 +10,7 @@ from gpuflow.collectors.cupti.demangle import AVAILABLE as DEMANGLER
 
 WALL0 = 1_764_000_000_000_000_000  # ns
 CUPTI0 = 5_000_000
+SESSION = "0123456789abcdef"  # the collector names the session; the ring does not
 
 
 @pytest.mark.parametrize(("name", "null", "stream", "label"), [
@@ -20,7 +21,7 @@ def test_lane_label_rule(name, null, stream, label):
 
 
 def build(decoder, builder=None, now_ns=WALL0 + 10_000_000, **kw):
-    builder = builder or TracedBuilder(decoder.producer_pid, decoder.session, decoder.lane_span_cap)
+    builder = builder or TracedBuilder(decoder.producer_pid, SESSION, decoder.lane_span_cap)
     args = {"name": "demo", "state": "running", "exit_status": None, "truncated": False, "now_ns": now_ns}
     args.update(kw)
     return builder, builder.build(decoder, **args)
@@ -42,7 +43,7 @@ def test_a_traced_process_as_the_browser_sees_it(decoder_impl, rings):
     d.drain()
     _, t = build(d)
     assert (t.pid, t.session, t.name, t.state, t.cupti_status, t.truncated) == (
-        p.pid, p.session, "demo", "running", "ok", False)
+        p.pid, SESSION, "demo", "running", "ok", False)
     assert t.records == d.tail and t.complete
     attention = "attention_fwd(float const*, float*, int)" if DEMANGLER else "_Z13attention_fwdPKfPfi"
     assert [(k.name, k.mangled, k.count, k.total_ns, k.min_ns, k.max_ns) for k in t.kernels] == [

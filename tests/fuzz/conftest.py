@@ -6,8 +6,8 @@ required: GPUFLOW_REQUIRE_EXTENSIONS=1 or CI=true). ``twins`` is (compiled, Pyth
 that require both to agree; those tests are marked ``c_extension`` themselves.
 
 Constraints: the fuzz cases build rings in bytearrays (see ringfuzz.py), so these tests need no
-shared memory and no processes — except test_fuzz_twins.py's fixture, which copies rings out of
-/dev/shm from the compiled test producer (gcc).
+ring memory files and no processes — except test_fuzz_twins.py's fixture, which copies rings out
+of the compiled test producer's (gcc).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ exception (type and message), every aggregate, lane, span, name, counter and hea
 Two sources of cases: the long-run fuzzer's generator (ringfuzz.random_case: damaged headers, torn
 counters, producer-shaped streams with mistakes, mangled names, mutated valid rings, wraparound,
 rings published in several steps), driven here by hypothesis for a few hundred cases; and rings
-written by the real compiled producer (tests/support/ringproducer.py), copied out of shared memory
+written by the real compiled producer (tests/support/ringproducer.py), copied out of its memory file
 and then mutated. tests/fuzz/fuzz_decoder.py runs the first kind by the million.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,23 +31,18 @@ def test_random_cases_the_twins_agree(twins, rng):
 
 @pytest.fixture(scope="module")
 def producer_rings(tmp_path_factory):
-    """A few rings as the compiled producer writes them (bytes of the whole segment)."""
+    """A few rings as the compiled producer writes them (bytes of the whole memory file)."""
     from ringproducer import RingProducer, build_producer
 
     lib = build_producer(tmp_path_factory.mktemp("producer"))
     out = []
     rng = random.Random(3)
     for k in range(3):
-        session = "z" + secrets.token_hex(5)
-        with RingProducer(lib, session, 4_100_000 + k, 1024) as p:
+        with RingProducer(lib, 4_100_000 + k, 1024) as p:
             if k:  # the stream starts just before the wrap: consume most of the ring first
                 for _ in range(1000 - 7 * k):
                     p.context(9, 9, 0)
-                fd = os.open(f"/dev/shm{p.name}", os.O_RDWR)
-                try:
-                    os.pwrite(fd, p.head.to_bytes(8, "little"), F.OFF["tail"])
-                finally:
-                    os.close(fd)
+                os.pwrite(p.fd, p.head.to_bytes(8, "little"), F.OFF["tail"])
             p.set_status(1, "ok")
             p.context(0, 1, 7)
             p.device(0, "NVIDIA H200")
@@ -63,8 +57,7 @@ def producer_rings(tmp_path_factory):
                     p.memcpy(0, 1, 7, 1000 + i * 10, 1009 + i * 10, rng.choice((1, 2, 8, 10)), 4096, 0, rng.randrange(2))
                 else:
                     p.memset(0, 1, 14, 1000 + i * 10, 1001 + i * 10, 256)
-            with open(f"/dev/shm{p.name}", "rb") as f:
-                out.append(f.read())
+            out.append(os.pread(p.fd, os.fstat(p.fd).st_size, 0))
     return out
 
 

@@ -1,5 +1,6 @@
 """Fixtures for the producer-side tests: the compiled test producer, the injection library built
-with the package's own flags, a fake libcupti, unique session ids and ring cleanup.
+with the package's own flags, a fake libcupti, and a ring catcher (the agent's side of the
+handover, tests/support/ringcatch.py) per test.
 
 Constraints: no GPU. The injection library needs the CUPTI/CUDA headers; without them its tests
 skip, except under CI (``CI`` set), where missing headers are a failure.
@@ -7,16 +8,15 @@ skip, except under CI (``CI`` set), where missing headers are a failure.
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
 
 from inject_lib import (FAKE_CUPTI_C, INJECT_CFLAGS, INJECT_LDFLAGS, ROOT, cuda_include_dir,
                         inject_sources)
+from ringcatch import RingCatcher
 from ringproducer import build_producer
 
 
@@ -70,9 +70,8 @@ def fake_cupti(tmp_path_factory) -> str:
 
 
 @pytest.fixture
-def session_id():
-    """A fresh session id; every ring of that session is removed afterwards."""
-    sid = "t" + uuid.uuid4().hex[:12]
-    yield sid
-    for path in glob.glob(f"/dev/shm/gpuflow-{sid}-*"):
-        os.unlink(path)
+def catcher():
+    """Takes the rings this test's injected processes hand over; closes them afterwards."""
+    c = RingCatcher()
+    yield c
+    c.close()

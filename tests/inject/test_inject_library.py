@@ -1,8 +1,9 @@
-"""libgpuflow_inject.so without a GPU: how it is built and linked, that it stays inert without a
-session, what it reports when CUPTI is missing, unsupported or taken, and — against a scripted
-fake libcupti (tests/support/fake_cupti.c, records built from the real CUDA 13 structs) — the
-whole collection path: enables, translation into ring records, drop counts, the flusher, the
-exit flush, fork safety and the stolen-callbacks probe.
+"""libgpuflow_inject.so without a GPU: how it is built and linked, that it stays inert without an
+agent to hand its ring to (and in a setuid or setgid program), what it reports when CUPTI is
+missing, unsupported or taken, and — against a scripted fake libcupti (tests/support/fake_cupti.c,
+records built from the real CUDA 13 structs) — the whole collection path: enables, translation
+into ring records, drop counts, the flusher, the exit flush, fork safety and the stolen-callbacks
+probe. Rings are taken by a ring catcher (tests/support/ringcatch.py) as the agent would take them.
 """
 
 from __future__ import annotations
@@ -18,16 +19,15 @@ import pytest
 import ringproducer as rpm
 from child_env import support_pythonpath
 from inject_lib import INJECTED_CHILD, run_injected
-from ringread import read_ring, shm_path
+from ringread import read_ring
 
 
-def ring_of(session: str, pid: int):
-    return read_ring(f"gpuflow-{session}-{pid}")
+def ring_of(catcher, pid: int):
+    return read_ring(catcher.ring_fd(pid))
 
 
-def fake_env(session, fake, log=None, **extra):
-    env = {"GPUFLOW_SESSION": session, "GPUFLOW_CUPTI_PATH": fake,
-           "NVTX_INJECTION64_PATH": fake}
+def fake_env(catcher, fake, log=None, **extra):
+    env = {**catcher.env(), "GPUFLOW_CUPTI_PATH": fake, "NVTX_INJECTION64_PATH": fake}
     if log:
         env["FAKE_CUPTI_LOG"] = str(log)
     env.update({k: str(v) for k, v in extra.items()})
@@ -59,55 +59,109 @@ def test_needs_no_cuda_or_cupti_at_link_time(inject_lib):
 
 # ------------------------------------------------------------------------- inert paths -----
 
-def test_inert_without_a_session(inject_lib, fake_cupti, tmp_path):
+def test_inert_without_a_ring_socket(inject_lib, fake_cupti, catcher, tmp_path):
     log = tmp_path / "cupti.log"
     env = {"GPUFLOW_CUPTI_PATH": fake_cupti, "FAKE_CUPTI_LOG": str(log)}
     proc, info = run_injected(inject_lib, env)
     assert proc.returncode == 0, proc.stderr
-    assert info["rc"] == [1, 1]
-    assert not [f for f in os.listdir("/dev/shm")
-                if f.startswith("gpuflow-") and f.endswith(f"-{info['pid']}")]
+    assert info["rc"] == [1, 1] and proc.stderr == ""
     assert not log.exists()  # CUPTI was never even loaded
+    assert catcher.pids() == []
 
 
-@pytest.mark.parametrize("bad", ["../escape", "a b", "x" * 40])
-def test_invalid_session_is_refused_without_a_ring(inject_lib, bad):
-    proc, info = run_injected(inject_lib, {"GPUFLOW_SESSION": bad})
-    assert proc.returncode == 0 and info["rc"] == [1, 1]
-    assert "not a valid session" in proc.stderr
-    assert not [f for f in os.listdir("/dev/shm") if f.endswith(f"-{info['pid']}")]
+@pytest.mark.parametrize("where, why", [
+    ("missing", "No such file or directory"),      # the agent has stopped: no socket any more
+    ("stale", "Connection refused"),               # a socket nobody listens on
+    ("relative", "Invalid argument"), ("long", "Invalid argument"),
+    ("not_a_socket", "Connection refused"),
+])
+def test_no_agent_no_tracing_and_the_program_runs_on(inject_lib, fake_cupti, tmp_path, where, why):
+    import socket as socket_module
+    log = tmp_path / "cupti.log"
+    path = {"missing": str(tmp_path / "gone" / "ring.sock"), "stale": str(tmp_path / "stale.sock"),
+            "relative": "ring.sock", "long": "/" + "x" * 120, "not_a_socket": str(tmp_path / "file")}[where]
+    if where == "stale":
+        s = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_SEQPACKET)
+        s.bind(path)
+        s.close()   # the file stays, nothing listens
+    if where == "not_a_socket":
+        (tmp_path / "file").write_text("x")
+    proc, info = run_injected(inject_lib, {"GPUFLOW_RING_SOCKET": path, "GPUFLOW_CUPTI_PATH": fake_cupti,
+                                           "FAKE_CUPTI_LOG": str(log)}, body="print('program ran')")
+    assert proc.returncode == 0 and info["rc"] == [1, 1] and "program ran" in proc.stdout
+    assert proc.stderr.splitlines() == [f"gpuflow: no GPUFlow agent takes this process's trace at {path} "
+                                        f"({why}); not tracing"]
+    assert not log.exists()  # never loaded CUPTI: no cost at all
 
 
-def test_missing_cupti_gives_a_ring_with_status_and_detail(inject_lib, session_id, tmp_path):
-    bogus = tmp_path / "libcupti.so.13"
-    bogus.write_text("not an ELF file")
-    proc, info = run_injected(inject_lib, {"GPUFLOW_SESSION": session_id,
-                                           "GPUFLOW_CUPTI_PATH": str(bogus),
-                                           "GPUFLOW_RING_CAPACITY": "3000",
-                                           "GPUFLOW_FLUSH_MS": "20"})
-    assert proc.returncode == 0, proc.stderr
-    assert info["rc"] == [1, 1]
-    rd = ring_of(session_id, info["pid"])
-    h = rd.header
-    assert h["magic"] == rpm.MAGIC and h["version"] == rpm.VERSION
-    assert h["status"] == rpm.STATUS_CUPTI_MISSING
-    assert str(bogus) in h["status_detail"]
-    assert h["producer_pid"] == info["pid"] and h["session"] == session_id
-    assert h["capacity"] == 4096 and h["flush_ms"] == 20  # 3000 rounded up to a power of two
-    assert h["producer_exited"] == 1 and h["head"] == 0
-    st = os.stat(shm_path(f"gpuflow-{session_id}-{info['pid']}"))
-    assert st.st_mode & 0o777 == 0o600
+def test_a_listener_of_another_user_gets_nothing(inject_lib, fake_cupti, tmp_path):
+    """A socket another user put at a path that was the agent's (it stopped, the name was free):
+    the library checks who listens before it sends its ring."""
+    import shutil
+    import socket as socket_module
+    from other_user import ATTACKER_UID, as_user, can_play_users, shared_dir, wait_child
+    if not can_play_users():
+        pytest.skip("needs root to play another user")
+    folder = shared_dir()
+    path = folder / "ring.sock"
+    ready_r, ready_w = os.pipe()
+
+    def listen_and_report() -> None:
+        s = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_SEQPACKET)
+        s.bind(str(path))
+        os.chmod(path, 0o777)
+        s.listen(8)
+        os.write(ready_w, b"r")
+        s.settimeout(10)
+        conn, _ = s.accept()
+        data, ancillary, _, _ = conn.recvmsg(64, socket_module.CMSG_SPACE(16))
+        assert not data and not ancillary, "the library sent its ring to another user"
+
+    try:
+        listener = as_user(ATTACKER_UID, listen_and_report)
+        os.close(ready_w)
+        assert os.read(ready_r, 1) == b"r", "the other user could not listen"
+        proc, info = run_injected(inject_lib, {"GPUFLOW_RING_SOCKET": str(path), "GPUFLOW_CUPTI_PATH": fake_cupti})
+        assert proc.returncode == 0, proc.stderr
+        assert "(Operation not permitted); not tracing" in proc.stderr
+        assert wait_child(listener, 20) == 0
+    finally:
+        os.close(ready_r)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_setgid_program_is_never_traced(inject_lib, fake_cupti, catcher, tmp_path):
+    """secure_getenv: a program that gained privileges (setuid, setgid, capabilities) reads none of
+    GPUFlow's variables, so no one can make it hand its trace to a socket or load a libcupti of
+    their choosing."""
+    import shutil
+    from inject_lib import ROOT
+    if os.statvfs(tmp_path).f_flag & os.ST_NOSUID:
+        pytest.skip("the temporary directory is mounted nosuid: setgid has no effect there")
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    stub = folder / "traced_stub"
+    subprocess.run(["gcc", "-O2", str(ROOT / "tests/support/traced_stub.c"), "-o", str(stub), "-ldl"], check=True)
+    plain = folder / "plain_stub"
+    shutil.copy(stub, plain)
+    os.chown(stub, 0, 65534)
+    stub.chmod(0o2755)   # setgid: the kernel marks the process AT_SECURE
+    env = {**os.environ, **fake_env(catcher, fake_cupti), "CUDA_INJECTION64_PATH": inject_lib}
+    for program, traced in ((plain, True), (stub, False)):
+        done = subprocess.run([str(program), "0", "50"], env=env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        pid = int(done.stdout.split()[1])
+        assert (pid in catcher.pids()) == traced, (program, done.stderr)
 
 
 @pytest.mark.parametrize("value,capacity", [("1", 1024), ("junk", 1 << 18), ("", 1 << 18),
                                             ("-5", 1 << 18), ("+4096", 1 << 18), ("5000", 8192),
                                             ("8192", 8192)])
-def test_ring_capacity_is_validated(inject_lib, session_id, tmp_path, value, capacity):
-    env = {"GPUFLOW_SESSION": session_id, "GPUFLOW_CUPTI_PATH": str(tmp_path / "none.so"),
-           "GPUFLOW_RING_CAPACITY": value}
+def test_ring_capacity_is_validated(inject_lib, catcher, tmp_path, value, capacity):
+    env = {**catcher.env(), "GPUFLOW_CUPTI_PATH": str(tmp_path / "none.so"), "GPUFLOW_RING_CAPACITY": value}
     proc, info = run_injected(inject_lib, env)
     assert proc.returncode == 0 and info["rc"] == [1, 1]
-    assert ring_of(session_id, info["pid"]).header["capacity"] == capacity
+    assert ring_of(catcher, info["pid"]).header["capacity"] == capacity
 
 
 @pytest.mark.parametrize("extra,status,needle", [
@@ -120,14 +174,14 @@ def test_ring_capacity_is_validated(inject_lib, session_id, tmp_path, value, cap
     ({"FAKE_CUPTI_ENABLE_FAIL": "10:33"}, rpm.STATUS_UNSUPPORTED, "CONCURRENT_KERNEL"),
 ])
 def test_cupti_refusals_become_statuses_and_the_program_runs_on(inject_lib, fake_cupti,
-                                                                session_id, tmp_path, extra,
+                                                                catcher, tmp_path, extra,
                                                                 status, needle):
     log = tmp_path / "cupti.log"
-    proc, info = run_injected(inject_lib, fake_env(session_id, fake_cupti, log, **extra),
+    proc, info = run_injected(inject_lib, fake_env(catcher, fake_cupti, log, **extra),
                               body="print('program ran')")
     assert proc.returncode == 0, proc.stderr
     assert "program ran" in proc.stdout and info["rc"] == [1, 1]
-    h = ring_of(session_id, info["pid"]).header
+    h = ring_of(catcher, info["pid"]).header
     assert h["status"] == status, h["status_detail"]
     assert needle in h["status_detail"]
     assert h["producer_exited"] == 1 and h["head"] == 0
@@ -139,9 +193,9 @@ def test_cupti_refusals_become_statuses_and_the_program_runs_on(inject_lib, fake
 
 # ------------------------------------------------------------------ the collection path -----
 
-def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, session_id, tmp_path):
+def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, catcher, tmp_path):
     log = tmp_path / "cupti.log"
-    env = fake_env(session_id, fake_cupti, log, FAKE_CUPTI_KERNELS=10, FAKE_CUPTI_DROPPED=5,
+    env = fake_env(catcher, fake_cupti, log, FAKE_CUPTI_KERNELS=10, FAKE_CUPTI_DROPPED=5,
                    GPUFLOW_FLUSH_MS=10)
     proc, info = run_injected(inject_lib, env, body="time.sleep(0.3)")
     assert proc.returncode == 0, proc.stderr
@@ -162,7 +216,7 @@ def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, session
     assert flushes[-2:] == ["flush 0", "flush 1"]  # exit: FlushAll(0) then FORCED
     assert "request NULL" not in calls
 
-    rd = ring_of(session_id, info["pid"])
+    rd = ring_of(catcher, info["pid"])
     h = rd.header
     assert h["status"] == rpm.STATUS_OK and "monotonic clock" in h["status_detail"]
     assert "flush 10 ms" in h["status_detail"] and h["cupti_version"] == 130001
@@ -212,31 +266,31 @@ def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, session
     assert 0 < syncs[0]["start"] <= mono_now  # CLOCK_MONOTONIC, our timestamp callback
 
 
-def test_unset_nvtx_path_is_reported(inject_lib, fake_cupti, session_id):
-    env = fake_env(session_id, fake_cupti)
+def test_unset_nvtx_path_is_reported(inject_lib, fake_cupti, catcher):
+    env = fake_env(catcher, fake_cupti)
     del env["NVTX_INJECTION64_PATH"]
     proc, info = run_injected(inject_lib, env)
     assert proc.returncode == 0, proc.stderr
-    h = ring_of(session_id, info["pid"]).header
+    h = ring_of(catcher, info["pid"]).header
     assert h["status"] == rpm.STATUS_OK
     assert "NVTX_INJECTION64_PATH unset" in h["status_detail"]
 
 
-def test_nvtx_path_is_pointed_at_the_cupti_in_use(inject_lib, fake_cupti, session_id):
-    env = fake_env(session_id, fake_cupti)
+def test_nvtx_path_is_pointed_at_the_cupti_in_use(inject_lib, fake_cupti, catcher):
+    env = fake_env(catcher, fake_cupti)
     env["NVTX_INJECTION64_PATH"] = inject_lib  # an existing file, but not this CUPTI
     body = ("libc = ctypes.CDLL(None); libc.getenv.restype = ctypes.c_char_p\n"
             "print('nvtx', libc.getenv(b'NVTX_INJECTION64_PATH').decode())\n")
     proc, info = run_injected(inject_lib, env, body=body)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == f"nvtx {os.path.realpath(fake_cupti)}"
-    h = ring_of(session_id, info["pid"]).header
+    h = ring_of(catcher, info["pid"]).header
     assert h["status"] == rpm.STATUS_OK
     assert "now this one" in h["status_detail"]
     assert os.path.realpath(fake_cupti) in h["status_detail"]
 
 
-def test_forked_child_stays_out_of_the_parents_ring(inject_lib, fake_cupti, session_id,
+def test_forked_child_stays_out_of_the_parents_ring(inject_lib, fake_cupti, catcher,
                                                     tmp_path):
     body = (
         "pid = os.fork()\n"
@@ -245,36 +299,53 @@ def test_forked_child_stays_out_of_the_parents_ring(inject_lib, fake_cupti, sess
         "    sys.exit(0)\n"  # runs atexit handlers in the child: ours must do nothing
         "os.waitpid(pid, 0)\n"
         "import ringread\n"
-        "h = ringread.read_ring('gpuflow-%s-%d' % (os.environ['GPUFLOW_SESSION'], os.getpid())).header\n"
+        "h = ringread.header(ringread.own_ring_fd())\n"
         "print('child', pid, 'exited_flag', h['producer_exited'])\n"
     )
-    env = fake_env(session_id, fake_cupti, tmp_path / "log", GPUFLOW_FLUSH_MS=10,
+    env = fake_env(catcher, fake_cupti, tmp_path / "log", GPUFLOW_FLUSH_MS=10,
                    PYTHONPATH=support_pythonpath())
     proc, info = run_injected(inject_lib, env, body=body)
     assert proc.returncode == 0, proc.stderr
     _, child, _, flag = proc.stdout.splitlines()[-1].split()
     assert flag == "0"  # the child's exit did not mark the parent's ring
-    assert not os.path.exists(f"/dev/shm/gpuflow-{session_id}-{child}")
-    h = ring_of(session_id, info["pid"]).header
+    assert catcher.pids() == [info["pid"]]   # and it handed nothing over
+    h = ring_of(catcher, info["pid"]).header
     assert h["producer_exited"] == 1 and h["status"] == rpm.STATUS_OK
 
 
-def test_stolen_callbacks_are_detected(inject_lib, fake_cupti, session_id, tmp_path):
-    env = fake_env(session_id, fake_cupti, tmp_path / "log", FAKE_CUPTI_STEAL=1,
+def test_a_forked_child_lets_go_of_the_connection(inject_lib, fake_cupti, catcher, tmp_path):
+    """The connection's end is the producer's end: a child forked without exec, which outlives its
+    parent, must not hold it open (the pthread_atfork child handler closes its copy)."""
+    import time
+    body = ("pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    time.sleep(2.0)\n"
+            "    os._exit(0)\n"
+            "print('child', pid, flush=True)\n")
+    env = fake_env(catcher, fake_cupti, tmp_path / "log", GPUFLOW_FLUSH_MS=10)
+    started = time.monotonic()
+    proc, info = run_injected(inject_lib, env, body=body)
+    assert proc.returncode == 0, proc.stderr
+    ended = catcher.wait_ended(info["pid"])
+    assert ended - started < 1.5, "the connection ended only with the forked child"
+
+
+def test_stolen_callbacks_are_detected(inject_lib, fake_cupti, catcher, tmp_path):
+    env = fake_env(catcher, fake_cupti, tmp_path / "log", FAKE_CUPTI_STEAL=1,
                    GPUFLOW_FLUSH_MS=5)
     proc, info = run_injected(inject_lib, env, body="time.sleep(1.0)")
     assert proc.returncode == 0, proc.stderr
-    h = ring_of(session_id, info["pid"]).header
+    h = ring_of(catcher, info["pid"]).header
     assert h["status"] == rpm.STATUS_STOLEN, h["status_detail"]
     assert "another CUPTI client" in h["status_detail"]
 
 
-def test_an_idle_program_is_not_called_stolen(inject_lib, fake_cupti, session_id, tmp_path):
+def test_an_idle_program_is_not_called_stolen(inject_lib, fake_cupti, catcher, tmp_path):
     log = tmp_path / "log"
-    env = fake_env(session_id, fake_cupti, log, GPUFLOW_FLUSH_MS=5)
+    env = fake_env(catcher, fake_cupti, log, GPUFLOW_FLUSH_MS=5)
     proc, info = run_injected(inject_lib, env, body="time.sleep(1.0)")
     assert proc.returncode == 0, proc.stderr
-    h = ring_of(session_id, info["pid"]).header
+    h = ring_of(catcher, info["pid"]).header
     assert h["status"] == rpm.STATUS_OK, h["status_detail"]
     # the probe did run (driver-domain launch callbacks switched on and off again)
     calls = log.read_text().splitlines()
@@ -282,11 +353,11 @@ def test_an_idle_program_is_not_called_stolen(inject_lib, fake_cupti, session_id
     assert any(c.startswith("callback 0 1 ") for c in calls)
 
 
-def run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, buffers: int):
+def run_with_worker(inject_lib, fake_cupti, catcher, tmp_path, buffers: int):
     """A child whose "CUPTI" thread completes `buffers` one-kernel buffers 0.2 s in, with a
     10 s flush period. Returns (the kernels in its ring 1 s in, the kernels after its exit)."""
     import time
-    env = fake_env(session_id, fake_cupti, tmp_path / "log", FAKE_CUPTI_WORKER=buffers,
+    env = fake_env(catcher, fake_cupti, tmp_path / "log", FAKE_CUPTI_WORKER=buffers,
                    GPUFLOW_FLUSH_MS=10000)
     env = {**{k: v for k, v in os.environ.items()
               if not k.startswith(("GPUFLOW_", "FAKE_CUPTI_", "NVTX_INJECTION", "CUDA_INJECTION"))},
@@ -296,29 +367,29 @@ def run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, buffers: int):
     try:
         pid = json.loads(child.stdout.readline())["pid"]
         time.sleep(1.0)
-        live = ring_of(session_id, pid).of_type(rpm.REC_KERNEL)
+        live = ring_of(catcher, pid).of_type(rpm.REC_KERNEL)
     finally:
         _, err = child.communicate(timeout=30)
     assert child.returncode == 0, err
-    return live, ring_of(session_id, pid).of_type(rpm.REC_KERNEL)
+    return live, ring_of(catcher, pid).of_type(rpm.REC_KERNEL)
 
 
 def test_many_buffers_completed_between_flushes_wake_the_flusher(inject_lib, fake_cupti,
-                                                                 session_id, tmp_path):
+                                                                 catcher, tmp_path):
     # the 16th queued buffer wakes the flusher: those 16 are translated long before the 10 s
     # period is over. The 4 after them may or may not have been queued when it drained (a race
     # between the two threads); those it missed wait for the next period, as designed.
-    live, _ = run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, 20)
+    live, _ = run_with_worker(inject_lib, fake_cupti, catcher, tmp_path, 20)
     correlations = [k["correlation"] for k in live]
     assert 16 <= len(correlations) <= 20
     assert correlations == list(range(100000, 100000 + len(correlations)))
 
 
 def test_queued_buffers_wait_for_the_flusher_and_keep_their_order_at_exit(inject_lib, fake_cupti,
-                                                                         session_id, tmp_path):
+                                                                         catcher, tmp_path):
     # 10 buffers: the callback only queues them (nothing in the ring 1 s in, the flush period
     # being 10 s); the exit translates them first, then flushes: the scripted batch, the late one
-    live, kernels = run_with_worker(inject_lib, fake_cupti, session_id, tmp_path, 10)
+    live, kernels = run_with_worker(inject_lib, fake_cupti, catcher, tmp_path, 10)
     assert live == []
     names = [k["name"] for k in kernels]
     assert [k["correlation"] for k in kernels[:10]] == list(range(100000, 100010))
@@ -328,7 +399,7 @@ def test_queued_buffers_wait_for_the_flusher_and_keep_their_order_at_exit(inject
 
 # -------------------------------------------------------- GPUFLOW_AB_PERIOD_MS (benchmarking) -----
 
-def test_ab_periods_step_over_kernels_in_odd_periods_only(inject_lib, fake_cupti, session_id,
+def test_ab_periods_step_over_kernels_in_odd_periods_only(inject_lib, fake_cupti, catcher,
                                                           tmp_path):
     # 120 one-kernel buffers, one every 10 ms, in 100 ms A/B periods: a buffer reaches the ring
     # exactly when the flusher translated it in an even period. It translates a buffer within a
@@ -336,7 +407,7 @@ def test_ab_periods_step_over_kernels_in_odd_periods_only(inject_lib, fake_cupti
     # from its edges) lands by that period's parity; those near an edge may go either way.
     period_ms = 100
     log = tmp_path / "cupti.log"
-    env = fake_env(session_id, fake_cupti, log, FAKE_CUPTI_WORKER=120, FAKE_CUPTI_WORKER_GAP_MS=10,
+    env = fake_env(catcher, fake_cupti, log, FAKE_CUPTI_WORKER=120, FAKE_CUPTI_WORKER_GAP_MS=10,
                    GPUFLOW_FLUSH_MS=5, GPUFLOW_AB_PERIOD_MS=period_ms)
     proc, info = run_injected(inject_lib, env, body="time.sleep(1.8)")
     assert proc.returncode == 0, proc.stderr
@@ -346,7 +417,7 @@ def test_ab_periods_step_over_kernels_in_odd_periods_only(inject_lib, fake_cupti
             _, i, ns = line.split()
             completed[100000 + int(i)] = int(ns)
     assert len(completed) == 120
-    rd = ring_of(session_id, info["pid"])
+    rd = ring_of(catcher, info["pid"])
     recorded = {k["correlation"] for k in rd.of_type(rpm.REC_KERNEL) if k["name"] == "_Z6workerv"}
     period_ns = period_ms * 1_000_000
     clear = {c: (ns // period_ns) % 2 == 0 for c, ns in completed.items()
@@ -363,18 +434,18 @@ def test_ab_periods_step_over_kernels_in_odd_periods_only(inject_lib, fake_cupti
 
 
 @pytest.mark.parametrize("value", ["", "0", "abc", "-5", "10ms"])
-def test_ab_period_is_off_unless_a_positive_number(inject_lib, fake_cupti, session_id, tmp_path,
+def test_ab_period_is_off_unless_a_positive_number(inject_lib, fake_cupti, catcher, tmp_path,
                                                    value):
-    env = fake_env(session_id, fake_cupti, FAKE_CUPTI_WORKER=30, FAKE_CUPTI_WORKER_GAP_MS=10,
+    env = fake_env(catcher, fake_cupti, FAKE_CUPTI_WORKER=30, FAKE_CUPTI_WORKER_GAP_MS=10,
                    GPUFLOW_FLUSH_MS=5, GPUFLOW_AB_PERIOD_MS=value)
     proc, info = run_injected(inject_lib, env, body="time.sleep(0.8)")
     assert proc.returncode == 0, proc.stderr
-    rd = ring_of(session_id, info["pid"])
+    rd = ring_of(catcher, info["pid"])
     assert len([k for k in rd.of_type(rpm.REC_KERNEL) if k["name"] == "_Z6workerv"]) == 30
     assert "A/B" not in rd.header["status_detail"]
 
 
-def test_ab_period_is_clamped(inject_lib, fake_cupti, session_id):
-    proc, info = run_injected(inject_lib, fake_env(session_id, fake_cupti, GPUFLOW_AB_PERIOD_MS=3))
+def test_ab_period_is_clamped(inject_lib, fake_cupti, catcher):
+    proc, info = run_injected(inject_lib, fake_env(catcher, fake_cupti, GPUFLOW_AB_PERIOD_MS=3))
     assert proc.returncode == 0, proc.stderr
-    assert "every other 10 ms" in ring_of(session_id, info["pid"]).header["status_detail"]
+    assert "every other 10 ms" in ring_of(catcher, info["pid"]).header["status_detail"]

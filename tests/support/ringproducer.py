@@ -1,23 +1,27 @@
-"""ctypes wrapper around the test ring producer (tests/support/test_producer.c).
+"""ctypes wrapper around the test ring producer (tests/support/test_producer.c), and couriers.
 
 What it is for: tests of the ring consumer (decoder, collector) need rings written exactly as the
 injected CUPTI collector writes them, without a GPU. The producer is compiled from the same
-``cupti_src/ring_producer.c`` and ``cupti_src/gpuflow_ring.h`` as ``libgpuflow_inject.so``, so
-the wire format is exercised byte for byte.
+``cupti_src/ring_producer.c``, ``cupti_src/ring_handover.c`` and ``cupti_src/gpuflow_ring.h`` as
+``libgpuflow_inject.so``, so the wire format and the handover are exercised byte for byte.
 
-Constraints: standard library only; needs ``gcc`` and POSIX shared memory (/dev/shm). Tests
-import it by name (pytest's ``pythonpath`` puts tests/support on the path), e.g.
-``from ringproducer import build_producer, RingProducer``. A program that only needs the library
-runs this file: ``python tests/support/ringproducer.py DIR`` builds it into DIR and prints its path.
+Constraints: standard library only; needs ``gcc``. Tests import it by name (pytest's
+``pythonpath`` puts tests/support on the path), e.g. ``from ringproducer import build_producer,
+RingProducer``. A program that only needs the library runs this file: ``python
+tests/support/ringproducer.py DIR`` builds it into DIR and prints its path.
 
-Two layers:
+Three layers:
 
-* ``build_producer(tmpdir) -> path`` compiles the shared library
-  (``gcc -shared -fPIC -O2 -Icupti_src tests/support/test_producer.c cupti_src/ring_producer.c
-  -lrt -pthread``).
-* ``RingProducer(lib_path, session, pid, capacity)`` creates ``/gpuflow-<session>-<pid>``.
-  It uses the library's handle-based ``tph_*`` API, so one process may hold several rings at
-  once; the library also exports the one-ring global ``tp_*`` API with the same semantics.
+* ``build_producer(tmpdir) -> path`` compiles the shared library and, beside it, the courier
+  (``tests/support/ring_courier.c``).
+* ``RingProducer(lib_path, pid, capacity)`` creates a ring: an anonymous sealed memory file, as
+  the injected library does, whose header names ``pid``. It uses the library's handle-based
+  ``tph_*`` API, so one process may hold several rings at once; the library also exports the
+  one-ring global ``tp_*`` API with the same semantics. ``hand_over(socket_path)`` gives it to an
+  agent from this process; ``fd`` lends its descriptor.
+* ``Courier(lib_path, producer, socket_path)`` hands a ring over from a process of its own (the
+  agent then sees that process as the traced one, with its pid; the test goes on writing the
+  ring), which exits with a status or is killed when the test says so.
 
 Push methods return ``True`` when the record (and any name chunks it needed) was written and
 ``False`` when it was dropped (ring full, or after ``mark_exited``). Counting rules:
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import socket
 import struct
 import subprocess
 import sys
@@ -37,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CUPTI_SRC = ROOT / "cupti_src"
 TEST_PRODUCER_C = Path(__file__).resolve().with_name("test_producer.c")
+RING_COURIER_C = Path(__file__).resolve().with_name("ring_courier.c")
+COURIER_NAME = "ring_courier"
 
 # gpuflow_ring.h, mirrored for tests (tests/inject checks these against the header).
 MAGIC = 0x31474E5257465047
@@ -97,28 +104,27 @@ class RingHeader(ctypes.Structure):
     ]
 
 
-def ring_name(session: str, pid: int) -> str:
-    """The shm_open name of a ring (GPUFLOW_RING_NAME_FMT)."""
-    return f"/gpuflow-{session}-{pid}"
-
-
 def build_producer(tmpdir: str | os.PathLike[str]) -> str:
-    """Compile the test producer into ``tmpdir`` and return the library's path."""
+    """Compile the test producer and the courier into ``tmpdir``; return the library's path."""
     out = Path(tmpdir) / "libgpuflow_testproducer.so"
-    cmd = ["gcc", "-shared", "-fPIC", "-O2", f"-I{CUPTI_SRC}",
-           str(TEST_PRODUCER_C), str(CUPTI_SRC / "ring_producer.c"),
-           "-lrt", "-pthread", "-o", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"building the test producer failed:\n{' '.join(cmd)}\n{proc.stderr}")
+    handover = str(CUPTI_SRC / "ring_handover.c")
+    for cmd in (["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{CUPTI_SRC}", str(TEST_PRODUCER_C),
+                 str(CUPTI_SRC / "ring_producer.c"), handover, "-pthread", "-o", str(out)],
+                ["gcc", "-O2", "-Wall", "-Wextra", f"-I{CUPTI_SRC}", str(RING_COURIER_C), handover,
+                 "-o", str(Path(tmpdir) / COURIER_NAME)]):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"building the test producer failed:\n{' '.join(cmd)}\n{proc.stderr}")
     return str(out)
 
 
 _u32, _u64, _int, _vp, _cp = (ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p,
                               ctypes.c_char_p)
 _SIGNATURES = {
-    "tph_open": (_vp, [_cp, _int, _u32, ctypes.POINTER(_int)]),
-    "tph_close": (_int, [_vp, _int]),
+    "tph_open": (_vp, [_int, _u32, ctypes.POINTER(_int)]),
+    "tph_close": (_int, [_vp]),
+    "tph_fd": (_int, [_vp]),
+    "tph_hand_over": (_int, [_vp, _cp, _u32]),
     "tph_kernel": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _cp] + [_u32] * 6),
     "tph_kernel_keyed": (_int, [_vp, _u64, _cp]),
     "tph_key_epoch_begin": (None, [_vp]),
@@ -141,8 +147,9 @@ _SIGNATURES = {
     "tph_header": (_vp, [_vp]),
     "tph_capacity": (_u32, [_vp]),
     # the one-ring global API
-    "tp_open": (_int, [_cp, _int, _u32]),
-    "tp_close": (_int, [_int]),
+    "tp_open": (_int, [_int, _u32]),
+    "tp_close": (_int, []),
+    "tp_fd": (_int, []),
     "tp_kernel": (_int, [_u32, _u32, _u32, _u64, _u64, _cp] + [_u32] * 6),
     "tp_memcpy": (_int, [_u32, _u32, _u32, _u64, _u64, _u32, _u64, _u32, _u32]),
     "tp_memset": (_int, [_u32, _u32, _u32, _u64, _u64, _u64, _u32]),
@@ -183,16 +190,28 @@ def _b(text: str | bytes | None) -> bytes | None:
 class RingProducer:
     """One ring written by the test producer; the C side serialises calls with its own lock."""
 
-    def __init__(self, lib_path: str | os.PathLike[str], session: str, pid: int,
-                 capacity: int) -> None:
+    def __init__(self, lib_path: str | os.PathLike[str], pid: int, capacity: int) -> None:
         self._lib = load_library(lib_path)
-        self.session, self.pid, self.capacity = session, pid, capacity
-        self.name = ring_name(session, pid)
+        self.lib_path = str(lib_path)
+        self.pid, self.capacity = pid, capacity
         err = ctypes.c_int(0)
-        self._h = self._lib.tph_open(_b(session), pid, capacity, ctypes.byref(err))
+        self._h = self._lib.tph_open(pid, capacity, ctypes.byref(err))
         if not self._h:
-            raise OSError(-err.value, f"tph_open({self.name!r}, capacity={capacity}): "
-                                      f"{os.strerror(-err.value)}")
+            raise OSError(-err.value, f"tph_open(pid={pid}, capacity={capacity}): {os.strerror(-err.value)}")
+
+    # -- the handover ----------------------------------------------------------------------
+    @property
+    def fd(self) -> int:
+        """The ring's memory file (owned by the producer: do not close it)."""
+        return int(self._lib.tph_fd(self._handle()))
+
+    def hand_over(self, socket_path: str | os.PathLike[str], wait_ms: int = 2000) -> socket.socket:
+        """Give the ring to the agent at ``socket_path`` from this process (rh_hand_over); the
+        connection comes back: closing it is this "process" ending. OSError when refused."""
+        rc = int(self._lib.tph_hand_over(self._handle(), os.fsencode(socket_path), wait_ms))
+        if rc < 0:
+            raise OSError(-rc, f"handing the ring over to {socket_path}: {os.strerror(-rc)}")
+        return socket.socket(fileno=rc)
 
     # -- records -------------------------------------------------------------------------
     def kernel(self, dev: int, ctx: int, stream: int, start: int, end: int, name: str | bytes,
@@ -299,11 +318,12 @@ class RingProducer:
             if value is not None:
                 setattr(hdr, field, value)
 
-    def close(self, unlink: bool = True) -> int:
-        """Unmap (and by default shm_unlink) the ring. Returns 0 or -errno."""
+    def close(self) -> int:
+        """Unmap the ring and close its memory file (an agent's mapping stays valid). Returns 0 or
+        -errno."""
         if not self._h:
             return 0
-        rc = int(self._lib.tph_close(self._h, 1 if unlink else 0))
+        rc = int(self._lib.tph_close(self._h))
         self._h = None
         return rc
 
@@ -315,8 +335,40 @@ class RingProducer:
 
     def _handle(self) -> int:
         if not self._h:
-            raise ValueError(f"ring {self.name} is closed")
+            raise ValueError(f"the ring of pid {self.pid} is closed")
         return self._h
+
+
+class Courier:
+    """A process of its own that hands ``producer``'s ring to the agent at ``socket_path`` and
+    then lives until :meth:`exit` or :meth:`kill` (tests/support/ring_courier.c)."""
+
+    def __init__(self, lib_path: str | os.PathLike[str], producer: RingProducer,
+                 socket_path: str | os.PathLike[str]) -> None:
+        fd = producer.fd
+        courier = Path(lib_path).with_name(COURIER_NAME)
+        self.proc = subprocess.Popen([str(courier), os.fspath(socket_path), str(fd)], pass_fds=(fd,),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        line = self.proc.stdout.readline().split()
+        if line[:1] != ["handed"]:
+            self.proc.wait(timeout=10)
+            code = int(line[1]) if len(line) > 1 else 0
+            raise OSError(code, f"the courier could not hand the ring over: {os.strerror(code) if code else line}")
+
+    def exit(self, status: int = 0) -> int:
+        """End with ``status``; return the status it ended with."""
+        self.proc.communicate(f"{status}\n", timeout=10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
 
 
 def _raw64(record: bytes) -> bytes:

@@ -2,9 +2,11 @@
 
 What it is for: checking what the producer (test producer or injected library) wrote, record by
 record, without depending on the real decoder (gpuflow/collectors/cupti), which is tested on its
-own. It reads /dev/shm/<name> with struct; only the header's field layout comes from the
-package (``_layout.HEADER_STRUCT``, its one definition). ``python3 tests/support/ringread.py
-<shm-name>`` prints a summary as JSON (on a GPU machine too: tests/inject/gpu_smoke.sh).
+own. It reads a ring with struct from a descriptor (one ringcatch.py caught, or a process's own:
+:func:`own_ring_fd`) or from a file of its bytes (what ``ringcatch.py OUTDIR -- CMD`` writes);
+only the header's field layout comes from the package (``_layout.HEADER_STRUCT``, its one
+definition). ``python3 tests/support/ringread.py FILE...`` prints a summary as JSON (on a GPU
+machine too: tests/inject/gpu_smoke.sh).
 
 Constraints: the standard library and GPUFlow's ``_layout`` (an installed GPUFlow); a strict
 reader: a record naming a name id not yet defined is an AssertionError, not a guess.
@@ -21,7 +23,8 @@ from dataclasses import dataclass, field
 
 from gpuflow.collectors.cupti._layout import HEADER_STRUCT
 
-SHM_DIR = "/dev/shm"
+#: how a ring's memory file shows in /proc/<pid>/fd (memfd_create's name)
+RING_FILE_NAME = "/memfd:gpuflow-ring (deleted)"
 
 
 @dataclass
@@ -34,8 +37,23 @@ class Ring:
         return [r for r in self.records if r["type"] == rtype]
 
 
-def shm_path(name: str) -> str:
-    return os.path.join(SHM_DIR, name.lstrip("/"))
+def own_ring_fd() -> int:
+    """The descriptor of this process's own ring (the injected library keeps it open)."""
+    for entry in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{entry}") == RING_FILE_NAME:
+                return int(entry)
+        except OSError:
+            continue
+    raise FileNotFoundError("this process has no GPUFlow ring")
+
+
+def _ring_bytes(source: int | str | os.PathLike, size: int | None = None) -> bytes:
+    """The first ``size`` bytes (all, by default) of a ring given as a descriptor or a file."""
+    if isinstance(source, int):
+        return os.pread(source, size if size is not None else os.fstat(source).st_size, 0)
+    with open(source, "rb") as f:
+        return f.read() if size is None else f.read(size)
 
 
 def read_header(buf: bytes) -> dict:
@@ -79,33 +97,32 @@ def parse_record(raw: bytes) -> dict:
     return rec
 
 
-def header(name: str) -> dict:
-    """Only the header of ring `name` (cheap enough to poll)."""
-    with open(shm_path(name), "rb") as f:
-        return read_header(f.read(4096))
+def header(source: int | str | os.PathLike) -> dict:
+    """Only the header of a ring (a descriptor or a file; cheap enough to poll)."""
+    return read_header(_ring_bytes(source, 4096))
 
 
-def read_ring(name: str, consume: bool = False, strict: bool = True) -> Ring:
-    """Read every published, unconsumed record of ring `name` (shm name, with or without '/').
+def read_ring(source: int | str | os.PathLike, consume: bool = False, strict: bool = True) -> Ring:
+    """Read every published, unconsumed record of a ring: a descriptor (read in place) or a file
+    of its bytes.
 
     Names are reassembled from NAME_CHUNK records; a record that refers to a name id not yet
     defined raises AssertionError when `strict` (the producer promises that never happens). With
-    `consume`, tail is advanced to head afterwards, as a consumer would.
+    `consume` (a descriptor only), tail is advanced to head afterwards, as a consumer would.
     """
-    fd = os.open(shm_path(name), os.O_RDWR if consume else os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
+    if isinstance(source, int):
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if consume else 0)
-        mm = mmap.mmap(fd, size, mmap.MAP_SHARED, prot)
-    finally:
-        os.close(fd)
+        mm = mmap.mmap(source, os.fstat(source).st_size, mmap.MAP_SHARED, prot)
+    else:
+        assert not consume, "only a ring's descriptor can be consumed"
+        mm = bytearray(_ring_bytes(source))
     try:
-        hdr = read_header(mm[:4096])
+        hdr = read_header(bytes(mm[:4096]))
         cap, head, tail = hdr["capacity"], hdr["head"], hdr["tail"]
         records, names, partial = [], {}, {}
         for n in range(tail, head):
             off = 4096 + (n % cap) * 64
-            rec = parse_record(mm[off:off + 64])
+            rec = parse_record(bytes(mm[off:off + 64]))
             rec["index"] = n
             records.append(rec)
             if rec["type"] == 4:
@@ -124,7 +141,8 @@ def read_ring(name: str, consume: bool = False, strict: bool = True) -> Ring:
             struct.pack_into("<Q", mm, 576, head)
         return Ring(header=hdr, records=records, names=names)
     finally:
-        mm.close()
+        if isinstance(mm, mmap.mmap):
+            mm.close()
 
 
 def summary(ring: Ring) -> dict:

@@ -3,13 +3,16 @@
  * the same ring_producer.c and gpuflow_ring.h as the injected library:
  *
  *     gcc -shared -fPIC -O2 -Icupti_src tests/support/test_producer.c cupti_src/ring_producer.c \
- *         -lrt -pthread
+ *         cupti_src/ring_handover.c -pthread
  *
  * Two APIs over the same code:
  *   - tp_*  : one ring per process (global state), the contract tests/support/ringproducer.py
  *             documents;
  *   - tph_* : the same calls on an explicit handle, so one test process can fill several rings.
- * Record-pushing calls return 1 if the record (and any name chunks it needed) was written and
+ * A ring is an anonymous sealed memory file (rp_create); tph_hand_over gives it to an agent's socket
+ * exactly as the injected library does (ring_handover.c), and tph_fd lends its descriptor to a
+ * test that hands it over another way (from another process, or not at all). Record-pushing calls
+ * return 1 if the record (and any name chunks it needed) was written and
  * 0 if it was dropped. Activity timestamps are normalised exactly as in the injected library
  * (start=end=0 or end<start: FLAG_NO_TIMING, times zeroed, `incomplete` counted). Correlation
  * ids are assigned from a per-ring counter starting at 1; no ASYNC/GRAPH flags are set.
@@ -19,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "ring_handover.h"
 #include "ring_producer.h"
 
 #define TP_EXPORT __attribute__((visibility("default")))
@@ -31,10 +35,10 @@ typedef struct tp_handle {
 /* ---------------------------------------------------------------- handle-based API --------- */
 
 /* Returns a handle, or NULL with *err = -errno. */
-TP_EXPORT void *tph_open(const char *session, int pid, uint32_t capacity, int *err)
+TP_EXPORT void *tph_open(int pid, uint32_t capacity, int *err)
 {
     tp_handle *h = calloc(1, sizeof *h);
-    int rc = h ? rp_open(&h->ring, session, pid, capacity, 0) : -ENOMEM;
+    int rc = h ? rp_create(&h->ring, pid, capacity) : -ENOMEM;
     if (err)
         *err = rc;
     if (rc != 0) {
@@ -44,14 +48,26 @@ TP_EXPORT void *tph_open(const char *session, int pid, uint32_t capacity, int *e
     return h;
 }
 
-TP_EXPORT int tph_close(void *hv, int unlink_segment)
+TP_EXPORT int tph_close(void *hv)
 {
     tp_handle *h = hv;
     if (!h)
         return -EINVAL;
-    int rc = rp_close(h->ring, unlink_segment);
+    int rc = rp_close(h->ring);
     free(h);
     return rc;
+}
+
+TP_EXPORT int tph_fd(void *hv)
+{
+    return rp_fd(((tp_handle *)hv)->ring);
+}
+
+/* rh_hand_over on this ring: the connected socket (the caller closes it to end the "process"),
+ * or -errno. */
+TP_EXPORT int tph_hand_over(void *hv, const char *socket_path, uint32_t wait_ms)
+{
+    return rh_hand_over(rp_fd(((tp_handle *)hv)->ring), socket_path, wait_ms);
 }
 
 TP_EXPORT int tph_kernel(void *hv, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
@@ -167,20 +183,25 @@ TP_EXPORT uint32_t tph_capacity(void *hv)
 
 static tp_handle *g_tp;
 
-TP_EXPORT int tp_open(const char *session, int pid, uint32_t capacity)
+TP_EXPORT int tp_open(int pid, uint32_t capacity)
 {
     if (g_tp)
         return -EBUSY;
     int err = 0;
-    g_tp = tph_open(session, pid, capacity, &err);
+    g_tp = tph_open(pid, capacity, &err);
     return g_tp ? 0 : err;
 }
 
-TP_EXPORT int tp_close(int unlink_segment)
+TP_EXPORT int tp_fd(void)
+{
+    return g_tp ? tph_fd(g_tp) : -EBADF;
+}
+
+TP_EXPORT int tp_close(void)
 {
     if (!g_tp)
         return -EBADF;
-    int rc = tph_close(g_tp, unlink_segment);
+    int rc = tph_close(g_tp);
     g_tp = NULL;
     return rc;
 }

@@ -144,18 +144,18 @@ def test_get_app_bad_plugin_fails_at_load(fake_env, monkeypatch, live_apps):
 
 
 def test_get_app_gives_each_plugin_its_own_variables(fake_env, monkeypatch, live_apps):
-    """GPUFLOW_RING_CAPACITY and GPUFLOW_SESSION are the CUPTI plugin's, read and checked by it."""
+    """GPUFLOW_RING_CAPACITY and GPUFLOW_RING_SOCKET are the CUPTI plugin's, read and checked by it."""
     from gpuflow.collectors.cupti.options import OPTIONS
 
     monkeypatch.setenv("GPUFLOW_DISABLED_PLUGINS", "nvml")
     monkeypatch.setenv("GPUFLOW_RING_CAPACITY", "1024")
-    monkeypatch.setenv("GPUFLOW_SESSION", "abc")
+    monkeypatch.setenv("GPUFLOW_RING_SOCKET", "/run/user/1000/gpuflow/ring.sock")
     app = app_module.get_app()
     values = app.state.agent.context.plugin_options(OPTIONS)
-    assert (values["ring_capacity"], values["session"]) == (1024, "abc")
+    assert (values["ring_capacity"], values["ring_socket"]) == (1024, "/run/user/1000/gpuflow/ring.sock")
 
 
-@pytest.mark.parametrize("name,value", [("GPUFLOW_RING_CAPACITY", "1000"), ("GPUFLOW_SESSION", "a/b"),
+@pytest.mark.parametrize("name,value", [("GPUFLOW_RING_CAPACITY", "1000"), ("GPUFLOW_RING_SOCKET", "ring.sock"),
                                         ("GPUFLOW_FAKE_GPUS", "two")])
 def test_get_app_refuses_a_bad_plugin_variable_naming_it(fake_env, monkeypatch, live_apps, name, value):
     monkeypatch.setenv("GPUFLOW_DISABLED_PLUGINS", "nvml")

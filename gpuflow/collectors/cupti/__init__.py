@@ -1,4 +1,4 @@
-"""The CUPTI collector: reads the shared-memory rings written by libgpuflow_inject.so.
+"""The CUPTI collector: reads the rings written by libgpuflow_inject.so, handed over a private socket.
 
 Modules, one job each:
 
@@ -9,13 +9,14 @@ Modules, one job each:
   ``protocol`` — the ``RingDecoder`` type both satisfy;
 * ``demangle`` — C++ names for display; ``traced_builder`` — decoder state to the snapshot's
   TracedProcess; ``retire`` — folding exited processes into the session's roll-up;
-* ``rings`` — finding, mapping and cleaning up the rings of a session in /dev/shm;
+* ``handover`` — the private socket traced processes hand their rings to, and what it accepts;
+  ``rings`` — checking and mapping one handed-over ring;
 * ``collector`` — the drain thread and the traced part of the snapshot;
 * ``options`` — its options and flags; ``injection`` — the injection library, libcupti and a
   launched program's environment; ``doctor`` — its lines in ``gpuflow doctor``;
 * ``plugin`` — its hooks, the only way the rest of GPUFlow reaches it.
 
-Constraints: importing this package does nothing (no threads, no /dev/shm access); the collector
+Constraints: importing this package does nothing (no threads, no sockets, no files); the collector
 starts only from the ``start_collecting`` hook, inside the serving process, and never imports the
 NVML collector.
 """

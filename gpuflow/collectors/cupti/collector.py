@@ -1,30 +1,36 @@
-"""The CUPTI collector: drains every ring of one ``gpuflow run`` session and keeps its snapshot part.
+"""The CUPTI collector: takes the rings a ``gpuflow run`` session's processes hand over, drains them
+and keeps its snapshot part.
 
 One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
 
-1. discover the session's new rings in /dev/shm, open and lock them, remember the process name
-   (/proc/<pid>/comm, read while the process still runs);
-2. for each ring: if its producer pid is gone (a zombie counts as gone), this is the final drain;
-   drain everything published; a gone producer that never set ``producer_exited`` is marked
-   truncated (it died without its exit flush);
+1. take the rings handed over on the session's socket (gpuflow.collectors.cupti.handover: peers of
+   this user only, one sealed memory file each, checked before it is mapped by
+   gpuflow.collectors.cupti.rings); what was refused becomes a Problem, one per reason, counted;
+   remember the process name (/proc/<pid>/comm of the peer's pid, from the kernel);
+2. for each ring: if its connection has ended (the kernel closes it when the process dies: the
+   process, and with it every write to the ring, is gone), this is the final drain; drain
+   everything published; a producer gone without setting ``producer_exited`` is marked truncated
+   (it died without its exit flush);
 3. rebuild the part (at most every 50 ms, at once when a process exits) and ``notify`` the agent;
    the part is the *same object* while nothing changed;
-4. a finished ring is detached, closed and unlinked after its final TracedProcess was built; its
-   decoder is dropped (the TracedProcess holds everything the snapshot needs);
+4. a finished ring is detached, unmapped and its connection closed after its final TracedProcess
+   was built; its decoder is dropped (the TracedProcess holds everything the snapshot needs);
 5. once more than ``EXITED_KEPT`` processes have exited, the oldest exited ones are folded into the
    session's RetiredTraced roll-up (gpuflow.collectors.cupti.retire): their complete totals stay in the
    snapshot, their lanes leave it. Memory and the per-frame cost stay bounded however many CUDA
    processes a long session starts (a soak on the H200 started 1,145 of them). A pid that comes
-   back (pid reuse) with a new ring folds its predecessor first.
+   back (pid reuse, or a process that exec'ed) with a new ring folds its predecessor first.
 
 :meth:`record_exit` takes the shell-style status ``gpuflow run`` saw for the program it launched
-(the plugin's ``process_exited`` hook). :meth:`stop` drains everything one last time and publishes
-the final part. The end-of-run text is gpuflow.cli.summary, built from the final snapshot.
+(the plugin's ``process_exited`` hook). :meth:`stop` drains everything one last time, publishes
+the final part and closes the socket. The end-of-run text is gpuflow.cli.summary, built from the
+final snapshot.
 
 Constraints: never imports the NVML collector; the decoders are touched only by this thread (and
 by :meth:`stop` after the thread has ended); the part is swapped in with one assignment, so
 :meth:`part` is safe from any thread. A ring that turns out malformed stops being drained and is
-reported as a Problem; it never takes the collector down.
+reported as a Problem; nothing a peer sends can take the collector down, block it, or grow its
+problems beyond one per refusal reason and per process.
 """
 
 from __future__ import annotations
@@ -33,14 +39,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable
 
 from gpuflow.collectors.cupti import decoder as decoder_mod
 from gpuflow.collectors.cupti import rings
+from gpuflow.collectors.cupti.handover import Handover, Refusal, RingSocket, trusted_uids
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.collectors.cupti.traced_builder import TracedBuilder
-from gpuflow.collectors.cupti.errors import RingError, RingFormatError, RingNotReady
+from gpuflow.collectors.cupti.errors import RingError, RingFormatError
 from gpuflow.collectors.cupti.options import DEFAULT_LANE_SPAN_CAP
 from gpuflow.collectors.cupti.retire import fold
 from gpuflow.core.snapshot import Problem, RetiredTraced, SnapshotPart, TracedProcess
@@ -52,10 +58,8 @@ DRAIN_INTERVAL_S = 0.020
 MIN_BUILD_GAP_S = 0.050
 #: A running process whose lanes show spans gets its behind-live figure refreshed this often.
 REFRESH_IDLE_S = 1.0
-#: How often rings of dead sessions are swept from /dev/shm.
-SWEEP_INTERVAL_S = 30.0
-#: A ring whose producer died before finishing its header is forgotten after this many attempts.
-NOT_READY_ATTEMPTS = 50
+#: Traced processes with a ring open at once; a ring beyond it is refused (and said so).
+MAX_OPEN_RINGS = 1024
 #: Exited traced processes kept whole (with their lanes) in the snapshot; older ones are folded.
 EXITED_KEPT = 32
 _FOLDED_KEY = "folded"
@@ -67,7 +71,7 @@ class _Ring:
     """One traced process: its ring, decoder, builder and what we know about its life."""
 
     pid: int
-    path: Path
+    handover: Handover
     name: str | None
     mapped: rings.MappedRing | None = None
     decoder: RingDecoder | None = None
@@ -82,42 +86,41 @@ class _Ring:
 
 
 class CuptiCollector:
-    """Drains the rings of ``session`` and produces the ``cupti`` SnapshotPart.
+    """Drains the rings handed over on ``ring_socket`` and produces the ``cupti`` SnapshotPart.
 
-    :param session: the ``gpuflow run`` session id whose rings to read.
+    :param session: the id the snapshot gives this session's traced processes.
+    :param ring_socket: where the session's processes hand their rings over; the collector closes
+        it when it stops.
     :param notify: called (from the drain thread) whenever the part changed.
     :param lane_span_cap: spans kept per lane.
-    :param shm_dir: where the rings are (tests point it elsewhere).
     :param decoder_class: defaults to the selected decoder (compiled when available).
-    :param stale_grace_s: rings of dead sessions younger than this are not swept.
     """
 
-    def __init__(self, session: str, notify: Callable[[], None] = lambda: None, *,
-                 lane_span_cap: int = DEFAULT_LANE_SPAN_CAP, shm_dir: Path = rings.SHM_DIR,
+    def __init__(self, session: str, ring_socket: RingSocket, notify: Callable[[], None] = lambda: None, *,
+                 lane_span_cap: int = DEFAULT_LANE_SPAN_CAP,
                  decoder_class: type[RingDecoder] | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
-                 drain_interval_s: float = DRAIN_INTERVAL_S,
-                 stale_grace_s: float = rings.STALE_GRACE_S) -> None:
+                 drain_interval_s: float = DRAIN_INTERVAL_S) -> None:
         self.session = session
+        self.ring_socket = ring_socket
+        self._trusted = trusted_uids()
         self._notify = notify
         self._cap = lane_span_cap
-        self._shm_dir = Path(shm_dir)
         self._decoder_class = decoder_class or decoder_mod.RingDecoder
         self._exits: dict[int, int] = {}
         self._exits_lock = threading.Lock()
         self._clock_ns = clock_ns
         self._interval = drain_interval_s
-        self._stale_grace_s = stale_grace_s
         self._rings: dict[int, _Ring] = {}
+        self._deferred: list[Handover] = []  # a pid's new ring, taken once its ended one is released
         self._released_order: list[int] = []  # pids of released (finished) rings, oldest first
         self._retired: RetiredTraced | None = None
         self._folded_with_problems = 0
-        self._ignored: dict[Path, int] = {}  # rings not ready yet: attempts so far
+        self._refused: dict[str, int] = {}  # refusal reason -> connections refused for it
         self._problems: dict[str, Problem] = {}
         self._part = SnapshotPart(source=SOURCE)
         self._dirty = False
         self._last_build = 0.0
-        self._last_sweep = 0.0
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,16 +130,16 @@ class CuptiCollector:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
-        """Sweep stale rings, then start the drain thread (idempotent)."""
+        """Start the drain thread (idempotent)."""
         if self._thread is not None:
             return
-        self._sweep(force=True)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="gpuflow-cupti", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread, drain everything one last time, publish the final part, release rings.
+        """Stop the thread, drain everything one last time, publish the final part, release rings,
+        close the socket.
 
         Idempotent; after it the collector keeps answering :meth:`part`.
         """
@@ -148,9 +151,15 @@ class CuptiCollector:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        self.poll(final=True)
-        for ring in self._rings.values():
-            self._release(ring, unlink=False)
+        try:
+            self.poll(final=True)
+        finally:
+            for ring in self._rings.values():
+                self._release(ring)
+            for handover in self._deferred:
+                handover.close()
+            self._deferred = []
+            self.ring_socket.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -174,7 +183,7 @@ class CuptiCollector:
 
     @property
     def saw_cuda(self) -> bool:
-        """Whether any traced process created a ring."""
+        """Whether any traced process handed a ring over."""
         return self.rings_seen > 0
 
     # -- one pass ------------------------------------------------------------------------------
@@ -186,7 +195,7 @@ class CuptiCollector:
         with self._poll_lock:
             if self._stopped and not final:
                 return False
-            changed = self._discover()
+            changed = self._accept()
             now = time.monotonic()
             for ring in list(self._rings.values()):
                 if not ring.finished and ring.mapped is not None:
@@ -205,52 +214,64 @@ class CuptiCollector:
                 self._dirty = False
                 self._notify()
                 changed = True
-            if not final:
-                self._sweep()
             return changed
 
-    def _discover(self) -> bool:
+    def _accept(self) -> bool:
+        """Take the rings handed over since the last pass; a Problem for each reason to refuse one."""
         changed = False
-        for rf in rings.list_rings(self._shm_dir, self.session):
-            known = self._rings.get(rf.pid)
-            if known is not None:
-                if not (known.finished and known.mapped is None):
-                    continue
-                # the pid came back: ours was unlinked when it finished, so this is a new process
-                self._fold(rf.pid)
-                changed = True
-            name = rings.process_name(rf.pid)
-            try:
-                mapped = rings.MappedRing(rf.path)
-            except RingNotReady:
-                attempts = self._ignored.get(rf.path, 0) + 1
-                self._ignored[rf.path] = attempts
-                if attempts >= NOT_READY_ATTEMPTS and not rings.pid_alive(rf.pid):
-                    log.info("ring %s never became ready and its producer is gone; removing it", rf.path)
-                    _unlink_quietly(rf.path)
-                    self._ignored.pop(rf.path, None)
+        arrived, self._deferred = self._deferred, []
+        for item in arrived + self.ring_socket.receive():
+            if isinstance(item, Refusal):
+                changed |= self._refuse(item)
                 continue
-            except rings.RingBusy as exc:
-                self._problem(f"busy:{rf.pid}", f"pid {rf.pid}: {exc}; another GPUFlow agent is draining it")
+            known = self._rings.get(item.pid)
+            if known is not None and not (known.finished and known.mapped is None):
+                if known.handover.ended():   # the pid exec'ed: take the new ring once the old one is released
+                    self._deferred.append(item)
+                else:
+                    item.close()
+                    changed |= self._refuse(Refusal("second_ring", f"pid {item.pid} sent a second ring while "
+                                                    "its first is still open", item.pid, item.uid))
                 continue
-            except (RingFormatError, OSError) as exc:
-                self._problem(f"open:{rf.pid}", f"pid {rf.pid}: cannot read its ring {rf.path}: {exc}",
-                              "error")
+            if known is None and sum(not r.finished for r in self._rings.values()) >= MAX_OPEN_RINGS:
+                item.close()
+                changed |= self._refuse(Refusal("too_many_rings", f"more than {MAX_OPEN_RINGS} traced "
+                                                "processes had a ring open at once", item.pid, item.uid))
                 continue
-            self._ignored.pop(rf.path, None)
-            try:
-                dec = self._decoder_class(mapped.mmap, lane_span_cap=self._cap)
-            except RingError as exc:
-                mapped.close()
-                self._problem(f"open:{rf.pid}", f"pid {rf.pid}: cannot read its ring {rf.path}: {exc}",
-                              "error")
-                continue
-            ring = _Ring(pid=rf.pid, path=rf.path, name=name, mapped=mapped, decoder=dec,
-                         builder=TracedBuilder(rf.pid, self.session, self._cap))
-            self._rings[rf.pid] = ring
-            self.rings_seen += 1
-            changed = True
+            changed |= self._open(item, known)
         return changed
+
+    def _open(self, handover: Handover, known: _Ring | None) -> bool:
+        """Map and start decoding one ring; a ring that is not one to map is refused."""
+        name = rings.process_name(handover.pid)
+        fd, handover.ring_fd = handover.ring_fd, -1   # MappedRing closes it
+        try:
+            mapped = rings.MappedRing(fd, self._trusted)
+        except (RingError, OSError) as exc:
+            handover.close()
+            return self._refuse(Refusal("not_a_ring", f"pid {handover.pid}: its ring was refused: {exc}",
+                                        handover.pid, handover.uid))
+        try:
+            dec = self._decoder_class(mapped.mmap, lane_span_cap=self._cap)
+        except RingError as exc:
+            mapped.close()
+            handover.close()
+            return self._refuse(Refusal("not_a_ring", f"pid {handover.pid}: its ring was refused: {exc}",
+                                        handover.pid, handover.uid))
+        if known is not None:
+            self._fold(handover.pid)   # the pid came back: ours was released when it finished
+        self._rings[handover.pid] = _Ring(pid=handover.pid, handover=handover, name=name, mapped=mapped,
+                                          decoder=dec, builder=TracedBuilder(handover.pid, self.session, self._cap))
+        self.rings_seen += 1
+        return True
+
+    def _refuse(self, refusal: Refusal) -> bool:
+        """Count a refused connection under its reason; one Problem per reason (bounded)."""
+        log.warning("refused a ring: %s", refusal.detail)
+        count = self._refused[refusal.reason] = self._refused.get(refusal.reason, 0) + 1
+        self._problem(f"refused:{refusal.reason}", f"{count} ring handover(s) refused ({refusal.reason}); "
+                      f"the last: {refusal.detail}")
+        return True
 
     def _drain(self, ring: _Ring) -> bool:
         """Drain one ring; finish it if its producer is gone. True if anything changed.
@@ -258,7 +279,9 @@ class CuptiCollector:
         A ring that turned unreadable is no longer drained but still watched: the process may
         run on, and its exit still ends the ring.
         """
-        gone = not rings.pid_alive(ring.pid)  # decided before draining: nothing follows a gone producer
+        # decided before draining: a connection ends when its process has gone, and with it every
+        # write to the ring, so this drain takes everything there will ever be
+        gone = ring.handover.ended()
         dec, mapped = ring.decoder, ring.mapped
         assert dec is not None and mapped is not None  # poll() drains only mapped rings
         changed = False
@@ -336,7 +359,7 @@ class CuptiCollector:
                 # a released ring cannot change any more, except for the exit status the CLI reports
                 ring.traced = replace(ring.traced, exit_status=status)
             if ring.finished and ring.mapped is not None:
-                self._release(ring, unlink=True)  # after its final TracedProcess was built
+                self._release(ring)  # after its final TracedProcess was built
                 ring.decoder = ring.builder = None
                 self._released_order.append(pid)
         while len(self._released_order) > EXITED_KEPT:
@@ -366,8 +389,8 @@ class CuptiCollector:
                           "the session's roll-up, had problems (the last: "
                           f"{worst.message}); the roll-up's totals include them", severity)
 
-    def _release(self, ring: _Ring, *, unlink: bool) -> None:
-        """Detach the decoder (it keeps its figures), unmap, unlock and (if done) unlink the ring."""
+    def _release(self, ring: _Ring) -> None:
+        """Detach the decoder (it keeps its figures), unmap, and close the connection."""
         if ring.mapped is None:
             return
         try:
@@ -375,8 +398,7 @@ class CuptiCollector:
                 ring.decoder.detach()
             ring.mapped.close()
         finally:
-            if unlink:
-                ring.mapped.unlink()
+            ring.handover.close()
             ring.mapped = None
 
     def _problem(self, key: str, message: str, severity: str = "warning") -> None:
@@ -384,23 +406,3 @@ class CuptiCollector:
         if self._problems.get(key) != problem:
             self._problems[key] = problem
             self._dirty = True
-
-    def _sweep(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_sweep < SWEEP_INTERVAL_S:
-            return
-        self._last_sweep = now
-        try:
-            for path in rings.remove_stale_rings(self._shm_dir, keep_session=self.session,
-                                                 grace_s=self._stale_grace_s):
-                log.info("removed the stale ring %s (its producer and consumer are gone)", path)
-        except OSError as exc:  # pragma: no cover - a sweep failure only leaves files behind
-            log.warning("sweeping stale rings failed: %s", exc)
-
-
-def _unlink_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
-

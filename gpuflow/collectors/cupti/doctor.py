@@ -1,4 +1,5 @@
-"""The CUPTI collector's lines in ``gpuflow doctor``: injection library, libcupti, decoder, /dev/shm.
+"""The CUPTI collector's lines in ``gpuflow doctor``: injection library, libcupti, decoder, the ring
+transport (sealed memory files handed over a private socket).
 
 Constraints: never initialises CUDA (loading libcupti and asking its version does not), needs no
 GPU, finishes in well under a second; each check stands alone (one failing hides no other).
@@ -7,11 +8,13 @@ GPU, finishes in well under a second; each check stands alone (one failing hides
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 
 from gpuflow.collectors.cupti import _layout
+from gpuflow.collectors.cupti.handover import plan_private_directory
 from gpuflow.collectors.cupti.injection import INJECT_LIBRARY_NAME, cupti_library_candidates, inject_library_path
-from gpuflow.collectors.cupti.rings import SHM_DIR
+from gpuflow.collectors.cupti.rings import REQUIRED_SEALS
 from gpuflow.core.doctor import DoctorCheck
 
 
@@ -53,15 +56,21 @@ def decoder_check() -> DoctorCheck:
                        "and a C compiler, or unset GPUFLOW_NO_EXTENSIONS", "speed")
 
 
-def shm_check(ring_capacity: int) -> DoctorCheck:
-    """Room in /dev/shm for rings of ``ring_capacity`` records."""
+def ring_transport_check(ring_capacity: int) -> DoctorCheck:
+    """Whether rings can be made as the injected library makes them (a sealed memory file), and
+    where ``gpuflow run`` would put its private ring socket."""
     try:
-        st = os.statvfs(SHM_DIR)
-    except OSError as exc:
-        return DoctorCheck("shared memory", False, f"{SHM_DIR} unusable: {exc.strerror}", "run")
-    free = st.f_bavail * st.f_frsize
+        fd = os.memfd_create("gpuflow-doctor", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, REQUIRED_SEALS)
+        finally:
+            os.close(fd)
+    except (AttributeError, OSError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        return DoctorCheck("ring transport", False, f"sealed memory files (memfd) are not available: {why}",
+                           "run")
     need = ring_capacity * _layout.RECORD_SIZE + _layout.HEADER_SIZE
-    rings = free // need
-    return DoctorCheck("shared memory", rings >= 1,
-                       f"{free / 2**20:.0f} MiB free in {SHM_DIR}: room for {rings} rings of "
-                       f"{ring_capacity} records ({need / 2**20:.1f} MiB each)", "run")
+    return DoctorCheck("ring transport", True,
+                       f"sealed memory files of {need / 2**20:.1f} MiB per traced process "
+                       f"({ring_capacity} records), handed over a socket in "
+                       f"{plan_private_directory(os.environ).parent}", "run")

@@ -3,9 +3,10 @@
 Finds libgpuflow_inject.so (built into the package) and libcupti (from CUDA_HOME, the
 conventional toolkit location, the nvidia-cuda-cupti wheel, or the dynamic linker's cache), and
 builds the child's environment: CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH pointing at the SAME
-libcupti the collector loads (two CUPTI copies in one process is a failure mode), the session id,
-ring capacity and flush period. Every descendant inherits it, so each CUDA process of the tree
-makes its own ring.
+libcupti the collector loads (two CUPTI copies in one process is a failure mode), the agent's ring
+socket, ring capacity and flush period. Every descendant inherits it, so each CUDA process of the
+tree makes its own ring and hands it to the agent. A GPUFLOW_CUPTI_PATH that is not a regular file
+(a directory, a FIFO, a device) is refused here, before any program starts.
 
 Constraints: no CUDA import, no GPU needed; only filesystem probing, so ``doctor`` can use it too.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +41,28 @@ def inject_library_path() -> Path | None:
         if candidate.is_file():
             return candidate.resolve()
     return None
+
+
+def chosen_cupti_library(path: str) -> Path:
+    """The libcupti GPUFLOW_CUPTI_PATH names, when it is a regular file (a link to one counts);
+    InjectionUnavailable otherwise. Checked with ``stat``, which never opens it: a FIFO cannot
+    block, a device is never read."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InjectionUnavailable(f"GPUFLOW_CUPTI_PATH={path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise InjectionUnavailable(f"GPUFLOW_CUPTI_PATH={path} is not a regular file (a libcupti), "
+                                   f"but a {_file_kind(mode)}")
+    return Path(path)
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def cupti_library_candidates(environ: dict[str, str] | None = None) -> list[Path]:
@@ -78,6 +102,9 @@ def find_injection_paths(environ: dict[str, str] | None = None) -> InjectionPath
             "GPUFlow was installed. Install the CUDA toolkit (or pip install nvidia-cuda-cupti "
             "nvidia-cuda-runtime), set CUDA_HOME, and reinstall GPUFlow. `gpuflow watch` works without it."
         )
+    env = os.environ if environ is None else environ
+    if env.get("GPUFLOW_CUPTI_PATH"):
+        return InjectionPaths(inject_library=inject, cupti_library=chosen_cupti_library(env["GPUFLOW_CUPTI_PATH"]))
     candidates = cupti_library_candidates(environ)
     if not candidates:
         raise InjectionUnavailable(
@@ -89,7 +116,7 @@ def find_injection_paths(environ: dict[str, str] | None = None) -> InjectionPath
 
 def child_environment(
     paths: InjectionPaths,
-    session: str,
+    ring_socket: Path,
     ring_capacity: int,
     flush_ms: int,
     base: dict[str, str] | None = None,
@@ -99,7 +126,7 @@ def child_environment(
         "CUDA_INJECTION64_PATH": str(paths.inject_library),
         "NVTX_INJECTION64_PATH": str(paths.cupti_library),
         "GPUFLOW_CUPTI_PATH": str(paths.cupti_library),
-        "GPUFLOW_SESSION": session,
+        "GPUFLOW_RING_SOCKET": str(ring_socket),
         "GPUFLOW_RING_CAPACITY": str(ring_capacity),
         "GPUFLOW_FLUSH_MS": str(flush_ms),
     })

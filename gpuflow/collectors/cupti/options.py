@@ -1,17 +1,17 @@
-"""The CUPTI collector's options: ring capacity, flush period, spans kept per lane, the session.
+"""The CUPTI collector's options: ring capacity, flush period, spans kept per lane, the ring socket.
 
 Declared through the ``declare_options`` hook (gpuflow.core.options), so ``gpuflow watch``/``run``
 offer ``--ring-capacity`` and ``run`` offers ``--flush-ms``, ``get_app()`` reads
-``GPUFLOW_RING_CAPACITY`` and ``GPUFLOW_SESSION``, and every value is checked here, by the plugin
-that owns it. The bounds are the injected library's own (docs/inject.md): it refuses or clamps
-anything outside them, so a value it would not honour is refused before a program starts.
+``GPUFLOW_RING_CAPACITY`` and ``GPUFLOW_RING_SOCKET``, and every value is checked here, by the
+plugin that owns it (the ring socket's directory, which needs I/O, when the collector starts).
+The bounds are the injected library's own (docs/inject.md): it refuses or clamps anything outside
+them, so a value it would not honour is refused before a program starts.
 
 Constraints: pure; importable without CUDA, a GPU or the compiled decoder.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gpuflow.collectors.cupti import _layout
@@ -23,8 +23,8 @@ MIN_RING_CAPACITY, MAX_RING_CAPACITY = 1 << 10, 1 << 26
 DEFAULT_FLUSH_MS = 50
 MIN_FLUSH_MS, MAX_FLUSH_MS = 5, 10_000
 DEFAULT_LANE_SPAN_CAP = _layout.DEFAULT_LANE_SPAN_CAP
-#: Sessions name rings ``gpuflow-<session>-<pid>``: 1..31 of [A-Za-z0-9_-] (rp_valid_session).
-_SESSION_RE = re.compile(r"[A-Za-z0-9_-]{1,31}")
+#: sun_path holds 108 bytes, the terminating NUL included (handover.MAX_SOCKET_PATH).
+MAX_SOCKET_PATH = 107
 
 
 def _integer(value: Any, what: str) -> int:
@@ -66,10 +66,12 @@ def lane_span_cap(value: Any) -> int:
     return _layout.check_lane_span_cap(_integer(value, "spans"))
 
 
-def session(value: Any) -> str:
-    """A session id as the injected library accepts it: 1..31 of [A-Za-z0-9_-]."""
-    if not isinstance(value, str) or not _SESSION_RE.fullmatch(value):
-        raise ValueError(f"a session id is 1 to 31 letters, digits, '_' or '-', got {value!r}")
+def ring_socket(value: Any) -> str:
+    """Where the agent listens for rings: an absolute path that fits a Unix socket address."""
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+        raise ValueError(f"the ring socket must be an absolute path, got {value!r}")
+    if len(value.encode()) > MAX_SOCKET_PATH:
+        raise ValueError(f"the ring socket path is longer than {MAX_SOCKET_PATH} bytes: {value!r}")
     return value
 
 
@@ -82,8 +84,8 @@ OPTIONS = PluginOptions(KEY, (
            flag="--flush-ms", metavar="MS", commands=("run",)),
     Option("lane_span_cap", lane_span_cap, DEFAULT_LANE_SPAN_CAP,
            "spans kept per lane, most recent first"),
-    Option("session", session, None,
-           "drain the rings of this session without launching a program (a gunicorn deployment "
-           "beside programs started with GPUFlow's injection environment)",
-           env="GPUFLOW_SESSION"),
+    Option("ring_socket", ring_socket, None,
+           "listen for the rings of programs started with GPUFlow's injection environment on this "
+           "socket, in a directory only you can enter (a gunicorn deployment; gpuflow run makes its own)",
+           env="GPUFLOW_RING_SOCKET"),
 ))

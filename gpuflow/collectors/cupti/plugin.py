@@ -3,16 +3,17 @@
 Hooks, each the only way the rest of GPUFlow reaches this collector:
 
 * ``declare_options`` — :data:`~gpuflow.collectors.cupti.options.OPTIONS` (``--ring-capacity``,
-  ``--flush-ms``, the spans kept per lane, ``GPUFLOW_SESSION``);
+  ``--flush-ms``, the spans kept per lane, ``GPUFLOW_RING_SOCKET``);
 * ``child_environment`` — for a program ``gpuflow run`` launches: the injection library, the
-  libcupti it must load, the session, ring capacity and flush period
-  (:mod:`~gpuflow.collectors.cupti.injection`); remembers the session so that
-  ``start_collecting`` drains its rings;
-* ``start_collecting`` — starts a :class:`~gpuflow.collectors.cupti.collector.CuptiCollector`
-  (its drain thread) when there is a session to drain (a launch's, or the ``session`` option);
-  otherwise nothing starts and ``produce_snapshot`` returns None;
+  libcupti it must load, the ring socket its CUDA processes hand their rings to (in a private
+  directory whose fresh name is chosen here and which ``start_collecting`` creates), ring capacity
+  and flush period (:mod:`~gpuflow.collectors.cupti.injection`);
+* ``start_collecting`` — creates the ring socket and starts a
+  :class:`~gpuflow.collectors.cupti.collector.CuptiCollector` (its drain thread) when there is a
+  session to take rings for (a launch's, or the ``ring_socket`` option's); otherwise nothing starts
+  and ``produce_snapshot`` returns None;
 * ``process_exited`` — the launched program's exit status, shown on its traced process;
-* ``doctor_checks`` — injection library, libcupti, decoder, shared memory.
+* ``doctor_checks`` — injection library, libcupti, decoder, the ring transport.
 
 Constraints: module-level hook implementations, per-agent state only in ``context.slots``; never
 imports the NVML collector; nothing happens at import (the collector, the decoder and libcupti
@@ -21,7 +22,10 @@ are loaded by the hooks that need them).
 
 from __future__ import annotations
 
+import os
+import secrets
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from gpuflow.collectors.cupti.options import OPTIONS
@@ -40,9 +44,11 @@ SLOT = "cupti"
 
 @dataclass
 class _State:
-    """This plugin's per-agent state: the session a launch prepared, and the running collector."""
+    """This plugin's per-agent state: what a launch prepared (its session and the private directory
+    of its ring socket, not created yet), and the running collector."""
 
     launch_session: str | None = None
+    launch_directory: Path | None = None
     collector: CuptiCollector | None = None
 
 
@@ -63,28 +69,36 @@ def declare_options() -> PluginOptions:
 
 @hookimpl
 def child_environment(context: CollectorContext, session: str) -> Mapping[str, str]:
-    from gpuflow.collectors.cupti import injection
+    from gpuflow.collectors.cupti import handover, injection
 
     options = context.plugin_options(OPTIONS)
     try:
         paths = injection.find_injection_paths()
     except injection.InjectionUnavailable as exc:
         raise LaunchRefused(f"cannot trace: {exc}") from None
-    _state(context).launch_session = session
-    return injection.child_environment(paths, session, options["ring_capacity"], options["flush_ms"],
-                                       base={})
+    state = _state(context)
+    state.launch_session = session
+    state.launch_directory = handover.plan_private_directory(os.environ)
+    return injection.child_environment(paths, state.launch_directory / handover.SOCKET_NAME,
+                                       options["ring_capacity"], options["flush_ms"], base={})
 
 
 @hookimpl
 def start_collecting(context: CollectorContext) -> None:
     options = context.plugin_options(OPTIONS)
     state = _state(context)
-    session = state.launch_session or options["session"]
-    if not session or state.collector is not None:
+    if state.collector is not None or not (state.launch_directory or options["ring_socket"]):
         return
     from gpuflow.collectors.cupti.collector import CuptiCollector
+    from gpuflow.collectors.cupti.handover import RingSocket
 
-    state.collector = CuptiCollector(session, context.notify, lane_span_cap=options["lane_span_cap"])
+    if state.launch_directory is not None:
+        session = state.launch_session or secrets.token_hex(8)
+        ring_socket = RingSocket.in_private_directory(state.launch_directory)
+    else:   # beside programs started with the injection environment by hand
+        session = secrets.token_hex(8)
+        ring_socket = RingSocket.at(Path(options["ring_socket"]))
+    state.collector = CuptiCollector(session, ring_socket, context.notify, lane_span_cap=options["lane_span_cap"])
     state.collector.start()
 
 
@@ -113,4 +127,4 @@ def doctor_checks(context: CollectorContext) -> Sequence[DoctorCheck]:
     from gpuflow.collectors.cupti import doctor
 
     ring_capacity = context.plugin_options(OPTIONS)["ring_capacity"]
-    return [*doctor.injection_checks(), doctor.decoder_check(), doctor.shm_check(ring_capacity)]
+    return [*doctor.injection_checks(), doctor.decoder_check(), doctor.ring_transport_check(ring_capacity)]
