@@ -6,7 +6,7 @@
 // holds), so nothing outside the page can change what it shows. Every field is the same in live
 // and demo mode; the bench fields stay empty unless ?demo=bench runs.
 
-import { bench, canvas, cssH, cssW, dpr, drawn, loop, ui, view } from './canvas.js';
+import { F, bench, canvas, cssH, cssW, dpr, drawn, loop, ui, view } from './canvas.js';
 import { conn, demo, el } from './connection.js';
 import { LABEL_W, LANE_H, STATS_X, TRACK_W, TRACK_X, kernelRowY, laneTop } from './geometry.js';
 import { model } from './layout.js';
@@ -104,8 +104,9 @@ export function installHook() {
   hook.frame = frameSummary;
   hook.kernelsOf = (pid) => {
     const t = store.traced.get(pid);
-    return t ? t.info.kernels.map(k => ({ name: k.name, mangled: k.mangled, count: k.count })) : null;
+    return t ? t.info.kernels.map(k => ({ name: k.name, mangled: k.mangled, count: k.count, total_ns: k.total_ns })) : null;
   };
+  hook.fonts = Object.freeze(Object.fromEntries(Object.entries(F).map(([k, f]) => [k, f.css])));
   hook.benchReset = () => { bench.draw.length = 0; bench.ingest.length = 0; bench.intervals.length = 0; bench.lastTs = 0; };
   Object.freeze(hook);
   Object.defineProperty(window, '__gpuflow', { value: hook, writable: false, enumerable: false, configurable: false });

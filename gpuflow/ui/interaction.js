@@ -39,7 +39,7 @@ function hitTest(sx, sy) {
   const n = nodeAt(wx, wy);
   if (!n) return null;
   const hit = { node: n.id };
-  if (n.form === 'strip' && textIsLegible(F.small.px * 0.5)) stripHit(n, wx, wy, hit);
+  if (n.form === 'strip' && textIsLegible(F.small.px)) stripHit(n, wx, wy, hit);   // its parts, once they are drawn
   return hit;
 }
 function stripHit(n, wx, wy, hit) {

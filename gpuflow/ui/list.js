@@ -58,7 +58,7 @@ export function entries(f) {
 function compareBy(key, dir) {
   return (a, b) => {
     let x = a[key], y = b[key];
-    if (key === 'gpus') { x = x.length ? x[0] * 1000 + x.length : Infinity; y = y.length ? y[0] * 1000 + y.length : Infinity; }
+    if (key === 'gpus') { x = x.length ? x[0] * 1000 + x.length : null; y = y.length ? y[0] * 1000 + y.length : null; }
     if (x === null || x === undefined) return y === null || y === undefined ? a.pid - b.pid : 1;   // unknown last
     if (y === null || y === undefined) return -1;
     const c = typeof x === 'string' ? x.localeCompare(y) : x - y;

@@ -121,7 +121,7 @@ function drawAxis(n, tr, ay) {
     ctx.fillRect(tx - 0.5, ay, 1, 5);
     const label = fmtTick(rel, step);
     const lw = textWidth(label, F.label);
-    if (tx - lw / 2 < x0 - 24 || tx + lw / 2 > x0 + TRACK_W + 24) continue;
+    if (tx - lw / 2 < x0 - 2 || tx + lw / 2 > x0 + TRACK_W + COUNT_W) continue;   // clear of the labels beside
     text(label, tx, ay + 16, F.label, COL.dim, 'center');
     ticks.push({ label, rel_us: rel, x: tx - n.x });
   }
@@ -157,12 +157,12 @@ function drawStats(n, info) {
   const out = [];
   if (!ks.length) text(none, x, kernelRowY(n, 0), F.small, COL.dim);
   for (let i = 0; i < rows.nk; i++) {
-    const k = ks[i], ky = kernelRowY(n, i), full = k.name || k.mangled || '';
-    const shown = fit(kernelFrom(full), room, F.small);
+    const k = ks[i], ky = kernelRowY(n, i), full = k.name || k.mangled || '', from = kernelFrom(full);
+    const shown = fit(from, room, F.small);
     text(shown, x, ky, F.small, COL.sm);
     text(kCounts[i], countRight, ky, F.small, COL.text, 'right');
     text(fmtNs(k.total_ns), right, ky, F.small, COL.text, 'right');
-    out.push({ name: full, shown, room, shownW: textWidth(shown, F.small), count: k.count, countText: kCounts[i] });
+    out.push({ name: full, from, shown, room, columnW: w, shownW: textWidth(shown, F.small), count: k.count, countText: kCounts[i] });
   }
   if (ks.length > KERNEL_ROWS) text('+' + (ks.length - KERNEL_ROWS) + ' more kernels', x, kernelRowY(n, rows.nk) - 2, F.label, COL.dim);
   text('transfers', x, rows.transfersHead, F.bold, COL.text);

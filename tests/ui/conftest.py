@@ -195,6 +195,16 @@ def agent(browser):
     a.stop()
 
 
+@pytest.fixture(scope="session")
+def still_agent(browser):
+    """An agent whose fake collector builds one part and then nothing changes (rate 0): what the
+    page shows can be compared with /api/snapshot exactly, and its stream stays quiet."""
+    a = Agent(free_port(), {**FAKE, "GPUFLOW_FAKE_RATE_HZ": "0"})
+    a.start()
+    yield a
+    a.stop()
+
+
 @pytest.fixture
 def fresh_agent(browser):
     """An agent of its own, for tests that kill it."""
