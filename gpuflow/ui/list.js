@@ -91,11 +91,19 @@ function fill(tr, e) {
   if (tr.title !== title) tr.title = title;
 }
 
-// the rows from the latest frame, now or (coming from the stream) at most every REFRESH_MS
+// the same pids as the rows?
+function samePids(f) {
+  let n = 0;
+  for (const p of f.processes || []) { if (!list.rows.has(p.pid)) return false; n++; }
+  for (const t of f.traced || []) { if (!list.rows.has(t.pid)) return false; if (!(f.processes || []).some(p => p.pid === t.pid)) n++; }
+  return n === list.rows.size;
+}
+// the rows from the latest frame: now when a process came or went (the list never disagrees with
+// the graph about who is there), and its values (coming from the stream) at most every REFRESH_MS
 export function updateList(now) {
   if (!list.open || !store.snap) return;
   const t = performance.now();
-  if (!now && t - list.last < REFRESH_MS) {
+  if (!now && t - list.last < REFRESH_MS && samePids(store.snap)) {
     if (!list.timer) list.timer = setTimeout(() => { list.timer = 0; updateList(true); }, REFRESH_MS - (t - list.last));
     return;
   }
