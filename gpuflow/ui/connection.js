@@ -5,11 +5,11 @@
 // The page runs live (this module's stream) or, with ?demo, on canned frames (demo.js, loaded
 // only then); `demo` says which, and asking for a demo never shows live data as one.
 // One stream per page, read by eventstream.js, with the agent's token (login.js) in its
-// Authorization header: fetch, not EventSource, which cannot send one. A stream that ends after
-// bringing frames (the agent ends each after a while) is reopened at once; a failure (network
-// error, a non-200, a wrong content type) is retried with backoff, capped at 2 s so a restarted
-// agent is picked up well inside 5 s; a 401 shows the login form instead. Hidden tabs close
-// their stream.
+// Authorization header: fetch, not EventSource, which cannot send one. A stream that ends or
+// drops after bringing frames (the agent ends each after a while) is reopened after the delay
+// the agent's "retry:" field gave (2 s), as EventSource would; a failure (network error, a
+// non-200, a wrong content type) is retried with backoff, capped at 2 s so a restarted agent is
+// picked up well inside 5 s; a 401 shows the login form instead. Hidden tabs close their stream.
 //
 // Constraints: no request to anything but api/stream, relative to the page (an agent behind a
 // proxy path works), and no credential the browser adds by itself (credentials: 'omit'); frames
@@ -58,7 +58,7 @@ export function updateHeader() {
     (conn.state === 'paused' ? ' (paused while the tab is hidden)' : ' — the agent is not answering');
 }
 
-export const conn = { stream: null, state: 'connecting', failures: 0, timer: 0, connects: 0 };
+export const conn = { stream: null, state: 'connecting', failures: 0, timer: 0, connects: 0, retryMs: 2000 };
 export function setConn(state, detail) {
   conn.state = state;
   el.conn.className = state;
@@ -104,16 +104,19 @@ function connect() {
       if (resp.status === 401) { conn.stream = null; stream.abort(); setConn('locked'); askForToken(connect); return; }
       const type = resp.headers.get('content-type') || '';
       if (!resp.ok || !type.startsWith('text/event-stream')) throw new Error('not a stream: ' + resp.status);
-      return readEvents(resp.body, onEvent, gone).then(() => { if (!gone()) ended(frames); });
+      return readEvents(resp.body, onEvent, (ms) => { conn.retryMs = ms; }, gone);
     })
-    .catch(() => { if (!gone()) ended(0); });
+    .then(() => { if (!gone()) ended(frames); }, () => { if (!gone()) ended(frames); });
 }
-// The stream ended: one that brought frames (the agent ends each after a while) is reopened at
-// once; a failure is retried with backoff, capped at 2 s so a restarted agent is picked up well
-// inside 5 s.
+// The stream ended or dropped: after frames, reopened once the agent's retry delay has passed;
+// without, retried with backoff.
 function ended(frames) {
   conn.stream = null;
-  if (frames > 0) { connect(); return; }
+  if (frames > 0) {
+    setConn('reconnecting');
+    conn.timer = setTimeout(connect, conn.retryMs);
+    return;
+  }
   conn.failures++;
   const st = conn.failures >= 3 ? 'unreachable' : 'reconnecting';
   const delay = Math.min(2000, 250 * Math.pow(2, conn.failures - 1)) * (0.85 + Math.random() * 0.3);

@@ -4,13 +4,14 @@
 //
 // Constraints: the event format of the HTML standard, as the agent writes it (gpuflow/transport/
 // sse.py): lines end in LF, CRLF or CR; "data:" lines join with LF; "event:" names the event;
-// comments (": ping") and "id:"/"retry:" are read and dropped (reconnecting is connection.js's
-// job); an event is dispatched at its blank line, a partial one at the end is dropped. Bytes are
-// decoded as UTF-8 across chunk boundaries. Nothing is buffered beyond the event being read.
+// "retry:" (digits only) is handed on as the reconnection delay, which connection.js keeps as
+// EventSource would; comments (": ping") and "id:" are dropped; an event is dispatched at its
+// blank line, a partial one at the end is dropped. Bytes are decoded as UTF-8 across chunk
+// boundaries. Nothing is buffered beyond the event being read.
 
-// Calls onEvent(type, data) for each complete event of `body` until it ends (resolves) or fails
-// (rejects); stop() returning true cancels the read.
-export async function readEvents(body, onEvent, stop) {
+// Calls onEvent(type, data) for each complete event of `body`, and onRetry(ms) for each retry
+// field, until it ends (resolves) or fails (rejects); stop() returning true cancels the read.
+export async function readEvents(body, onEvent, onRetry, stop) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '', data = [], type = '', skipLf = false;
   for (;;) {
@@ -41,6 +42,7 @@ export async function readEvents(body, onEvent, stop) {
       if (v.charCodeAt(0) === 32) v = v.slice(1);
       if (field === 'data') data.push(v);
       else if (field === 'event') type = v;
+      else if (field === 'retry' && /^[0-9]+$/.test(v)) onRetry(Number(v));
     }
     buf = buf.slice(at);
   }
