@@ -19,9 +19,10 @@ Things gunicorn does before the app ever runs, found by tests/hardening:
   :class:`~gpuflow.transport.heads.HeadReader` in front of the pool (``worker.enqueue_req``):
   a connection reaches a pool thread only once its whole head has arrived, within
   ``header_timeout_s`` of connecting, and a kept-alive connection again for each request;
-  until then it costs no thread. The connections waiting there count in gthread's
-  ``nr_conns``, so ``worker_connections`` is raised by the reader's capacity (2048) and the
-  descriptor limit with it, or they would stop the worker from accepting. With TLS, HTTP/2,
+  until then it costs no thread, and it does not count against ``worker_connections`` (which
+  would otherwise stop the worker from accepting once enough idle connections were open): the
+  reader's own cap (2048, the oldest closed first) bounds them, and the descriptor limit is
+  raised for them. With TLS, HTTP/2,
   the uwsgi or the PROXY protocol the reader is left out (the bytes first sent are not an
   HTTP/1 head): gunicorn reads heads itself, bounded only by the read timeout below.
 * **No timeout on a read.** A pool thread reads with a blocking socket and no timeout. The
@@ -53,9 +54,10 @@ including h2 the read timeout is left out (an HTTP/2 connection idles between st
 only on ``gunicorn.util.write_error(sock, status_int, reason, mesg)``, ``util.write_nonblock``,
 ``worker.log.error_log``, a ``worker.handle(conn)`` run in a pool thread that returns False
 when the connection is to be closed, ``conn.sock`` being its socket (gunicorn 25 to 27), and
-for the head reader on gthread's ``enqueue_req(conn)``, ``method_queue.defer``, ``nr_conns``,
-``worker_connections`` and a connection's ``initialized``, ``init()`` and
-``parser.unreader.unread`` (gunicorn 27; without ``method_queue`` the reader is left out).
+for the head reader on gthread's ``enqueue_req(conn)`` (called on its main thread),
+``method_queue.defer``, ``nr_conns``, ``worker_connections``, ``alive`` and a connection's
+``initialized``, ``init()``, ``close()`` and ``parser.unreader.unread`` (gunicorn 27; without
+``method_queue`` the reader is left out).
 """
 
 from __future__ import annotations
@@ -195,9 +197,11 @@ def _install_head_reader(worker: Any, header_timeout_s: float) -> HeadReader | N
     """Put a :class:`HeadReader` in front of gthread's pool: a connection reaches a pool thread
     only with its whole request head read (from accept, and again for each kept-alive request).
 
-    Connections waiting for their heads still count in gthread's ``nr_conns``: the worker's
-    ``worker_connections`` is raised by the reader's capacity, so that they never stop it from
-    accepting, and the descriptor limit with it (heads.pending_budget).
+    While its head is being read a connection is the reader's, not gthread's: it leaves
+    gthread's ``nr_conns`` (which gates accepting at ``worker_connections``) and comes back into
+    it on gthread's main thread, which owns that count, with the head. So a crowd of idle
+    connections never stops the worker from accepting; the reader's own cap (with the oldest
+    closed first) bounds them, within the descriptors left beside ``worker_connections``.
     """
     enqueue = getattr(worker, "enqueue_req", None)
     method_queue = getattr(worker, "method_queue", None)
@@ -205,44 +209,44 @@ def _install_head_reader(worker: Any, header_timeout_s: float) -> HeadReader | N
     if (enqueue is None or method_queue is None or getattr(enqueue, "_gpuflow_hardened", False)
             or not reads_plain_http1(cfg)):
         return None
-    others = int(cfg.threads) + max(int(getattr(worker, "max_keepalived", 0)), 0) + 64
 
-    def close_dropped(conn: Any) -> None:  # on gthread's main thread, which owns nr_conns
-        worker.nr_conns -= 1
-        conn.close()
-
-    def on_drop(sock: socket.socket, conn: Any, why: str) -> None:
-        method_queue.defer(close_dropped, conn)
+    def to_pool(conn: Any) -> None:  # on gthread's main thread
+        worker.nr_conns += 1
+        enqueue(conn)
 
     def on_head(sock: socket.socket, conn: Any, data: bytes, state: Head) -> None:
         if state is not Head.COMPLETE:
             write_error(sock, 414 if state is Head.LINE_TOO_LONG else 431, "", "")
-            on_drop(sock, conn, state.value)
+            conn.close()
             return
         try:
             if not conn.initialized:
                 conn.init()  # plain HTTP/1: makes the parser, reads nothing
             conn.parser.unreader.unread(data)
             conn.data_ready = True  # gthread's handle() waits for no more data
-            enqueue(conn)
         except Exception:
-            on_drop(sock, conn, "could not be handed to the pool")
+            conn.close()
             raise
+        method_queue.defer(to_pool, conn)
+
+    def on_drop(sock: socket.socket, conn: Any, why: str) -> None:
+        conn.close()
 
     reader = HeadReader(deadline_s=header_timeout_s, on_head=on_head, on_drop=on_drop,
-                        max_pending=pending_budget(DEFAULT_MAX_PENDING, others),
+                        max_pending=pending_budget(DEFAULT_MAX_PENDING,
+                                                   int(worker.worker_connections) + 64),
                         stopping=lambda: not worker.alive, name="gpuflow-heads")
 
-    def enqueue_req(conn: Any) -> None:
+    def enqueue_req(conn: Any) -> None:  # on gthread's main thread
         if reader.closed or getattr(conn, "is_http2", False):
             enqueue(conn)  # the worker is stopping: gunicorn answers, with Connection: close
             return
         seed = _buffered(conn) if conn.initialized else b""
+        worker.nr_conns -= 1
         reader.add(conn.sock, conn, seed)
 
     enqueue_req._gpuflow_hardened = True  # type: ignore[attr-defined]
     worker.enqueue_req = enqueue_req
-    worker.worker_connections = max(int(worker.worker_connections), others + reader.max_pending)
     reader.start()
     return reader
 

@@ -46,6 +46,7 @@ log = logging.getLogger("gpuflow.transport.heads")
 
 MAX_HEAD_BYTES = 32 * 1024
 DEFAULT_MAX_PENDING = 2048
+MIN_PENDING = 64  # however low the descriptor limit
 RECV_BYTES = 16 * 1024
 ACCEPT_BURST = 128  # accepts per wake-up, so that reading heads is never starved
 FD_RESERVE = 256  # descriptors left for everything else the process opens
@@ -100,8 +101,8 @@ def pending_budget(wanted: int, others: int) -> int:
     budget = min(wanted, limit - others - FD_RESERVE)
     if budget < wanted:
         log.warning("only %d connections can wait for their request heads (RLIMIT_NOFILE %d); "
-                    "raise the limit for more", max(budget, 16), limit)
-    return max(budget, 16)
+                    "raise the limit for more", max(budget, MIN_PENDING), limit)
+    return max(budget, MIN_PENDING)
 
 
 class HeadReader:
@@ -193,13 +194,19 @@ class HeadReader:
                 now = time.monotonic()
                 first = next(iter(self._pending.values()), None)
                 timeout = 0.25 if first is None else min(0.25, max(0.0, first.deadline - now))
-                for key, _ in self._sel.select(timeout):
+                events = self._sel.select(timeout)
+                accept = inbox = False
+                for key, _ in events:  # heads first: a newer connection may close an older one
                     if key.data is None:
-                        self._take_inbox()
+                        inbox = True
                     elif key.data is self._listener:
-                        self._accept()
-                    else:
+                        accept = True
+                    elif self._pending.get(key.data.sock.fileno()) is key.data:
                         self._read(key.data)
+                if inbox:
+                    self._take_inbox()
+                if accept:
+                    self._accept()
                 self._expire(time.monotonic())
         finally:
             self._finish()
@@ -250,7 +257,7 @@ class HeadReader:
 
     def _accept(self) -> None:
         assert self._listener is not None
-        for _ in range(ACCEPT_BURST):
+        for _ in range(min(ACCEPT_BURST, max(1, self.max_pending // 4))):
             try:
                 sock, addr = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -280,6 +287,7 @@ class HeadReader:
             self._drop(p, "closed", pending=False)
             return
         self._pending[p.sock.fileno()] = p
+        self._read(p)  # a client's head usually arrives with its connection: take it now
 
     def _evict_oldest(self) -> None:
         if self._pending:
