@@ -2,7 +2,8 @@
 
 Routes (GET and HEAD; anything else 405):
 
-* ``/`` — the UI page (:mod:`gpuflow.transport.ui`), served without a token like its modules (it holds no data; with a token it asks for it and sends it as a Bearer header);
+* ``/`` — the UI page (:mod:`gpuflow.transport.ui`), served without a token like its modules
+  (it holds no data; with a token it asks for it and sends it as a Bearer header);
 * ``/api/snapshot`` — the latest snapshot as JSON (docs/snapshot.md);
 * ``/api/stream`` — Server-Sent Events (:mod:`gpuflow.transport.sse`);
 * ``/metrics`` — Prometheus text (:mod:`gpuflow.transport.metrics`);
