@@ -9,6 +9,9 @@ drain, print the summary, and exit with the child's status (128+N for signal N).
 (SIGINT, SIGTERM, SIGHUP) that comes before the program is started ends gpuflow with 128+N and the
 program is never started; with ``--linger`` one ends the lingering.
 
+The program gets gpuflow's environment and what the plugins add, less the agent's token
+(``GPUFLOW_TOKEN``).
+
 Constraints: gpuflow's own messages go to stderr (stdout is the program's); the embedded server is
 threaded, never gunicorn, so nothing else reaps the child; the collectors are reached only
 through the agent's hook calls.
@@ -37,6 +40,16 @@ LINGER_DRAIN_S = 0.3
 
 def new_session_id() -> str:
     return secrets.token_hex(8)
+
+
+#: what the agent reads but the program it launches does not get: the token itself
+WITHHELD = ("GPUFLOW_TOKEN",)
+
+
+def program_environment() -> dict[str, str]:
+    """gpuflow's own environment less :data:`WITHHELD`: the program need not hold the agent's
+    token (it may log its environment, or hand it to children and containers)."""
+    return {k: v for k, v in os.environ.items() if k not in WITHHELD}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -75,7 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                           f"running untraced: {' '.join(args.cmd)}\n")
             err.flush()
             try:
-                child = TracedChild(args.cmd, {**os.environ, **added})
+                child = TracedChild(args.cmd, {**program_environment(), **added})
             except LaunchError as exc:
                 err.write(f"gpuflow run: {exc}\n")
                 return exc.exit_status

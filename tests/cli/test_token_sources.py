@@ -236,3 +236,12 @@ def test_token_file_permissions_are_judged_on_what_is_opened(tmp_path):
     (tmp_path / "link2").symlink_to(shared)
     assert stat.S_IMODE(os.lstat(tmp_path / "link2").st_mode) == 0o777
     assert "0644" in refused("--token-file", str(tmp_path / "link2"))
+
+
+def test_the_program_gpuflow_run_launches_does_not_inherit_the_token():
+    """A traced program is the user's, but it need not hold the agent's token: it may log its
+    environment, or hand it to children and containers."""
+    result = gpuflow("run", "--port", "0", "--no-summary", "--", "sh", "-c", 'echo "seen=${GPUFLOW_TOKEN-unset}"',
+                     env=env(GPUFLOW_TOKEN=STRONG), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "seen=unset" in result.stdout and STRONG not in result.stdout
