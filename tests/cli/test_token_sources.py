@@ -11,11 +11,14 @@ too), the flags overriding the variables.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import stat
+import subprocess
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -245,3 +248,61 @@ def test_the_program_gpuflow_run_launches_does_not_inherit_the_token():
                      env=env(GPUFLOW_TOKEN=STRONG), timeout=60)
     assert result.returncode == 0, result.stderr
     assert "seen=unset" in result.stdout and STRONG not in result.stdout
+
+
+SNOOP = r"""
+import json, sys, urllib.request, urllib.error
+pid, port = sys.argv[1], sys.argv[2]
+found = {"cmdline": open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")}
+try:
+    found["environ"] = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+except PermissionError:
+    found["environ"] = None
+opened = []
+for word in found["cmdline"] + (found["environ"] or "").split("="):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/snapshot", headers={"Authorization": "Bearer " + word})
+    try:
+        urllib.request.urlopen(req, timeout=5)
+        opened.append(word)
+    except urllib.error.HTTPError:
+        pass
+print(json.dumps({"environ_readable": found["environ"] is not None, "opened_with": opened}))
+"""
+
+
+#: the system's interpreter: another user may not reach the one running the tests (SNOOP needs
+#: only the standard library)
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+def as_another_user(*argv: str) -> dict:
+    """Runs SNOOP as uid/gid 65534, another local user."""
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    out = subprocess.run([SYSTEM_PYTHON, "-c", SNOOP, *argv], preexec_fn=drop, capture_output=True,
+                         text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or SYSTEM_PYTHON is None,
+                    reason="playing another local user needs root and a system python3")
+@pytest.mark.parametrize("how", ["--token-file", "GPUFLOW_TOKEN", "--token"])
+def test_what_another_local_user_can_read_of_the_token(tmp_path, how):
+    if how == "--token-file":
+        proc, port = serve("--token-file", str(token_file(tmp_path)))
+    elif how == "GPUFLOW_TOKEN":
+        proc, port = serve(GPUFLOW_TOKEN=STRONG)
+    else:
+        proc, port = serve("--token", STRONG)
+    try:
+        seen = as_another_user(str(proc.pid), str(port))
+    finally:
+        stop_gpuflow(proc, signal.SIGTERM)
+    assert not seen["environ_readable"]
+    if how == "--token":   # what the warning says: the command line gives it away
+        assert seen["opened_with"] == [STRONG]
+    else:
+        assert seen["opened_with"] == []
