@@ -335,3 +335,38 @@ def test_many_ring_named_files_cannot_stall_the_live_view(world, run_dir):
     changes = [t for (t, n), (_, before) in zip(seen[1:], seen) if n != before]
     gaps = [b - a for a, b in zip(changes, changes[1:])]
     assert len(changes) >= 10 and max(gaps) < 1.0, f"the view stalled: {len(changes)} changes, gaps {gaps}"
+
+
+def test_another_user_cannot_reach_the_victims_ring_socket(world, run_dir):
+    """What the rings are now: nothing in /dev/shm, a socket in a directory only the victim can
+    enter. The attacker finds the directory (its name is visible in /tmp) and tries to connect."""
+    folder, stub, env = world
+    victim = Victim(run_dir, [str(stub), "0", "1500"], env)
+    victim.start()
+    victim.go()
+    (program,) = program_pids(victim, 1)
+    attempts = run_dir / "attempts"
+
+    def knock_on_every_ring_socket() -> None:
+        import socket
+        assert not [n for n in os.listdir(SHM) if n.startswith("gpuflow-")], "a ring has a name again"
+        tried = []
+        for base in ("/tmp", os.environ.get("TMPDIR", "/tmp")):
+            for entry in os.listdir(base):
+                if not re.fullmatch(r"gpuflow-[0-9a-f]{16}", entry):   # the agents' directories
+                    continue
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                try:
+                    s.connect(os.path.join(base, entry, "ring.sock"))
+                    raise AssertionError(f"connected to {base}/{entry}/ring.sock")
+                except PermissionError:
+                    tried.append(entry)
+                finally:
+                    s.close()
+        with open(attempts, "w") as fh:
+            fh.write(" ".join(tried))
+
+    attacker(knock_on_every_ring_socket)
+    status = finish(victim)
+    assert attempts.read_text(), "the attacker found no ring socket directory to try"
+    assert_only_the_programs(victim, status, [program])
