@@ -209,3 +209,35 @@ def test_thousands_of_connections_leave_the_collector_live_and_bounded(collector
         for s in crowd:
             s.close()
     assert kernels_of(c.part(), child.pid) == 18 and c.part().traced[0].state == "running"
+
+
+def test_what_a_killed_agent_left_is_removed_by_the_next_and_nothing_else(tmp_path):
+    live = H.RingSocket.in_private_directory(tmp_path / "gpuflow-1111111111111111")
+    dead = tmp_path / "gpuflow-0123456789abcdef"
+    dead.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    stale.bind(str(dead / "ring.sock"))
+    stale.close()   # killed: the socket file stays, nobody listens
+    empty = tmp_path / "gpuflow-00000000000000aa"
+    empty.mkdir(mode=0o700)
+    kept = {
+        "open": tmp_path / "gpuflow-2222222222222222",          # not 0700
+        "full": tmp_path / "gpuflow-3333333333333333",          # holds something else too
+        "named": tmp_path / "gpuflow-users-x",                  # not an agent's name
+        "linked": tmp_path / "gpuflow-4444444444444444",        # a symbolic link
+    }
+    kept["open"].mkdir(mode=0o755)
+    kept["open"].chmod(0o755)
+    kept["full"].mkdir(mode=0o700)
+    (kept["full"] / "ring.sock").write_text("not a socket")
+    (kept["full"] / "other").write_text("x")
+    kept["named"].mkdir(mode=0o700)
+    kept["linked"].symlink_to(dead)
+    removed = H.remove_stale_directories(tmp_path)
+    assert sorted(removed) == sorted([dead, empty])
+    assert all(p.exists() or p.is_symlink() for p in kept.values()) and live.path.exists()
+    live.close()
+    assert not live.path.parent.exists()
+    dead.mkdir(mode=0o700)   # the next agent's start sweeps too
+    H.RingSocket.in_private_directory(tmp_path / "gpuflow-5555555555555555").close()
+    assert not dead.exists()

@@ -8,7 +8,8 @@ the socket, and the socket is in a directory only the agent's user can enter:
 * :func:`make_private_directory` creates that directory (mode 0700, checked with ``fstat`` on the
   opened directory, never by path) in ``$XDG_RUNTIME_DIR`` when that is this user's private
   directory, else in the system's temporary directory; :func:`check_private_directory` checks one
-  the user named (a gunicorn deployment);
+  the user named (a gunicorn deployment); :func:`remove_stale_directories` removes what an agent
+  that was killed left there (its directory and dead socket; nothing of another user's);
 * :class:`RingSocket` listens there (``SOCK_SEQPACKET``: one message is one hello, never split or
   merged) and, on every pass of the drain thread, accepts and reads without ever blocking: a
   bounded number of connections per pass, a bounded number waiting for their message, each with a
@@ -30,6 +31,7 @@ from __future__ import annotations
 import array
 import errno
 import os
+import re
 import secrets
 import socket
 import stat
@@ -59,6 +61,8 @@ MESSAGE_BYTES = 64
 DESCRIPTOR_ROOM = 4
 #: Messages read (and thrown away) from a handed-over connection per pass, looking for its end.
 EXTRA_MESSAGES_PER_PASS = 8
+#: Agent directories looked at per stale-directory sweep.
+STALE_SCAN_LIMIT = 256
 HELLO = struct.pack("<Q", L.HELLO_MAGIC)
 _PEERCRED = struct.Struct("3i")   # pid, uid, gid
 
@@ -86,6 +90,10 @@ def _private_base(environ: Mapping[str, str]) -> Path:
     return Path(tempfile.gettempdir())
 
 
+#: what an agent names its private directory: "gpuflow-" and 16 random hex digits
+_DIRECTORY_NAME = re.compile(r"gpuflow-[0-9a-f]{16}")
+
+
 def plan_private_directory(environ: Mapping[str, str]) -> Path:
     """A fresh, unguessable directory name for :func:`make_private_directory` (nothing is created).
 
@@ -96,6 +104,45 @@ def plan_private_directory(environ: Mapping[str, str]) -> Path:
     if len(str(base / name / SOCKET_NAME)) > MAX_SOCKET_PATH:
         base = Path("/tmp")
     return base / name
+
+
+def remove_stale_directories(base: Path) -> list[Path]:
+    """Remove this user's agent directories in ``base`` that no agent listens in any more (an
+    agent killed by SIGKILL cannot remove its own); return them.
+
+    Only directories named as agents name them, owned by this user, mode 0700, holding nothing but
+    a socket nobody listens on; looked at through the opened directory (``O_NOFOLLOW``), so nothing
+    else is ever removed. A few hundred entries of ``base`` at most are looked at per call.
+    """
+    removed = []
+    try:
+        entries = [e for e in os.listdir(base) if _DIRECTORY_NAME.fullmatch(e)][:STALE_SCAN_LIMIT]
+    except OSError:
+        return removed
+    for entry in entries:
+        path = Path(base) / entry
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) != 0o700:
+                continue
+            inside = os.listdir(fd)
+            if inside not in ([], [SOCKET_NAME]):
+                continue
+            if inside:
+                if not stat.S_ISSOCK(os.lstat(SOCKET_NAME, dir_fd=fd).st_mode) or _someone_listens(path / SOCKET_NAME):
+                    continue
+                os.unlink(SOCKET_NAME, dir_fd=fd)
+            os.rmdir(path)
+            removed.append(path)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 def make_private_directory(path: Path) -> None:
@@ -236,7 +283,9 @@ class RingSocket:
 
     @classmethod
     def in_private_directory(cls, directory: Path, **kw) -> "RingSocket":
-        """Create ``directory`` (:func:`make_private_directory`) and listen in it."""
+        """Create ``directory`` (:func:`make_private_directory`) and listen in it, after removing
+        what killed agents of this user left beside it."""
+        remove_stale_directories(directory.parent)
         make_private_directory(directory)
         try:
             return cls(directory / SOCKET_NAME, owns_directory=True, **kw)
