@@ -37,7 +37,7 @@ export const F = {
 export const NOT_SAMPLED = '#3b4350';
 // node text is drawn only when the smallest of it (F.small) would be at least this many device
 // pixels tall; below that a node shows one title at a fixed screen size
-export const LOD_MIN_DEVICE_PX = 7;
+export const LOD_MIN_DEVICE_PX = 8;
 
 export const canvas = document.getElementById('plane');
 export const ctx = canvas.getContext('2d', { alpha: false });
@@ -181,11 +181,18 @@ export function text(s, x, y, f, color, align, maxW, id) {
   textOps.push([maxW ? fit(s, maxW, f) : s, x, y, f, color, align || 'left', ctx.globalAlpha, false, id]);
 }
 export function textScreen(s, sx, sy, f, color, alpha) { textOps.push([s, sx, sy, f, color, 'left', alpha, true, undefined]); }
-const widthCache = new Map();
+// widths in world units, measured on a context of the font's own (no font switching on the
+// drawing context, whose every change of font is parsed again)
+const widthCache = new Map(), measurers = new Map();
+function measurer(f) {
+  let m = measurers.get(f.css);
+  if (!m) { m = new OffscreenCanvas(1, 1).getContext('2d'); m.font = f.css; measurers.set(f.css, m); }
+  return m;
+}
 export function textWidth(s, f) {
   const key = f.css + '\u0001' + s;
   let w = widthCache.get(key);
-  if (w === undefined) { font(f.css); w = ctx.measureText(s).width; if (widthCache.size > 4000) widthCache.clear(); widthCache.set(key, w); }
+  if (w === undefined) { w = measurer(f).measureText(s).width; if (widthCache.size > 4000) widthCache.clear(); widthCache.set(key, w); }
   return w;
 }
 export function flushText() {
@@ -213,12 +220,17 @@ export function flushText() {
   ctx.globalAlpha = 1;
   textOps = [];
 }
-// a recorded text: its string, font size and box in CSS px of the canvas (x, y the box's top left)
+// a recorded text: its string, font and size, and where it was anchored (CSS px of the canvas);
+// its box is measured only when the test hook asks (textBox), so drawing pays nothing for it
 function record(op, S) {
-  const f = op[3], px = sizedPx(f, S), w = textWidth(op[0], f) * px / f.px;
-  const ax = view.x + op[1] * S, by = view.y + op[2] * S;
-  const x = op[5] === 'right' ? ax - w : op[5] === 'center' ? ax - w / 2 : ax;
-  drawn.texts.push({ id: op[8], s: op[0], px, x, y: by - px * 0.8, w, h: px * 1.05, alpha: op[6] });
+  drawn.texts.push({ id: op[8], s: op[0], font: op[3], px: sizedPx(op[3], S), ax: view.x + op[1] * S,
+    by: view.y + op[2] * S, align: op[5], alpha: op[6] });
+}
+// a recorded text as the hook gives it: size in CSS px, and its box (x, y the top left)
+export function textBox(t) {
+  const w = textWidth(t.s, t.font) * t.px / t.font.px;
+  const x = t.align === 'right' ? t.ax - w : t.align === 'center' ? t.ax - w / 2 : t.ax;
+  return { id: t.id, s: t.s, px: t.px, x, y: t.by - t.px * 0.8, w, h: t.px * 1.05, alpha: t.alpha };
 }
 // a value cell: null/undefined is drawn as "—" and recorded, never as 0
 export function cell(v, fmt, id) {

@@ -6,7 +6,7 @@
 // holds), so nothing outside the page can change what it shows. Every field is the same in live
 // and demo mode; the bench fields stay empty unless ?demo=bench runs.
 
-import { F, bench, canvas, cssH, cssW, dpr, drawn, loop, ui, view } from './canvas.js';
+import { F, bench, canvas, cssH, cssW, dpr, drawn, loop, textBox, ui, view } from './canvas.js';
 import { conn, demo, el } from './connection.js';
 import { LABEL_W, LANE_H, STATS_X, TRACK_W, TRACK_X, kernelRowY, laneTop } from './geometry.js';
 import { model } from './layout.js';
@@ -75,7 +75,7 @@ export function installHook() {
   ro('view', () => ({ s: view.s, x: view.x, y: view.y, w: cssW, h: cssH, dpr }));
   ro('viewTouched', () => view.touched);
   ro('graph', () => ({ nodes: [...model.nodes.keys()].sort(), edges: model.edges.map(e => e.id).sort() }));
-  ro('drawn', () => JSON.parse(JSON.stringify(drawn)));
+  ro('drawn', () => JSON.parse(JSON.stringify(Object.assign({}, drawn, { texts: drawn.texts.map(textBox) }))));
   ro('counts', () => ({ nodes: drawn.nodes, devices: drawn.devices, processes: drawn.processes, edges: drawn.edges,
     lanes: drawn.lanes, spans: drawn.spans, dashes: drawn.dashes }));
   ro('lanesKept', () => [...store.traced].map(([pid, t]) => ({ pid, lanes: t.lanes.map(L => ({ key: L.key, label: L.label,
