@@ -17,7 +17,14 @@ rendered frame:
   the software rasteriser finish inside the measurement.
 
 Budget (CONTRIBUTING.md, performance budgets): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``,
-the larger of the two p95s.
+the larger of the two p95s (with ``--rounds`` above 1, the median of the rounds' figures).
+
+Side by side: ``--baseline DIR`` also measures another copy of the page's folder (say the page
+before a change: ``git archive <rev> gpuflow/ui | tar -x -C /tmp/old``, then
+``--baseline /tmp/old/gpuflow/ui``), served as plain files on a second port (the demo needs no
+agent), in the same browser, alternating with the current page round by round (``--rounds``), so
+a machine whose load drifts weighs on both alike. It prints each round's figures, the medians and
+the ratio current / baseline before the last line, which stays the current page's.
 
 Constraints: never ``playwright install``; the browser is the system one (/usr/bin/chromium, or
 $GPUFLOW_CHROMIUM). It checks the load really is what the budget names before it reports.
@@ -26,10 +33,14 @@ $GPUFLOW_CHROMIUM). It checks the load really is what the budget names before it
 from __future__ import annotations
 
 import argparse
+import functools
+import http.server
 import os
 import statistics
 import sys
+import threading
 import time
+from pathlib import Path
 
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import create_app
@@ -46,24 +57,25 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=8.0, help="measurement time after warm-up")
-    ap.add_argument("--warmup", type=float, default=3.0)
-    ap.add_argument("--width", type=int, default=1600)
-    ap.add_argument("--height", type=int, default=1000)
-    ap.add_argument("--dpr", type=float, default=1.0, help="device scale factor (2 = HiDPI)")
-    a = ap.parse_args()
+class _QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
 
-    from playwright.sync_api import sync_playwright
 
-    with EmbeddedServer(create_app(SnapshotBoard()), "127.0.0.1", 0) as server, sync_playwright() as p:
-        server.serve_in_thread()
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": a.width, "height": a.height}, device_scale_factor=a.dpr)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"http://127.0.0.1:{server.port}/?demo=bench")
+def serve_folder(folder: Path) -> http.server.ThreadingHTTPServer:
+    """A plain static server of ``folder`` on a free local port, in a thread."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
+    """One run of ``?demo=bench`` at ``url``: its figures, or why it does not count."""
+    page = browser.new_page(viewport={"width": a.width, "height": a.height}, device_scale_factor=a.dpr)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(url)
         page.wait_for_function("() => window.__gpuflow && window.__gpuflow.frames > 2", timeout=20000)
         time.sleep(a.warmup)
         page.evaluate("window.__gpuflow.benchReset()")
@@ -72,24 +84,28 @@ def main() -> int:
         kept = page.evaluate("window.__gpuflow.lanesKept")
         graph = page.evaluate("window.__gpuflow.graph")
         frames = page.evaluate("[window.__gpuflow.frames, window.__gpuflow.deltaFrames, window.__gpuflow.resyncs]")
-        browser.close()
-
+    finally:
+        page.close()
     if errors:
-        print("page errors:", errors, file=sys.stderr)
-        return 1
+        return f"page errors: {errors}"
     devices = sum(1 for n in graph["nodes"] if n.startswith("d:"))
     procs = sum(1 for n in graph["nodes"] if n.startswith("p:"))
     lanes = [l for t in kept for l in t["lanes"]]
     held = [l["held"] for l in lanes]
-    print(f"load: {devices} GPUs, {procs} processes, {len(lanes)} lanes, spans kept per lane "
-          f"min {min(held)} max {max(held)}, {len(graph['edges'])} edges")
+    load = (f"load: {devices} GPUs, {procs} processes, {len(lanes)} lanes, spans kept per lane "
+            f"min {min(held)} max {max(held)}, {len(graph['edges'])} edges")
     if devices != 8 or procs != 64 or len(lanes) != 16 or min(held) < 2000:
-        print("bench load is not 8 GPUs / 64 processes / 16 lanes x 2,000 spans", file=sys.stderr)
-        return 1
+        return load + ": not 8 GPUs / 64 processes / 16 lanes x 2,000 spans"
     draw, ingest, iv = b["draw"], b["ingest"], b["intervals"]
     if len(draw) < 30:
-        print(f"too few frames drawn ({len(draw)})", file=sys.stderr)
-        return 1
+        return f"too few frames drawn ({len(draw)})"
+    return {"load": load, "frames": frames, "draw": draw, "ingest": ingest, "intervals": iv,
+            "p95": max(pct(draw, 95), pct(iv, 95))}
+
+
+def report(r: dict, a: argparse.Namespace) -> None:
+    draw, ingest, iv, frames = r["draw"], r["ingest"], r["intervals"], r["frames"]
+    print(r["load"])
     print(f"frames received {frames[0]} (delta {frames[1]}, resyncs {frames[2]}), "
           f"{len(ingest)} ingested during the run, p95 ingest {pct(ingest, 95):.2f} ms")
     print(f"rendered frames {len(draw)} in {a.seconds:.0f} s at {a.width}x{a.height} dpr {a.dpr}")
@@ -97,7 +113,58 @@ def main() -> int:
           f"p95 {pct(draw, 95):.2f} ms, max {max(draw):.2f} ms")
     print(f"frame interval (uncapped): p50 {statistics.median(iv):.2f} ms, p95 {pct(iv, 95):.2f} ms, "
           f"max {max(iv):.2f} ms")
-    print(f"p95_frame_ms={max(pct(draw, 95), pct(iv, 95)):.2f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=8.0, help="measurement time after warm-up")
+    ap.add_argument("--warmup", type=float, default=3.0)
+    ap.add_argument("--width", type=int, default=1600)
+    ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--dpr", type=float, default=1.0, help="device scale factor (2 = HiDPI)")
+    ap.add_argument("--baseline", type=Path, help="another copy of gpuflow/ui to measure side by side")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of each page, alternating")
+    a = ap.parse_args()
+    if a.baseline is not None and not (a.baseline / "index.html").is_file():
+        print(f"--baseline {a.baseline}: no index.html there", file=sys.stderr)
+        return 2
+    if a.rounds < 1:
+        print("--rounds must be at least 1", file=sys.stderr)
+        return 2
+
+    from playwright.sync_api import sync_playwright
+
+    runs: dict[str, list[float]] = {"current": [], "baseline": []}
+    with EmbeddedServer(create_app(SnapshotBoard()), "127.0.0.1", 0) as server, sync_playwright() as p:
+        server.serve_in_thread()
+        pages = {"current": f"http://127.0.0.1:{server.port}/?demo=bench"}
+        static = serve_folder(a.baseline) if a.baseline is not None else None
+        if static is not None:
+            pages["baseline"] = f"http://127.0.0.1:{static.server_address[1]}/index.html?demo=bench"
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            for rnd in range(a.rounds):
+                for name, url in pages.items():
+                    r = measure(browser, url, a)
+                    if isinstance(r, str):
+                        print(f"{name}: {r}", file=sys.stderr)
+                        return 1
+                    if static is not None or a.rounds > 1:
+                        print(f"-- round {rnd + 1}, {name} page")
+                    report(r, a)
+                    runs[name].append(r["p95"])
+        finally:
+            browser.close()
+            if static is not None:
+                static.shutdown()
+                static.server_close()
+    current = statistics.median(runs["current"])
+    if runs["baseline"]:
+        base = statistics.median(runs["baseline"])
+        print("p95 per round, current: " + " ".join(f"{x:.2f}" for x in runs["current"]) + " ms; baseline: "
+              + " ".join(f"{x:.2f}" for x in runs["baseline"]) + " ms")
+        print(f"median p95: current {current:.2f} ms, baseline {base:.2f} ms, ratio current/baseline {current / base:.2f}")
+    print(f"p95_frame_ms={current:.2f}")
     return 0
 
 
