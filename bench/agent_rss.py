@@ -4,14 +4,15 @@
                               [--tracemalloc]
 
 This process is the agent: ``gpuflow.core.agent.Agent`` with the real plugin manager (NVML
-disabled, no third-party entry points), the CUPTI plugin's ``session`` option set, so the built-in
-CUPTI collector drains the session's rings exactly as under ``gpuflow run``; a snapshot consumer thread
+disabled, no third-party entry points), the CUPTI plugin's ``ring_socket`` option set (a socket in a
+private directory made here), so the built-in CUPTI collector takes and drains the rings exactly as
+under ``gpuflow run``; a snapshot consumer thread
 (in place of SSE clients) takes the latest snapshot and calls ``to_json_dict()`` 10 times a second.
 
 Each simulated traced process is a separate process: a small C driver (below, compiled here) that
 dlopens the compiled test producer (built by running tests/support/ringproducer.py: the same
-ring_producer.c as libgpuflow_inject.so), creates its own ring under its own pid with the ring
-size ``gpuflow run`` uses, and writes a realistic mix at a paced rate: kernels on 4 named streams
+ring_producer.c and ring_handover.c as libgpuflow_inject.so), creates its own ring with the ring
+size ``gpuflow run`` uses, hands it to the agent's socket from its own pid, and writes a realistic mix at a paced rate: kernels on 4 named streams
 (~200 distinct long mangled C++ names, a few hot), host/device copies on the null stream, some
 memsets, a clock sync every second. When its time is up it does the exit flush and exits.
 
@@ -28,7 +29,7 @@ Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped
 agent_cpu_cores=<agent CPU seconds per second>``; goal rss_mb <= 150 (docs/reliability.md states it
 and the figures measured).
 
-Constraints: Linux, gcc, /dev/shm with room for the rings (8 x 16 MiB by default); no GPU.
+Constraints: Linux, gcc, memory for the rings (8 x 16 MiB by default); no GPU.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import json
 import os
 import platform
 import resource
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -66,7 +66,8 @@ DRIVER_C = r"""
 #include <time.h>
 #include <unistd.h>
 
-typedef void *(*open_fn)(const char *, int, uint32_t, int *);
+typedef void *(*open_fn)(int, uint32_t, int *);
+typedef int (*handover_fn)(void *, const char *, uint32_t);
 typedef int (*kernel_fn)(void *, uint32_t, uint32_t, uint32_t, uint64_t, uint64_t, const char *,
                          uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t);
 typedef int (*memcpy_fn)(void *, uint32_t, uint32_t, uint32_t, uint64_t, uint64_t, uint32_t, uint64_t,
@@ -94,10 +95,11 @@ static const char *families[] = {
 };
 
 int main(int argc, char **argv) {
-    if (argc != 7) { fprintf(stderr, "usage: driver LIB SESSION RATE SECONDS CAPACITY SEED\n"); return 2; }
+    if (argc != 7) { fprintf(stderr, "usage: driver LIB RING_SOCKET RATE SECONDS CAPACITY SEED\n"); return 2; }
     void *lib = dlopen(argv[1], RTLD_NOW);
     if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
     open_fn o = (open_fn)dlsym(lib, "tph_open");
+    handover_fn hand_over = (handover_fn)dlsym(lib, "tph_hand_over");
     kernel_fn kern = (kernel_fn)dlsym(lib, "tph_kernel");
     memcpy_fn mcp = (memcpy_fn)dlsym(lib, "tph_memcpy");
     memset_fn mst = (memset_fn)dlsym(lib, "tph_memset");
@@ -112,8 +114,10 @@ int main(int argc, char **argv) {
     double rate = atof(argv[3]), seconds = atof(argv[4]);
     rng_state = strtoull(argv[6], NULL, 10) * 2654435761ull + 1;
     int err = 0;
-    void *h = o(argv[2], getpid(), (uint32_t)strtoul(argv[5], NULL, 10), &err);
+    void *h = o(getpid(), (uint32_t)strtoul(argv[5], NULL, 10), &err);
     if (!h) { fprintf(stderr, "tph_open failed: %d\n", err); return 1; }
+    int conn = hand_over(h, argv[2], 2000);  /* kept open until exit: its end is ours */
+    if (conn < 0) { fprintf(stderr, "handing the ring over failed: %d\n", conn); return 1; }
     static char names[NAMES][400];
     for (int i = 0; i < NAMES; i++)
         snprintf(names[i], sizeof names[i], "%s%dv", families[i % 5], i);  /* ~110-170 bytes each */
@@ -164,6 +168,12 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
+
+
+def ring_mappings() -> int:
+    """This process's mappings of rings (memfd_create's name in /proc/self/maps)."""
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if line.rstrip().endswith("/memfd:gpuflow-ring (deleted)"))
 
 
 def status_kb() -> dict[str, int]:
@@ -226,22 +236,23 @@ def main() -> int:
         import tracemalloc
 
         tracemalloc.start(12)
-    session = "rss" + secrets.token_hex(4)
     with tempfile.TemporaryDirectory(prefix="gpuflow-agent-rss-") as tmp:
         lib, driver = build(Path(tmp))
+        private = Path(tempfile.mkdtemp(prefix="sock-", dir=tmp))   # mode 0700: only this user enters
+        ring_socket = str(private / "ring.sock")
         base = status_kb()
         env = {"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        agent = Agent(AgentConfig(options={"cupti": {"session": session}}), get_plugin_manager(environ=env))
+        agent = Agent(AgentConfig(options={"cupti": {"ring_socket": ring_socket}}), get_plugin_manager(environ=env))
         agent.start()
         consumer = SnapshotConsumer(agent)
         consumer.start()
         print(f"agent_rss: {args.processes} producers x {args.rate:,.0f} records/s for {args.seconds:.0f} s, "
-              f"rings of {args.capacity:,} records; session {session}")
+              f"rings of {args.capacity:,} records")
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
               f"Python {platform.python_version()}; agent RSS at start {base['VmRSS'] / 1024:.1f} MB", flush=True)
         started = time.monotonic()
         cpu_start = resource.getrusage(resource.RUSAGE_SELF)
-        procs = [subprocess.Popen([driver, lib, session, str(args.rate), str(args.seconds), str(args.capacity),
+        procs = [subprocess.Popen([driver, lib, ring_socket, str(args.rate), str(args.seconds), str(args.capacity),
                                    str(i)], stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
         samples: list[tuple[float, dict[str, int]]] = []
         next_print = 5.0
@@ -263,7 +274,7 @@ def main() -> int:
         cpu_wall = time.monotonic() - started
         collector = get_collector(agent.context)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the final drains: every process exited, every ring removed
+        while time.monotonic() < deadline:  # the final drains: every process exited, every ring released
             part = collector.part()
             if len(part.traced) == len(procs) and all(t.state == "exited" for t in part.traced):
                 break
@@ -299,8 +310,7 @@ def main() -> int:
     print(f"agent: decoded {decoded:,} ring records ({'=' if decoded == in_rings else '!='} the {in_rings:,} the "
           f"producers published, name chunks included); "
           f"drops it reports {ring_drops:,}; processes {len(final_part.traced)}, "
-          f"exited {sum(t.state == 'exited' for t in final_part.traced)}, "
-          f"rings left in /dev/shm {len(list(Path('/dev/shm').glob(f'gpuflow-{session}-*')))}")
+          f"exited {sum(t.state == 'exited' for t in final_part.traced)}, rings still mapped {ring_mappings()}")
     print(f"snapshot consumer: {consumer.calls} to_json_dict calls ({consumer.calls / max(consumer.elapsed, 1e-9):.1f} "
           f"per second; asked 10), {consumer.seconds / max(1, consumer.calls) * 1e3:.1f} ms each, "
           f"{consumer.spans:,} spans in the last")

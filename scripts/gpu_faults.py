@@ -7,11 +7,13 @@ Checks (each prints ``fault_<name>=yes|no`` and its figures; the last line is
 * ``agent_sigkill`` — gpuflow is SIGKILLed while it traces ``demo_workload`` with a small ring:
   the program's output (less its own ``elapsed_ms=`` timing line) and exit status equal those of an
   untraced run; its elapsed time with nobody draining the ring (full ring, records dropped and
-  counted in the ring header) is compared with a traced run whose agent stays alive. The program is
-  reaped here: this script is a child subreaper, so the orphaned program is reparented to it.
+  counted in the ring header, which goes with the program) is compared with a traced run whose
+  agent stays alive. The program is reaped here: this script is a child subreaper, so the orphaned
+  program is reparented to it. The killed agent's private socket directory stays until the next
+  agent of the user starts (``dirs_left``).
 * ``crash_segv`` / ``crash_abort`` / ``crash_kill`` — ``crash`` (bench/workloads/crash.cu) does 1,000
   kernels, then dies: gpuflow exits 128+N, the summary has the 1,000 flushed kernels, marks the
-  session truncated, and /dev/shm holds no ring of that run afterwards. ``crash_exit`` is the
+  session truncated, and no private socket directory of that run is left. ``crash_exit`` is the
   control (status 3, not truncated).
 * ``cupti_held_first`` — ``holder subscribe`` (bench/workloads/cupti_holder.cu) takes CUPTI before
   CUDA starts: its output and status are those of an untraced run, and gpuflow's summary says
@@ -30,7 +32,6 @@ Constraints: Linux, standard library only, run from the repository root with gpu
 from __future__ import annotations
 
 import ctypes
-import glob
 import json
 import os
 import signal
@@ -39,7 +40,6 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
-SHM = "/dev/shm"
 PY = sys.executable
 GPUFLOW = [PY, "-m", "gpuflow", "run", "--port", "0"]
 RESULTS: dict[str, bool] = {}
@@ -51,8 +51,18 @@ def verdict(name: str, ok: bool, **figures) -> None:
     print(f"fault_{name}={'yes' if ok else 'no'} {details}", flush=True)
 
 
-def rings() -> set[str]:
-    return {os.path.basename(p) for p in glob.glob(os.path.join(SHM, "gpuflow-*"))}
+def socket_dirs() -> set[str]:
+    """The agents' private ring socket directories (gpuflow-<16 hex digits>) where gpuflow run
+    makes them: $XDG_RUNTIME_DIR when it is private, else the temporary directory."""
+    import re
+    import tempfile
+    found = set()
+    for base in {os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir(), tempfile.gettempdir(), "/tmp"}:
+        try:
+            found |= {os.path.join(base, e) for e in os.listdir(base) if re.fullmatch(r"gpuflow-[0-9a-f]{16}", e)}
+        except OSError:
+            pass
+    return found
 
 
 def without_timing(text: str) -> list[str]:
@@ -74,37 +84,27 @@ def children_of(pid: int) -> list[int]:
         return []
 
 
-def ring_header(name: str) -> dict:
-    """The header of a ring left behind (its consumer is dead): drop counters, head, tail, status."""
-    from gpuflow.collectors.cupti._layout import read_header
-    try:
-        with open(os.path.join(SHM, name), "rb") as fh:
-            return {k: v for k, v in read_header(fh.read(4096)).items() if isinstance(v, (int, str))}
-    except Exception as exc:  # noqa: BLE001 - reported, not fatal
-        return {"error": f"{type(exc).__name__}: {exc}"}
-
-
 def agent_sigkill(bin_dir: str, out_dir: str, iterations: int = 3000) -> None:
     demo = os.path.join(bin_dir, "demo_workload")
     bare = subprocess.run([demo, str(iterations)], capture_output=True, text=True)
     live = subprocess.run([*GPUFLOW, "--no-summary", "--", demo, str(iterations)],
                           capture_output=True, text=True)
-    before = rings()
+    before = socket_dirs()
     stdout_path = os.path.join(out_dir, "agent_sigkill.stdout")
     with open(stdout_path, "w") as out, open(os.path.join(out_dir, "agent_sigkill.stderr"), "w") as err:
         agent = subprocess.Popen([*GPUFLOW, "--no-summary", "--ring-capacity", "1024", "--", demo,
                                   str(iterations)], stdout=out, stderr=err)
         program = None
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (rings() - before):
+        while time.monotonic() < deadline and program is None:
+            for pid in children_of(agent.pid):   # the program, not a helper gpuflow may have run
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        if os.path.basename(demo).encode() in fh.read():
+                            program = pid
+                except OSError:
+                    pass
             time.sleep(0.02)
-        for pid in children_of(agent.pid):   # the program, not a helper gpuflow may have run
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                    if os.path.basename(demo).encode() in fh.read():
-                        program = pid
-            except OSError:
-                pass
         time.sleep(0.5)
         killed_at = time.monotonic()
         agent.send_signal(signal.SIGKILL)
@@ -116,9 +116,7 @@ def agent_sigkill(bin_dir: str, out_dir: str, iterations: int = 3000) -> None:
     program_after_kill_s = time.monotonic() - killed_at
     with open(stdout_path) as fh:
         killed_out = fh.read()
-    left = sorted(rings() - before)
-    header = ring_header(left[0]) if left else {}
-    dropped = header.get("dropped_ring")
+    left = sorted(socket_dirs() - before)
     same_output = without_timing(killed_out) == without_timing(bare.stdout)
     same_status = status == bare.returncode
     slow = elapsed_ms(killed_out) / elapsed_ms(live.stdout)
@@ -126,13 +124,11 @@ def agent_sigkill(bin_dir: str, out_dir: str, iterations: int = 3000) -> None:
             same_output=same_output, bare_status=bare.returncode, program_status=status,
             bare_ms=elapsed_ms(bare.stdout), traced_live_ms=elapsed_ms(live.stdout),
             traced_agent_killed_ms=elapsed_ms(killed_out), killed_vs_live=f"{slow:.3f}",
-            program_ran_on_s=f"{program_after_kill_s:.2f}", ring_left=len(left), ring_dropped=dropped)
-    with open(os.path.join(out_dir, "agent_sigkill_ring.json"), "w") as fh:
-        json.dump({"rings_left": left, "header": header}, fh, indent=1)
+            program_ran_on_s=f"{program_after_kill_s:.2f}", dirs_left=len(left))
 
 
 def crash(bin_dir: str, out_dir: str, how: str, expected_status: int, kernels: int = 1000) -> None:
-    before = rings()
+    before = socket_dirs()
     summary_path = os.path.join(out_dir, f"summary_crash_{how}.json")
     done = subprocess.run([*GPUFLOW, "--no-summary", "--summary-json", summary_path, "--",
                            os.path.join(bin_dir, "crash"), how, str(kernels)],
@@ -145,12 +141,12 @@ def crash(bin_dir: str, out_dir: str, how: str, expected_status: int, kernels: i
     traced = summary["traced"]
     seen = sum(k["count"] for t in traced for k in t["kernels"])
     truncated = [t.get("truncated") for t in traced]
-    left = sorted(rings() - before)
+    left = sorted(socket_dirs() - before)
     should_truncate = how != "exit"
     ok = (done.returncode == expected_status and seen == kernels and not left
           and len(traced) == 1 and truncated == [should_truncate])
     verdict(f"crash_{how}", ok, gpuflow_status=done.returncode, expected=expected_status,
-            kernels_seen=seen, kernels_launched=kernels, truncated=truncated, rings_left=len(left),
+            kernels_seen=seen, kernels_launched=kernels, truncated=truncated, dirs_left=len(left),
             stderr_tail=repr(done.stderr.strip().splitlines()[-1:]))
 
 

@@ -54,7 +54,7 @@ def parse_floor_output(stderr: str) -> dict:
 
 def run_counted(cmd: list[str], floor_lib: str) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION")}
+           if k not in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_RING_SOCKET")}
     env.update(CUDA_INJECTION64_PATH=floor_lib, FLOOR_CLOCK="1", FLOOR_SUBSCRIBE="1", FLOOR_COUNT="1")
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:

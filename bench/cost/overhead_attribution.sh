@@ -6,7 +6,8 @@
 # GPUFlow at a time, interleaved round by round, and prints medians:
 #   bare | floor (bench/cost/cupti_floor.c) | floor-nvtx (NVTX_INJECTION64_PATH set) |
 #   floor-clock (the floor with GPUFlow's CLOCK_MONOTONIC timestamp callback) | floor-sub (the
-#   floor with GPUFlow's CUPTI subscriber) | inject (libgpuflow_inject.so alone, no agent: ring fills and drops) |
+#   floor with GPUFlow's CUPTI subscriber) | inject (libgpuflow_inject.so alone, its ring taken by
+#   tests/support/ringcatch.py, which never drains it: the ring fills and drops) |
 #   inject-nonvtx | run (gpuflow run) | run-nonvml (NVML off)
 # VARIANTS="bare floor floor-clock run" picks some (default: all, in that order).
 # Usage: bench/cost/overhead_attribution.sh FLOOR_LIB METRIC ROUNDS -- CMD ARGS...
@@ -21,6 +22,7 @@ for v in $VARIANTS; do   # refuse a typo before spending device time
     *) echo "unknown variant $v" >&2; exit 2 ;; esac
 done
 declare -A RES
+RINGS=$(mktemp -d)/rings   # where ringcatch.py leaves the rings it took (removed after each run)
 one() {
   local v=$1; shift
   local out
@@ -30,12 +32,12 @@ one() {
     floor-nvtx) out=$(CUDA_INJECTION64_PATH=$FLOOR NVTX_INJECTION64_PATH=$CUPTI "$@") ;;
     floor-clock) out=$(CUDA_INJECTION64_PATH=$FLOOR FLOOR_CLOCK=1 "$@") ;;
     floor-sub) out=$(CUDA_INJECTION64_PATH=$FLOOR FLOOR_SUBSCRIBE=1 "$@") ;;
-    inject) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_SESSION=attr$$ GPUFLOW_CUPTI_PATH=$CUPTI NVTX_INJECTION64_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 "$@") ;;
-    inject-nonvtx) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_SESSION=attr$$ GPUFLOW_CUPTI_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 "$@") ;;
+    inject) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_CUPTI_PATH=$CUPTI NVTX_INJECTION64_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 $PY tests/support/ringcatch.py "$RINGS" -- "$@" 2>/dev/null) ;;
+    inject-nonvtx) out=$(CUDA_INJECTION64_PATH=$INJECT GPUFLOW_CUPTI_PATH=$CUPTI GPUFLOW_RING_CAPACITY=65536 $PY tests/support/ringcatch.py "$RINGS" -- "$@" 2>/dev/null) ;;
     run) out=$($PY -m gpuflow run --port 0 --no-summary -- "$@" 2>/dev/null) ;;
     run-nonvml) out=$(GPUFLOW_DISABLED_PLUGINS=nvml $PY -m gpuflow run --port 0 --no-summary -- "$@" 2>/dev/null) ;;
   esac
-  rm -f /dev/shm/gpuflow-attr$$-* 2>/dev/null
+  rm -rf "$RINGS"
   echo "$out" | grep -o "$METRIC=[0-9.eE+-]*" | cut -d= -f2
 }
 for r in $(seq "$ROUNDS"); do

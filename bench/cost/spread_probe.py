@@ -40,7 +40,7 @@ CONFIGS: dict[str, tuple[bool, dict[str, str]]] = {
     "noaslr": (True, {}),
     "noaslr-hashseed": (True, {"PYTHONHASHSEED": "0"}),
 }
-_INJECTION = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION", "PROGRESS_TRACE",
+_INJECTION = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_RING_SOCKET", "PROGRESS_TRACE",
               "PYTHONHASHSEED")
 
 

@@ -56,7 +56,7 @@ def run_once(mode: str, cmd: list[str], metric: str, floor_lib: str,
     must return once it has exited. ``no_aslr`` starts the program (not gpuflow's agent) with
     address-space randomisation off."""
     env = dict(os.environ)
-    for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_SESSION",
+    for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "GPUFLOW_RING_SOCKET",
                 "GPUFLOW_AB_PERIOD_MS", "PROGRESS_TRACE"):
         env.pop(var, None)
     env.update(extra_env or {})

@@ -1,1 +1,1 @@
-"""Tests of the CUPTI collector: ring decoder twins, rings in /dev/shm, collector, plugin."""
+"""Tests of the CUPTI collector: ring decoder twins, the ring socket and handed-over rings, collector, plugin."""

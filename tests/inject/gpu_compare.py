@@ -2,9 +2,9 @@
 
 What it is for: the producer-side check on a real GPU (no agent, no decoder involved):
 
-    GPUFLOW_SESSION=s1 CUDA_INJECTION64_PATH=.../libgpuflow_inject.so \\
-    GPUFLOW_CUPTI_PATH=$CUPTI NVTX_INJECTION64_PATH=$CUPTI ./demo_workload 200 > demo.txt
-    PYTHONPATH=tests/support python3 tests/inject/gpu_compare.py demo.txt gpuflow-s1-<pid>
+    CUDA_INJECTION64_PATH=.../libgpuflow_inject.so GPUFLOW_CUPTI_PATH=$CUPTI \\
+    NVTX_INJECTION64_PATH=$CUPTI python3 tests/support/ringcatch.py rings -- ./demo_workload 200 > demo.txt
+    PYTHONPATH=tests/support python3 tests/inject/gpu_compare.py demo.txt rings/ring-<pid>.bin
 
 prints a JSON report and, last, `counts_exact=<yes|no>`; exit status 0 only when every kernel
 count (by mangled name), every copy count and byte total per direction, the three NVTX stream

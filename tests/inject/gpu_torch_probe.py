@@ -4,7 +4,9 @@ kernel reach the ring, and what happens when torch.profiler (Kineto) takes CUPTI
 What it is for: producer-side facts that only a real CUPTI can tell (run by gpu_smoke.sh inside
 an injected process). Prints one JSON line per phase; never asserts, so every phase reports.
 Needs torch with CUDA and tests/support/ringread.py on the import path (gpu_smoke.sh sets
-PYTHONPATH=tests/support; ringread needs an installed GPUFlow).
+PYTHONPATH=tests/support; ringread needs an installed GPUFlow), and an agent or a ring catcher to
+hand its ring to (gpu_smoke.sh runs it under tests/support/ringcatch.py); it reads its own ring
+through the descriptor the injected library keeps.
 """
 
 from __future__ import annotations
@@ -17,11 +19,19 @@ import time
 import ringread
 import torch
 
-RING = f"gpuflow-{os.environ['GPUFLOW_SESSION']}-{os.getpid()}"
+_ring_fd: int | None = None
+
+
+def ring() -> int:
+    """This process's own ring (made when CUDA initialised, so looked up on first use)."""
+    global _ring_fd
+    if _ring_fd is None:
+        _ring_fd = ringread.own_ring_fd()
+    return _ring_fd
 
 
 def hdr() -> dict:
-    h = ringread.header(RING)
+    h = ringread.header(ring())
     return {k: h[k] for k in ("status", "status_detail", "head", "dropped_ring",
                               "dropped_cupti", "buffers_completed")}
 
@@ -54,11 +64,11 @@ if namer:
 lat = []
 for _ in range(40):
     time.sleep(random.uniform(0, 0.06))
-    h0 = ringread.header(RING)["head"]
+    h0 = ringread.header(ring())["head"]
     x.add_(1.0)
     torch.cuda.synchronize()
     t0 = time.monotonic()
-    while ringread.header(RING)["head"] == h0 and time.monotonic() - t0 < 2:
+    while ringread.header(ring())["head"] == h0 and time.monotonic() - t0 < 2:
         time.sleep(0.0005)
     lat.append((time.monotonic() - t0) * 1000)
 lat.sort()

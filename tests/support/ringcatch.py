@@ -13,7 +13,7 @@ As a program, for the GPU checks (tests/inject/gpu_smoke.sh)::
 
 runs CMD with ``GPUFLOW_RING_SOCKET`` set, waits for it and for every ring's connection to end,
 writes each ring's bytes to ``OUTDIR/ring-<pid>.bin`` (ringread.py reads those files), prints
-their paths, and exits with CMD's status.
+their paths on stderr (CMD's own output is left alone), and exits with CMD's status.
 
 Constraints: standard library only; Linux; a thread per catcher, which never blocks the test.
 """
@@ -162,7 +162,7 @@ def main(argv: list[str]) -> int:
             for n, fd in enumerate(catcher.rings[pid]):
                 path = out / (f"ring-{pid}.bin" if n == 0 else f"ring-{pid}-{n}.bin")
                 path.write_bytes(os.pread(fd, os.fstat(fd).st_size, 0))
-                print(path)
+                print(path, file=sys.stderr)
         return status
     finally:
         catcher.close()
