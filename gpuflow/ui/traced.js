@@ -14,7 +14,7 @@
 
 import { COL, F, NOT_SAMPLED, box, cell, ctx, drawn, fit, text, textWidth } from './canvas.js';
 import { DASH, compact, exitText, fmtBytes, fmtNs, fmtTick, grp, kernelFrom } from './format.js';
-import { AXIS_H, COUNT_W, COUNT_X, KERNEL_ROWS, LABEL_W, LANE_H, MAX_LANES_DRAWN, STAT_ROW, STATS_X, STRIP_X,
+import { COUNT_W, COUNT_X, KERNEL_ROWS, LABEL_W, LANE_H, MAX_LANES_DRAWN, STAT_ROW, STATS_X, STRIP_X,
   TRACK_W, TRACK_X, TR_BAND, TR_HEAD, TR_LEFT_W, kernelRowY, laneTop, procRowY } from './geometry.js';
 import { drawHolds, procTitle } from './nodes.js';
 import { store } from './store.js';
