@@ -20,8 +20,8 @@ Budget (CONTRIBUTING.md, performance budgets): p95 <= 16 ms. The last line print
 the larger of the two p95s (with ``--rounds`` above 1, the median of the rounds' figures).
 
 Side by side: ``--baseline DIR`` also measures another copy of the page's folder (say the page
-before a change: ``git archive <rev> gpuflow/ui | tar -x -C /tmp/old``, then
-``--baseline /tmp/old/gpuflow/ui``), served as plain files on a second port (the demo needs no
+before a change: ``git archive <rev> gpuflow/ui | tar -x -C OLD``, then
+``--baseline OLD/gpuflow/ui``), served as plain files on a second port (the demo needs no
 agent), in the same browser, alternating with the current page round by round (``--rounds``), so
 a machine whose load drifts weighs on both alike. It prints each round's figures, the medians and
 the ratio current / baseline before the last line, which stays the current page's.
