@@ -10,8 +10,8 @@
   accepting connections.
 * ``post_worker_init`` hands the worker to the app (open streams end as soon as ``worker.alive``
   turns false, also under ``--preload``), installs :mod:`gpuflow.transport.gunicorn_hardening`
-  (error pages, request-head read timeout; ``get_app()`` does it too, except under
-  ``--preload``) and starts the collectors at boot rather than on the first request;
+  (error pages, request heads read off the pool, read timeout; ``get_app()`` does it too,
+  except under ``--preload``) and starts the collectors at boot rather than on the first request;
   ``worker_exit`` stops them (collectors drain, NVML shuts down).
 
 Without this file ``get_app()`` still works: it finds the worker through its SIGTERM handler,
