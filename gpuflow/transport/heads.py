@@ -201,8 +201,10 @@ class HeadReader:
                         inbox = True
                     elif key.data is self._listener:
                         accept = True
-                    elif self._pending.get(key.data.sock.fileno()) is key.data:
-                        self._read(key.data)
+                    else:
+                        p = self._pending.get(key.data.sock.fileno())
+                        if p is not None and p is key.data:  # not closed earlier in this pass
+                            self._read(p)
                 if inbox:
                     self._take_inbox()
                 if accept:
