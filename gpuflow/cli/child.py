@@ -10,7 +10,9 @@ the child's group.
 Constraints: gpuflow never reaps anything but its own child (no waitpid(-1)), which is why the
 embedded server is not gunicorn. Exit status: the child's code, or 128+N for signal N; a missing
 command is 127 (so is a script whose #! interpreter is missing) and a non-executable one (a
-directory, no x bit, also when found on PATH) 126, as bash reports them.
+directory, no x bit, also when found on PATH) 126, as bash reports them; a text file with the x
+bit but no ``#!`` line is 126 too, refused before anything starts (bash would run it with
+/bin/sh; GPUFlow does not guess an interpreter).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -47,6 +50,7 @@ def resolve_command(argv0: str, path: str | None = None) -> str:
             raise LaunchError(f"cannot run {argv0}: is a directory", EXIT_NOT_EXECUTABLE)
         if not os.access(argv0, os.X_OK):
             raise LaunchError(f"cannot run {argv0}: permission denied (not executable)", EXIT_NOT_EXECUTABLE)
+        refuse_plain_text(argv0, argv0)
         return argv0
     found = shutil.which(argv0, path=path)
     if found is None:
@@ -60,7 +64,40 @@ def resolve_command(argv0: str, path: str | None = None) -> str:
         raise LaunchError(f"command not found: {argv0}", EXIT_NOT_FOUND)
     if os.path.isdir(found):
         raise LaunchError(f"cannot run {argv0}: is a directory", EXIT_NOT_EXECUTABLE)
+    refuse_plain_text(found, argv0)
     return found
+
+
+#: How much of a command's file is read to tell a program from a text file.
+SNIFF_BYTES = 512
+
+
+def refuse_plain_text(path: str, argv0: str) -> None:
+    """LaunchError(126) for a text file without a ``#!`` line: execve cannot run it (ENOEXEC), bash
+    would run it with /bin/sh, and GPUFlow does not guess an interpreter. Programs (ELF, other
+    binary formats the kernel may know) and unreadable files pass: execve judges those."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        head = os.read(fd, SNIFF_BYTES)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+    if not head or head.startswith((b"#!", b"\x7fELF")) or b"\0" in head:
+        return
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a character cut at the end of what was read
+            return
+    raise LaunchError(f"cannot run {argv0}: it is a text file without a #! line, not a program (bash "
+                      f"would run it with /bin/sh; GPUFlow does not guess: use gpuflow run -- sh {argv0})",
+                      EXIT_NOT_EXECUTABLE)
 
 
 def shell_status(returncode: int) -> int:

@@ -56,16 +56,32 @@ def run_checks(pm: pluggy.PluginManager, options: dict | None = None) -> list[Do
     return plugin_checks(pm, context) + web_checks()
 
 
+def _first_failure(results: list[DoctorCheck], *needed_for: str) -> DoctorCheck | None:
+    return next((c for c in results if not c.ok and c.needed_for in needed_for), None)
+
+
+def verdicts(results: list[DoctorCheck]) -> tuple[str, str]:
+    """The last two lines: whether ``watch`` and ``run`` work, and if not, the first reason why."""
+    cannot_start = _first_failure(results, "watch")
+    no_gpus = _first_failure(results, "gpus")
+    cannot_trace = _first_failure(results, "watch", "gpus", "run")
+    if cannot_start is not None:
+        watch = f"cannot start: {cannot_start.name}: {cannot_start.detail}"
+    elif no_gpus is not None:
+        watch = f"works, without GPUs: {no_gpus.name}: {no_gpus.detail}"
+    else:
+        watch = "works"
+    run = ("can trace CUDA programs" if cannot_trace is None
+           else f"cannot trace: {cannot_trace.name}: {cannot_trace.detail}")
+    return watch, run
+
+
 def print_checks(results: list[DoctorCheck], out: TextIO) -> None:
     for c in results:
         mark = " ok " if c.ok else ("warn" if c.needed_for == "speed" else "FAIL")
         out.write(f"[{mark}] {c.name:<18} {c.detail}\n")
-    can_watch = all(c.ok for c in results if c.needed_for == "watch")
-    gpus = all(c.ok for c in results if c.needed_for == "gpus")
-    can_run = can_watch and all(c.ok for c in results if c.needed_for == "run")
-    out.write(f"\ngpuflow watch: {'works' if can_watch else 'cannot start'}"
-              f"{'' if gpus or not can_watch else ' (but shows no GPUs: see above)'}\n")
-    out.write(f"gpuflow run:   {'can trace CUDA programs' if can_run and gpus else 'cannot trace: see above'}\n")
+    watch, run = verdicts(results)
+    out.write(f"\ngpuflow watch: {watch}\ngpuflow run:   {run}\n")
 
 
 def cmd_doctor(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:

@@ -234,8 +234,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.command is None:
         if unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-        parser.print_help(sys.stderr)
-        raise SystemExit(2)
+        parser.error("a command is needed: watch (every GPU, live), run -- COMMAND (trace a program) "
+                     "or doctor (what works here)")
     sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     if unknown:
         sub.error(f"unrecognized arguments: {' '.join(unknown)}")

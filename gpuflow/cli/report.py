@@ -14,15 +14,20 @@ from gpuflow.cli.printable import printable
 from gpuflow.core.snapshot import Snapshot
 
 
+#: After an error, the same sentence the page draws (gpuflow/ui/geometry.js, DOCTOR_HINT).
+DOCTOR_HINT = "Run gpuflow doctor on this machine: it checks each part and says what to do."
+
+
 def _gib(value: int | None) -> str:
     return "—" if value is None else f"{value / 2**30:.1f} GiB"
 
 
-def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> None:
+def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> list[str]:
+    """The start banner; returns the Problem texts it showed (the log need not repeat them)."""
     out.write(f"GPUFlow {__version__}: live view at {url}\n")
     if snapshot is None:
         out.write("  (no snapshot yet: the collectors are still starting)\n")
-        return
+        return []
     host = snapshot.host
     if snapshot.devices:
         driver = f"driver {printable(host.driver_version)}" if host.driver_version else "driver version unknown"
@@ -37,3 +42,6 @@ def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> None:
         out.write("  NVML works but sees no GPUs\n")
     for p in snapshot.problems:
         out.write(f"  {printable(p.severity)}: [{printable(p.source)}] {printable(p.message)}\n")
+    if any(p.severity == "error" for p in snapshot.problems):
+        out.write(f"  {DOCTOR_HINT}\n")
+    return [p.message for p in snapshot.problems]

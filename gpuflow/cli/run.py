@@ -28,6 +28,7 @@ import sys
 import time
 
 from gpuflow.cli.child import LaunchError, TracedChild, resolve_command
+from gpuflow.cli import logs
 from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import (StartupError, build_app, describe_login, start_serving, warn_if_benchmarking,
                                  warn_if_exposed)
@@ -75,7 +76,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         warn_if_exposed(args)
         warn_if_benchmarking()
         try:
-            describe_start(settled_snapshot(serving.agent.board, timeout=1.0), serving.login_url, err)
+            logs.install().banner_shown(
+                describe_start(settled_snapshot(serving.agent.board, timeout=1.0), serving.login_url, err))
             describe_login(args, err)
             if stop.received is not None:   # stopped before the program was started
                 err.write(f"gpuflow run: stopped by {signal.Signals(stop.received).name} before "
@@ -103,10 +105,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 err.flush()
                 stop.wait()
         finally:
+            live = serving.agent.board.latest()   # before the collectors stop and leave the snapshot
             serving.stop()
     final = serving.agent.board.latest()
     if not args.linger and not args.no_summary:
-        write_summary(final, err)
+        write_summary(final, err, live=live)
     if args.summary_json:
         write_summary_json(final, args.summary_json, status, err)
     err.flush()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import os
 import socket
 import sys
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import quote
 
+from gpuflow.cli import logs
 from gpuflow.cli.options import is_loopback
 from gpuflow.core.agent import Agent
 from gpuflow.core.options import OptionError
@@ -123,7 +123,7 @@ def build_app(args: argparse.Namespace) -> GpuflowApp:
     from gpuflow.transport.preflight import check_ui_file, exposure_error
     from gpuflow.transport.settings import from_environ
 
-    logging.basicConfig(level=logging.WARNING, format="gpuflow: %(levelname)s: %(name)s: %(message)s")
+    logs.install()
     try:
         env = from_environ(os.environ, overrides(args))
         settings = dataclasses.replace(

@@ -103,8 +103,23 @@ def format_summary(traced: tuple[TracedProcess, ...], top: int = TOP_KERNELS,
     return "\n".join(lines) + "\n"
 
 
-def write_summary(snapshot: Snapshot | None, out: TextIO) -> None:
+def untraced_reasons(snapshot: Snapshot) -> list[str]:
+    """When nothing was traced: the errors the agent reports, which may be why (no driver, no GPU)."""
+    errors = [p for p in snapshot.problems if p.severity == "error"]
+    if not errors:
+        return []
+    return ["the agent reported, which may be why:"] + [
+        f"  error: [{printable(p.source)}] {printable(p.message)}" for p in errors]
+
+
+def write_summary(snapshot: Snapshot | None, out: TextIO, live: Snapshot | None = None) -> None:
+    """The summary of the final ``snapshot``; when nothing was traced, the errors of ``live`` (the
+    last snapshot before the collectors stopped, which still holds their problems) may say why."""
     out.write("gpuflow: end-of-run summary\n")
     body = format_summary(snapshot.traced if snapshot is not None else (),
                           retired=snapshot.traced_retired if snapshot is not None else ())
-    out.write("".join(f"  {line}\n" for line in body.splitlines()))
+    lines = body.splitlines()
+    reasons_from = live if live is not None else snapshot
+    if reasons_from is not None and (snapshot is None or not (snapshot.traced or snapshot.traced_retired)):
+        lines += untraced_reasons(reasons_from)
+    out.write("".join(f"  {line}\n" for line in lines))

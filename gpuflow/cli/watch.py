@@ -15,6 +15,7 @@ import time
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Snapshot
 
+from gpuflow.cli import logs
 from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import (StartupError, build_app, describe_login, start_serving, warn_if_benchmarking,
                                  warn_if_exposed)
@@ -80,7 +81,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         warn_if_exposed(args)
         warn_if_benchmarking()
         try:
-            describe_start(settled_snapshot(serving.agent.board), serving.login_url, sys.stdout)
+            logs.install().banner_shown(
+                describe_start(settled_snapshot(serving.agent.board), serving.login_url, sys.stdout))
             describe_login(args, sys.stdout)
             sys.stdout.write("Press Ctrl-C to stop.\n")
             sys.stdout.flush()

@@ -26,7 +26,7 @@ BAD = [
     (["run", "--flush-ms", "0", "--", "true"], "positive number of milliseconds"),
     (["doctor", "--verbose"], "unrecognized arguments"),
     (["frobnicate"], "invalid choice"),
-    ([], None),
+    ([], "a command is needed"),
 ]
 
 

@@ -54,6 +54,7 @@ from gpuflow.collectors.nvml.sampler import Sampler
 from gpuflow.testing.ab_period import ab_period_ms, seconds_until_on
 from gpuflow.collectors.nvml.options import DEFAULT_INIT_RETRY_S
 from gpuflow.core.context import AgentConfig
+from gpuflow.core.problem_log import restates
 from gpuflow.core.snapshot import Attachment, Device, HostInfo, Problem, Process, SnapshotPart
 
 log = logging.getLogger("gpuflow.nvml")
@@ -282,7 +283,7 @@ class NvmlCollector:
         except Exception as exc:  # noqa: BLE001 - NVMLError, OSError from ctypes, anything
             message = explain_init_error(exc)
             if self._init_problem is None or self._init_problem.message != message:
-                log.warning("%s (retrying every %g s)", message, self._init_retry_s)
+                log.warning("%s (retrying every %g s)", message, self._init_retry_s, extra=restates(message))
             self._init_problem = Problem(SOURCE, message, severity="error")
             self._next_init = now + self._init_retry_s
             return False

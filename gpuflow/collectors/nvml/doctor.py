@@ -23,8 +23,7 @@ def nvml_checks(backend: NvmlBackend) -> list[DoctorCheck]:
     try:
         backend.init()
     except pynvml.NVMLError as exc:
-        return [DoctorCheck("NVML", False, f"{explain_init_error(exc)}. Is the NVIDIA driver installed "
-                            "(libnvidia-ml.so.1) and is this container given the GPU?", "gpus")]
+        return [DoctorCheck("NVML", False, explain_init_error(exc), "gpus")]  # the Problem's words
     try:
         driver = nvml_query(backend.driver_version) or "version not available"
         cuda = cuda_version_text(nvml_query(backend.cuda_driver_version))
