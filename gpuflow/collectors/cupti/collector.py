@@ -41,8 +41,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from gpuflow.collectors.cupti import caps
 from gpuflow.collectors.cupti import decoder as decoder_mod
 from gpuflow.collectors.cupti import rings
+from gpuflow.collectors.cupti._layout import Caps
 from gpuflow.collectors.cupti.handover import Handover, Refusal, RingSocket, trusted_uids
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.collectors.cupti.traced_builder import TracedBuilder
@@ -93,11 +95,14 @@ class CuptiCollector:
         it when it stops.
     :param notify: called (from the drain thread) whenever the part changed.
     :param lane_span_cap: spans kept per lane.
+    :param caps: the decoders' caps (docs/decoder.md, "Caps"); each one a ring reaches is a Problem.
+    :param drain_max_records: the most records one pass takes from one ring (None: all published).
     :param decoder_class: defaults to the selected decoder (compiled when available).
     """
 
     def __init__(self, session: str, ring_socket: RingSocket, notify: Callable[[], None] = lambda: None, *,
-                 lane_span_cap: int = DEFAULT_LANE_SPAN_CAP,
+                 lane_span_cap: int = DEFAULT_LANE_SPAN_CAP, caps: Caps = Caps(),
+                 drain_max_records: int | None = None,
                  decoder_class: type[RingDecoder] | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
                  drain_interval_s: float = DRAIN_INTERVAL_S) -> None:
@@ -106,6 +111,8 @@ class CuptiCollector:
         self._trusted = trusted_uids()
         self._notify = notify
         self._cap = lane_span_cap
+        self._caps = caps
+        self._drain_max = drain_max_records
         self._decoder_class = decoder_class or decoder_mod.RingDecoder
         self._exits: dict[int, int] = {}
         self._exits_lock = threading.Lock()
@@ -252,7 +259,7 @@ class CuptiCollector:
             return self._refuse(Refusal("not_a_ring", f"pid {handover.pid}: its ring was refused: {exc}",
                                         handover.pid, handover.uid))
         try:
-            dec = self._decoder_class(mapped.mmap, lane_span_cap=self._cap)
+            dec = self._decoder_class(mapped.mmap, lane_span_cap=self._cap, **self._caps._asdict())
         except RingError as exc:
             mapped.close()
             handover.close()
@@ -267,9 +274,8 @@ class CuptiCollector:
 
     def _refuse(self, refusal: Refusal) -> bool:
         """Count a refused connection under its reason; one Problem per reason (bounded)."""
+        log.warning("refused a ring: %s", refusal.detail)
         count = self._refused[refusal.reason] = self._refused.get(refusal.reason, 0) + 1
-        if count & (count - 1) == 0:   # the 1st, 2nd, 4th, 8th ...: a flood costs a few log lines
-            log.warning("refused a ring (%d so far for this reason): %s", count, refusal.detail)
         self._problem(f"refused:{refusal.reason}", f"{count} ring handover(s) refused ({refusal.reason}); "
                       f"the last: {refusal.detail}")
         return True
@@ -288,9 +294,10 @@ class CuptiCollector:
         changed = False
         if ring.error is None:
             try:
-                # one call takes everything published so far (head - tail <= capacity); records
-                # published meanwhile wait for the next pass, 20 ms later
-                changed = dec.drain() > 0
+                # one call takes everything published so far (head - tail <= capacity), up to
+                # drain_max_records (a ring far larger than ours would hold that much resident per
+                # pass); records published meanwhile wait for the next pass, 20 ms later
+                changed = dec.drain(self._drain_max) > 0
                 if changed:
                     mapped.release_consumed(dec.tail)
             except RingFormatError as exc:
@@ -315,6 +322,7 @@ class CuptiCollector:
         return changed
 
     def _note_counters(self, ring: _Ring, counters: dict[str, Any]) -> None:
+        counters = {**counters, "caps": caps.figures(counters, ring.builder)}
         if counters == ring.counters:
             return
         ring.counters = counters
@@ -322,9 +330,8 @@ class CuptiCollector:
             reasons = ", ".join(f"{n} {why}" for why, n in sorted(counters["invalid"].items()))
             self._problem(f"invalid:{ring.pid}", f"pid {ring.pid}: {counters['invalid_records']} malformed "
                           f"ring records were skipped ({reasons}); its figures may be incomplete")
-        if counters["lane_overflow"]:
-            self._problem(f"lanes:{ring.pid}", f"pid {ring.pid}: {counters['lane_overflow']} executions ran "
-                          "on streams beyond the lane limit; they are in the totals but on no lane", "info")
+        for key, message, severity in caps.problems(ring.pid, counters["caps"], self._caps):
+            self._problem(f"{key}:{ring.pid}", message, severity)
         if counters["saturated"]:
             self._problem(f"saturated:{ring.pid}", f"pid {ring.pid}: a byte or time total reached 2^64-1 "
                           "and stopped growing")

@@ -1,11 +1,15 @@
-"""The CUPTI collector's options: ring capacity, flush period, spans kept per lane, the ring socket.
+"""The CUPTI collector's options: ring capacity, flush period, spans kept per lane, the ring socket,
+and the caps on what one traced process's ring can make the agent hold.
 
 Declared through the ``declare_options`` hook (gpuflow.core.options), so ``gpuflow watch``/``run``
 offer ``--ring-capacity`` and ``run`` offers ``--flush-ms``, ``get_app()`` reads
 ``GPUFLOW_RING_CAPACITY`` and ``GPUFLOW_RING_SOCKET``, and every value is checked here, by the
 plugin that owns it (the ring socket's directory, which needs I/O, when the collector starts).
 The bounds are the injected library's own (docs/inject.md): it refuses or clamps anything outside
-them, so a value it would not honour is refused before a program starts.
+them, so a value it would not honour is refused before a program starts. The caps (``max_names``,
+``max_name_bytes``, ``max_lanes``, ``max_pending_names``: docs/decoder.md, "Caps") are read from
+``GPUFLOW_MAX_*`` variables (no flags: they are rarely changed), within the decoders' own ranges
+(``_layout.CAP_RANGES``).
 
 Constraints: pure; importable without CUDA, a GPU or the compiled decoder.
 """
@@ -66,6 +70,40 @@ def lane_span_cap(value: Any) -> int:
     return _layout.check_lane_span_cap(_integer(value, "spans"))
 
 
+def _cap(name: str, unit: str) -> Any:
+    """The converter of one cap on what a ring can make the agent hold (docs/decoder.md, "Caps")."""
+    low, high = _layout.CAP_RANGES[name]
+
+    def convert(value: Any) -> int:
+        number = _integer(value, unit)
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low:,} and {high:,} {unit}, got {number:,}")
+        return number
+
+    convert.__name__ = name
+    return convert
+
+
+#: the caps on what one traced process's ring can make the agent hold, and their defaults
+CAP_OPTIONS = (
+    Option("max_names", _cap("max_names", "names"), _layout.DEFAULT_MAX_NAMES,
+           "distinct names kept per traced process; the kernels of the rest are counted together",
+           env="GPUFLOW_MAX_NAMES"),
+    Option("max_name_bytes", _cap("max_name_bytes", "bytes"), _layout.DEFAULT_MAX_NAME_BYTES,
+           "bytes of a kernel or stream name kept; longer names are shown cut", env="GPUFLOW_MAX_NAME_BYTES"),
+    Option("max_lanes", _cap("max_lanes", "lanes"), _layout.DEFAULT_MAX_LANES,
+           "lanes (device, context, stream) kept per traced process; executions beyond count on none",
+           env="GPUFLOW_MAX_LANES"),
+    Option("max_pending_names", _cap("max_pending_names", "names"), _layout.DEFAULT_MAX_PENDING_NAMES,
+           "names a traced process may have half sent at once", env="GPUFLOW_MAX_PENDING_NAMES"),
+)
+
+
+def caps(values: Any) -> _layout.Caps:
+    """The decoders' caps from this plugin's option values."""
+    return _layout.Caps(**{option.name: values[option.name] for option in CAP_OPTIONS})
+
+
 def ring_socket(value: Any) -> str:
     """Where the agent listens for rings: an absolute path that fits a Unix socket address."""
     if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
@@ -88,4 +126,5 @@ OPTIONS = PluginOptions(KEY, (
            "listen for the rings of programs started with GPUFlow's injection environment on this "
            "socket, in a directory only you can enter (a gunicorn deployment; gpuflow run makes its own)",
            env="GPUFLOW_RING_SOCKET"),
+    *CAP_OPTIONS,
 ))

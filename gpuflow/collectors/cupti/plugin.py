@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from gpuflow.collectors.cupti.options import OPTIONS
+from gpuflow.collectors.cupti.options import OPTIONS, caps
 from gpuflow.core.errors import LaunchRefused
 from gpuflow.core.hookspecs import hookimpl
 
@@ -98,7 +98,8 @@ def start_collecting(context: CollectorContext) -> None:
     else:   # beside programs started with the injection environment by hand
         session = secrets.token_hex(8)
         ring_socket = RingSocket.at(Path(options["ring_socket"]))
-    state.collector = CuptiCollector(session, ring_socket, context.notify, lane_span_cap=options["lane_span_cap"])
+    state.collector = CuptiCollector(session, ring_socket, context.notify, lane_span_cap=options["lane_span_cap"],
+                                     caps=caps(options), drain_max_records=options["ring_capacity"])
     state.collector.start()
 
 

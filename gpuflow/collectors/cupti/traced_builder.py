@@ -43,7 +43,7 @@ OTHER_KERNELS = "(other kernel names)"
 CUT_MARK = "…"
 #: the JSON bytes of one traced process's kernel table and of its lanes (docs/decoder.md, "Caps")
 KERNEL_TABLE_BYTES = 1 << 20
-LANES_BYTES = 3 << 20
+LANES_BYTES = 7 << 19  # 3.5 MiB: 16 busy lanes of 512 spans named in ~200 characters fit whole
 #: upper bounds of the compact JSON of an entry besides its names (numbers of up to 24 digits)
 KERNEL_JSON_FIXED = 200
 LANE_JSON_FIXED = 160
