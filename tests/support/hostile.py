@@ -1,10 +1,13 @@
 """Hostile producers: record streams a traced program could write to make the agent hold too much.
 
 What it is for: the caps tests (tests/cupti/test_hostile_rings.py) feed these streams to the
-decoders on in-memory rings. Each attack is one of
+decoders on in-memory rings, and the bounds benchmark (bench/hostile_rings.py) runs this file as
+separate processes that write them into real rings handed to a real agent with the compiled test
+producer (``python tests/support/hostile.py produce LIB SOCKET ATTACK SECONDS``). Each attack is one of
 the issue's: a million distinct names, 4 KiB names, 10,000 lanes, names announced and never
-finished, timestamps of 0 and 2^64-1 and ends before starts, and all of them together (a ring's
-header that lies is played on the real producer's header by the tests and the benchmark).
+finished, timestamps of 0 and 2^64-1 and ends before starts, and all of them together; a ring's
+header that lies (its head, tail or capacity) and a ring far larger than the agent's own are
+played on the real producer's ring (:data:`HEADER_ATTACKS`).
 
 * :data:`ATTACKS` — name → a function returning an iterator of 64-byte records (sizes as the
   issue states them, smaller on request).
@@ -25,7 +28,9 @@ are escaped there (``\\u0001`` is 6 bytes for 1).
 from __future__ import annotations
 
 import itertools
+import os
 import sys
+import time
 from typing import Any, Callable, Iterable, Iterator
 
 import ringfuzz as F
@@ -102,6 +107,22 @@ def extreme_times(n: int = 20_000) -> Iterator[bytes]:
         yield cases[i % len(cases)]
 
 
+def benign(n: int = 10_000_000) -> Iterator[bytes]:
+    """No attack: what a busy real program writes (200 names defined once, kernels on four named
+    streams, copies on the null stream), the benchmark's point of comparison."""
+    yield F.context(0, 1, 7)
+    for i in range(1, 201):
+        yield from F.name_chunks(i, b"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_%dFunctorIfEEEEviT0_" % i)
+    for s in range(4):
+        yield from F.name_chunks(300 + s, b"stream-%d" % s, FLAG_NAME_STREAM)
+        yield F.stream_name(300 + s, 0, 1, 13 + s)
+    t = 1_000_000
+    for j in range(n):
+        t += 2_000
+        yield F.copy(1, 1 << 20, stream=7, start=t, end=t + 900) if j % 10 == 0 else \
+            F.kernel(1 + (j * 7919) % 200, 0, 1, 13 + j % 4, t, t + 1_500)
+
+
 def together(scale: float = 1.0) -> Iterator[bytes]:
     """Every attack at once, interleaved record by record (name ids kept apart per attack)."""
     parts = [shift_ids(distinct_names(int(1_000_000 * scale)), 0),
@@ -171,6 +192,79 @@ class BufferRing:
             if after_batch is not None:
                 after_batch()
         return total
+
+
+#: attacks on the ring itself rather than on its records, played by :func:`produce` only
+HEADER_ATTACKS = ("head_lies", "tail_lies", "capacity_lies", "huge_ring")
+#: what :func:`produce` can write: the attacks, and a benign program to compare them with
+PRODUCED = {**ATTACKS, "benign": benign}
+#: the ring a producer makes (huge_ring's is 64 times larger)
+PRODUCER_CAPACITY = 1 << 16
+
+
+def produce(lib: str, socket_path: str, attack: str, seconds: float) -> None:
+    """Hand a real ring (compiled test producer) to the agent at ``socket_path`` and write
+    ``attack`` into it for up to ``seconds``, as fast as the agent drains it; then the exit flush."""
+    from ringproducer import RingProducer
+
+    capacity = PRODUCER_CAPACITY * (64 if attack == "huge_ring" else 1)
+    producer = RingProducer(lib, os.getpid(), capacity)
+    connection = producer.hand_over(socket_path)  # open as long as this process lives
+    producer.set_status(1, f"hostile producer: {attack}")
+    producer.clock_sync(1_000, time.time_ns())
+    deadline = time.monotonic() + seconds
+    if attack in HEADER_ATTACKS:
+        _lie(producer, attack, deadline)
+    else:
+        _push(producer, PRODUCED[attack](), deadline)
+    producer.mark_exited()
+    connection.close()
+
+
+def _push(producer: Any, records: Iterable[bytes], deadline: float) -> None:
+    for rec in records:
+        while not producer.push_raw(rec):  # full: wait for the agent, as a real ring would drop
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.002)
+        if time.monotonic() > deadline:
+            return
+    while producer.head != producer.tail and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _flood(producer: Any, block: bytes, deadline: float) -> None:
+    """Fill the whole ring at memory speed, as native code can, and publish all of it at once,
+    each time the agent has taken the last: a ring-full for every one of the agent's passes."""
+    import mmap
+
+    with mmap.mmap(producer.fd, 0) as mm:
+        body = HEADER_SIZE + producer.capacity * RECORD_SIZE
+        mm[HEADER_SIZE:body] = block * (producer.capacity * RECORD_SIZE // len(block))
+        while time.monotonic() < deadline:
+            if producer.tail == producer.head:
+                producer.set_head(producer.head + producer.capacity)
+            time.sleep(0.001)
+
+
+def _lie(producer: Any, attack: str, deadline: float) -> None:
+    """Valid records, then the lie, again and again until ``deadline``."""
+    kernels = itertools.cycle([F.kernel(0, stream=13 + i % 4, start=1_000 + i, end=1_100 + i) for i in range(64)])
+    if attack == "huge_ring":
+        _flood(producer, b"".join(next(kernels) for _ in range(64)), deadline)
+        return
+    while time.monotonic() < deadline:
+        for _ in range(1000):
+            producer.push_raw(next(kernels))
+        while producer.tail != producer.head and time.monotonic() < deadline:
+            time.sleep(0.005)  # the agent has taken the ring and drained it: now the lie
+        if attack == "head_lies":      # past the capacity, behind the tail, the largest value
+            producer.set_head(producer.head + producer.capacity * 3 + 7)
+        elif attack == "tail_lies":    # the agent's own counter, rewritten: it keeps its own
+            producer.header.tail = (1 << 64) - 1
+        else:                          # a capacity the mapping does not have
+            producer.corrupt_header(capacity=producer.capacity * 64)
+        time.sleep(0.05)
 
 
 def _status_kib(field: str) -> int:
@@ -260,8 +354,12 @@ def measure(twin: str, attack: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "measure" or sys.argv[2] not in ("c", "py") or sys.argv[3] not in ATTACKS:
-        sys.exit(f"usage: python tests/support/hostile.py measure c|py ATTACK; ATTACK one of {', '.join(ATTACKS)}")
-    import json
+    if len(sys.argv) == 4 and sys.argv[1] == "measure" and sys.argv[2] in ("c", "py") and sys.argv[3] in ATTACKS:
+        import json
 
-    print(json.dumps(measure(sys.argv[2], sys.argv[3])))
+        print(json.dumps(measure(sys.argv[2], sys.argv[3])))
+    elif len(sys.argv) == 6 and sys.argv[1] == "produce" and sys.argv[4] in (*PRODUCED, *HEADER_ATTACKS):
+        produce(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
+    else:
+        sys.exit("usage: python tests/support/hostile.py measure c|py ATTACK | produce LIB SOCKET ATTACK SECONDS; "
+                 f"ATTACK one of {', '.join(ATTACKS)} (and {', '.join((*HEADER_ATTACKS, 'benign'))} for produce)")
