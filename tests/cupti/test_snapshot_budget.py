@@ -138,3 +138,12 @@ def test_json_cost_bounds_both_forms_of_a_name():
     for text in ("plain", "\x01\"\\\x1b", "€😀", heavy_name(5).decode()):
         assert B.json_cost(text) >= len(json.dumps(text, ensure_ascii=False).encode())
         assert B.json_cost(text) >= len(json.dumps(text).encode())
+
+
+def test_the_kernel_entries_direct_json_is_every_field_of_kernelstat():
+    """A kernel table of thousands is built without the generic walk: the same dict, field for field."""
+    from dataclasses import asdict, fields
+
+    stat = KernelStat(name="n", mangled="_Zn", count=3, total_ns=30, min_ns=5, max_ns=15, timed=2)
+    encoded = _plain(stat)
+    assert list(encoded) == [f.name for f in fields(KernelStat)] and encoded == asdict(stat)
