@@ -1,13 +1,15 @@
 """Benchmark: the agent's memory and answer times while hostile traced programs write their rings.
 
-    python bench/hostile_rings.py [--seconds 15] [--scenarios NAME,...]
+    python bench/hostile_rings.py [--seconds 15] [--rate 200000] [--scenarios NAME,...]
 
 The agent is the real ``gpuflow watch`` (NVML off: the rings are the question), taking rings on a
 socket of its own (``GPUFLOW_RING_SOCKET``, in a private directory) as under a gunicorn deployment.
 Each hostile traced program is a separate process (tests/support/hostile.py, run, not imported:
 this script imports only its own folder and the installed package) that hands the agent a real
 ring made by the compiled test producer (the injected library's own ring code) and writes one
-attack into it as fast as the agent drains it: a million distinct kernel names, 2,000 names of
+attack into it, ``--rate`` records a second (0: as fast as the agent drains; 200,000, the default,
+is the launch storm's rate on an H200, and leaves a small machine's other core to the agent):
+a million distinct kernel names, 2,000 names of
 4 KiB, 10,000 lanes, 200,000 names announced and never finished, timestamps of 0 and 2^64-1 and
 ends before starts, all of them in one ring (``together``), a header whose head, tail or capacity
 lies, and a ring 64 times the agent's own size filled as fast as the producer can. Scenarios run
@@ -17,8 +19,9 @@ its snapshot holds all of them, each within its own bound).
 
 Sampled throughout, from another thread each: the agent's resident size (VmRSS of its process,
 and of its demangling helper, a child process of its own), ``GET /api/snapshot`` (bytes and
-answer time, the whole body read) and ``GET /healthz`` (answer time), every 0.2 s. Idle is the
-agent's median resident size over 2 s after it answered its first snapshot, before any producer.
+answer time, the whole body read) and ``GET /healthz`` (answer time), every 0.2 s, and the agent's
+CPU time over the scenario. Idle is the agent's median resident size over 2 s after it answered
+its first snapshot, before any producer, with the answer times of those 2 s.
 
 Last line: ``rss_above_idle_mb=<max> snapshot_max_bytes=<max> snapshot_max_ms=<max>
 healthz_max_ms=<max>``, the maxima over the hostile scenarios (the snapshot's size over those of
@@ -142,13 +145,25 @@ def start_agent(workdir: Path, port: int) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the agent did not answer within 60 s")
 
 
-def idle_rss_kib(agent: subprocess.Popen, port: int) -> int:
-    idle = []
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` (every thread), in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def idle_figures(agent: subprocess.Popen, port: int) -> tuple[int, list[float], list[float]]:
+    """The agent before any producer: median RSS (KiB), /api/snapshot and /healthz times (ms)."""
+    rss, snap, health = [], [], []
     for _ in range(10):
-        get(port, "/api/snapshot")
-        idle.append(status_kib(agent.pid))
+        snap.append(get(port, "/api/snapshot")[2] * 1e3)
+        health.append(get(port, "/healthz")[2] * 1e3)
+        rss.append(status_kib(agent.pid))
         time.sleep(0.2)
-    return int(statistics.median(idle))
+    return int(statistics.median(rss)), snap, health
 
 
 def stop_agent(agent: subprocess.Popen) -> None:
@@ -160,14 +175,17 @@ def stop_agent(agent: subprocess.Popen) -> None:
         agent.wait()
 
 
-def run_scenario(name: str, attacks: list[str], lib: str, workdir: Path, seconds: float) -> dict:
+def run_scenario(name: str, attacks: list[str], lib: str, workdir: Path, seconds: float, rate: float) -> dict:
     """A fresh agent, its idle size, then ``attacks`` (one producer each) sampled throughout."""
     port = free_port()
     agent, sock = start_agent(workdir, port)
     try:
-        idle_kib = idle_rss_kib(agent, port)
-        result = _sampled(name, attacks, lib, sock, agent, port, seconds, idle_kib)
+        idle_kib, idle_snapshot_ms, idle_healthz_ms = idle_figures(agent, port)
+        cpu0, t0 = cpu_seconds(agent.pid), time.monotonic()
+        result = _sampled(name, attacks, lib, sock, agent, port, seconds, rate, idle_kib)
+        result["agent_cores"] = (cpu_seconds(agent.pid) - cpu0) / (time.monotonic() - t0)
         result["idle_mb"] = idle_kib / 1024
+        result["idle_snapshot_ms"], result["idle_healthz_ms"] = idle_snapshot_ms, idle_healthz_ms
         result["agent_alive"] = agent.poll() is None
         return result
     finally:
@@ -175,14 +193,14 @@ def run_scenario(name: str, attacks: list[str], lib: str, workdir: Path, seconds
 
 
 def _sampled(name: str, attacks: list[str], lib: str, sock: str, agent: subprocess.Popen, port: int,
-             seconds: float, idle_kib: int) -> dict:
+             seconds: float, rate: float, idle_kib: int) -> dict:
     rss = Sampler(lambda: (status_kib(agent.pid), sum(status_kib(c) for c in children(agent.pid))))
     snap = Sampler(lambda: get(port, "/api/snapshot"))
     health = Sampler(lambda: get(port, "/healthz"))
     for s in (rss, snap, health):
         s.start()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(SUPPORT), os.environ.get("PYTHONPATH")))))
-    producers = [subprocess.Popen([sys.executable, str(HOSTILE), "produce", lib, sock, attack, str(seconds)],
+    producers = [subprocess.Popen([sys.executable, str(HOSTILE), "produce", lib, sock, attack, str(seconds), str(rate)],
                                   env=env, stderr=subprocess.PIPE, text=True) for attack in attacks]
     for p in producers:
         p.wait(timeout=seconds + 120)
@@ -210,7 +228,8 @@ def _sampled(name: str, attacks: list[str], lib: str, sock: str, agent: subproce
 def describe(r: dict) -> str:
     sm, hm = r["snapshot_ms"], r["healthz_ms"]
     return (f"{r['scenario']:>16}: RSS +{r['rss_above_idle_mb']:6.1f} MB over {r['idle_mb']:.1f} (helper "
-            f"{r['helper_mb']:5.1f} MB); "
+            f"{r['helper_mb']:5.1f} MB), agent {r['agent_cores']:.2f} cores; idle before: /api/snapshot max "
+            f"{max(r['idle_snapshot_ms']):.1f} ms, /healthz max {max(r['idle_healthz_ms']):.1f} ms; "
             f"/api/snapshot <= {r['snapshot_max_bytes']:>9,} B, p50 {percentile(sm, 50):6.1f} / p99 "
             f"{percentile(sm, 99):6.1f} / max {max(sm):6.1f} ms ({len(sm)} samples, status "
             f"{r['snapshot_statuses']}); /healthz p50 {percentile(hm, 50):5.1f} / p99 {percentile(hm, 99):5.1f} / "
@@ -223,13 +242,15 @@ def describe(r: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=15.0, help="how long each hostile producer writes")
+    ap.add_argument("--rate", type=float, default=200_000.0, help="records a second per producer (0: unpaced)")
     ap.add_argument("--scenarios", default=",".join(ORDER))
     args = ap.parse_args()
     chosen = args.scenarios.split(",")
     unknown = set(chosen) - set(ORDER)
     if unknown:
         ap.error(f"unknown scenarios {sorted(unknown)}; known: {', '.join(ORDER)}")
-    print(f"hostile_rings: gpuflow watch, a fresh one per scenario; {args.seconds:.0f} s per producer")
+    pace = f"{args.rate:,.0f} records/s each" if args.rate else "unpaced"
+    print(f"hostile_rings: gpuflow watch, a fresh one per scenario; {args.seconds:.0f} s per producer, {pace}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
           f"Python {platform.python_version()}; load average {os.getloadavg()[0]:.1f}", flush=True)
     results = []
@@ -239,7 +260,7 @@ def main() -> int:
                              capture_output=True, text=True).stdout.strip()
         for name in chosen:
             attacks = list(SCENARIOS) if name == "all_at_once" else [name]
-            results.append(run_scenario(name, attacks, lib, workdir, args.seconds))
+            results.append(run_scenario(name, attacks, lib, workdir, args.seconds, args.rate))
             print(describe(results[-1]), flush=True)
     hostile = [r for r in results if r["scenario"] != "benign"] or results
     one_ring = [r for r in hostile if r["scenario"] != "all_at_once"] or hostile

@@ -3,7 +3,7 @@
 What it is for: the caps tests (tests/cupti/test_hostile_rings.py) feed these streams to the
 decoders on in-memory rings, and the bounds benchmark (bench/hostile_rings.py) runs this file as
 separate processes that write them into real rings handed to a real agent with the compiled test
-producer (``python tests/support/hostile.py produce LIB SOCKET ATTACK SECONDS``). Each attack is one of
+producer (``python tests/support/hostile.py produce LIB SOCKET ATTACK SECONDS [RATE]``). Each attack is one of
 the issue's: a million distinct names, 4 KiB names, 10,000 lanes, names announced and never
 finished, timestamps of 0 and 2^64-1 and ends before starts, and all of them together; a ring's
 header that lies (its head, tail or capacity) and a ring far larger than the agent's own are
@@ -202,9 +202,10 @@ PRODUCED = {**ATTACKS, "benign": benign}
 PRODUCER_CAPACITY = 1 << 16
 
 
-def produce(lib: str, socket_path: str, attack: str, seconds: float) -> None:
+def produce(lib: str, socket_path: str, attack: str, seconds: float, rate: float = 0.0) -> None:
     """Hand a real ring (compiled test producer) to the agent at ``socket_path`` and write
-    ``attack`` into it for up to ``seconds``, as fast as the agent drains it; then the exit flush."""
+    ``attack`` into it for ``seconds``, ``rate`` records a second (0: as fast as the agent drains
+    it; a stream that ends starts again: the same ids, defined again the same), then the exit flush."""
     from ringproducer import RingProducer
 
     capacity = PRODUCER_CAPACITY * (64 if attack == "huge_ring" else 1)
@@ -216,17 +217,35 @@ def produce(lib: str, socket_path: str, attack: str, seconds: float) -> None:
     if attack in HEADER_ATTACKS:
         _lie(producer, attack, deadline)
     else:
-        _push(producer, PRODUCED[attack](), deadline)
+        paced = _Pace(rate)
+        while time.monotonic() < deadline:
+            _push(producer, PRODUCED[attack](), deadline, paced)
     producer.mark_exited()
     connection.close()
 
 
-def _push(producer: Any, records: Iterable[bytes], deadline: float) -> None:
+class _Pace:
+    """Keeps a producer at ``rate`` records a second (0: no pacing), checked every 1,000 records."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.started, self.count = rate, time.monotonic(), 0
+
+    def tick(self) -> None:
+        self.count += 1
+        if self.rate and self.count % 1000 == 0:
+            ahead = self.count / self.rate - (time.monotonic() - self.started)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
+def _push(producer: Any, records: Iterable[bytes], deadline: float, paced: _Pace | None = None) -> None:
     for rec in records:
         while not producer.push_raw(rec):  # full: wait for the agent, as a real ring would drop
             if time.monotonic() > deadline:
                 return
             time.sleep(0.002)
+        if paced is not None:
+            paced.tick()
         if time.monotonic() > deadline:
             return
     while producer.head != producer.tail and time.monotonic() < deadline:
@@ -358,8 +377,8 @@ if __name__ == "__main__":
         import json
 
         print(json.dumps(measure(sys.argv[2], sys.argv[3])))
-    elif len(sys.argv) == 6 and sys.argv[1] == "produce" and sys.argv[4] in (*PRODUCED, *HEADER_ATTACKS):
-        produce(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "produce" and sys.argv[4] in (*PRODUCED, *HEADER_ATTACKS):
+        produce(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]) if len(sys.argv) == 7 else 0.0)
     else:
-        sys.exit("usage: python tests/support/hostile.py measure c|py ATTACK | produce LIB SOCKET ATTACK SECONDS; "
+        sys.exit("usage: python tests/support/hostile.py measure c|py ATTACK | produce LIB SOCKET ATTACK SECONDS [RATE]; "
                  f"ATTACK one of {', '.join(ATTACKS)} (and {', '.join((*HEADER_ATTACKS, 'benign'))} for produce)")
