@@ -48,7 +48,7 @@ LANES_BYTES = 7 << 19  # 3.5 MiB: 16 busy lanes of 512 spans named in ~200 chara
 KERNEL_JSON_FIXED = 200
 LANE_JSON_FIXED = 160
 SPAN_JSON_FIXED = 224
-_NULL_COST = len("null")
+_COPY_COST = SPAN_JSON_FIXED + len("null")  # a copy's or memset's span has no name
 
 #: A Span from its fields, positionally, without ``__init__``'s setattr calls (Span objects are
 #: the dominant cost of a build): gpuflow.core.frozen.
@@ -100,24 +100,21 @@ class _Other:
 
 
 class _LaneCache:
-    """One lane's spans as shown (newest last), their JSON costs, and its last Lane object."""
+    """One lane's spans as shown (newest last; at most the decoder's cap, the oldest leave first),
+    their JSON costs alike, and its last Lane object."""
 
     __slots__ = ("spans", "costs", "bytes", "lane", "label", "label_cost")
 
-    def __init__(self) -> None:
-        self.spans: deque[Span] = deque()
-        self.costs: deque[int] = deque()
+    def __init__(self, cap: int) -> None:
+        self.spans: deque[Span] = deque(maxlen=cap)
+        self.costs: deque[int] = deque(maxlen=cap)
         self.bytes = 0
         self.lane: Lane | None = None
         self.label: str | None = None
         self.label_cost = 0
 
-    def trim(self, cap: int, share: int) -> int:
-        """Drop the oldest spans beyond ``cap`` spans, then beyond ``share`` bytes; return how many
-        the share took."""
-        while len(self.spans) > cap:
-            self.spans.popleft()
-            self.bytes -= self.costs.popleft()
+    def trim(self, share: int) -> int:
+        """Drop the oldest spans beyond ``share`` bytes; return how many went."""
         over = 0
         while self.bytes > share:
             self.spans.popleft()
@@ -151,7 +148,9 @@ class TracedBuilder:
         self._over_budget: set[int] = set()  # name ids shown as OTHER_KERNELS
         self._names: dict[int, tuple[str, int]] = {}
         self._display: dict[int, str] = {0: UNNAMED_KERNEL, L.OTHER_NAME_ID: OTHER_KERNELS}
-        self._span_cost: dict[int, int] = {0: json_cost(UNNAMED_KERNEL), L.OTHER_NAME_ID: json_cost(OTHER_KERNELS)}
+        #: name id -> the most JSON bytes a kernel span with that name takes (SPAN_JSON_FIXED + its name's)
+        self._span_cost: dict[int, int] = {0: SPAN_JSON_FIXED + json_cost(UNNAMED_KERNEL),
+                                           L.OTHER_NAME_ID: SPAN_JSON_FIXED + json_cost(OTHER_KERNELS)}
         self._kernel_bytes = 0
         self._other: KernelStat | None = None
         #: kernel names shown as "(other kernel names)" because the kernel table's budget was spent
@@ -188,7 +187,7 @@ class TracedBuilder:
             return False
         self._kernel_bytes += cost
         self._display[name_id] = display
-        self._span_cost[name_id] = json_cost(display)
+        self._span_cost[name_id] = SPAN_JSON_FIXED + json_cost(display)
         self._kernels[name_id] = (-1, -1, KernelStat(name=display, mangled=mangled, count=0, total_ns=0,
                                                       min_ns=None, max_ns=None, timed=0))
         return True
@@ -251,7 +250,7 @@ class TracedBuilder:
         for dev, ctx, stream, _executions, _kept, name_id, _none in heads:
             cache = self._lanes.get((dev, ctx, stream))
             if cache is None:
-                cache = self._lanes[(dev, ctx, stream)] = _LaneCache()
+                cache = self._lanes[(dev, ctx, stream)] = _LaneCache(self._cap)
             label = self._label(decoder, name_id, nulls.get((dev, ctx)), stream)
             if label != cache.label:
                 cache.label, cache.label_cost = label, json_cost(label)
@@ -270,22 +269,14 @@ class TracedBuilder:
             if new:
                 if len(new) == newest and newest < self._cap:
                     cache.clear()  # there may be more new spans than fit: what the cache held is older
-                append, add_cost = cache.spans.append, cache.costs.append
-                spent = 0
+                append = cache.spans.append
                 for seq, kind, start, end, nid, grid, block, nbytes, direction in new:
-                    if grid is not None:
-                        append(make(seq, kind, (start + offset) // 1000, end - start, display[nid], grid, block,
-                                    nbytes, direction))
-                        cost = SPAN_JSON_FIXED + span_cost[nid]
-                    else:
-                        append(make(seq, kind, (start + offset) // 1000, end - start, None, grid, block, nbytes,
-                                    direction))
-                        cost = SPAN_JSON_FIXED + _NULL_COST
-                    add_cost(cost)
-                    spent += cost
-                cache.bytes += spent
+                    append(make(seq, kind, (start + offset) // 1000, end - start,
+                                display[nid] if grid is not None else None, grid, block, nbytes, direction))
+                cache.costs.extend([span_cost[s[4]] if s[5] is not None else _COPY_COST for s in new])
+                cache.bytes = sum(cache.costs)
                 max_seq = max(max_seq, new[-1][0])
-            self.spans_over_budget += cache.trim(self._cap, share)
+            self.spans_over_budget += cache.trim(share)
             label = labels[key]
             lane = cache.lane
             if (new or lane is None or lane.executions != executions or lane.label != label
