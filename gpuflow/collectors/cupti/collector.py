@@ -274,8 +274,9 @@ class CuptiCollector:
 
     def _refuse(self, refusal: Refusal) -> bool:
         """Count a refused connection under its reason; one Problem per reason (bounded)."""
-        log.warning("refused a ring: %s", refusal.detail)
         count = self._refused[refusal.reason] = self._refused.get(refusal.reason, 0) + 1
+        if count & (count - 1) == 0:   # the 1st, 2nd, 4th, 8th ...: a flood costs a few log lines
+            log.warning("refused a ring (%d so far for this reason): %s", count, refusal.detail)
         self._problem(f"refused:{refusal.reason}", f"{count} ring handover(s) refused ({refusal.reason}); "
                       f"the last: {refusal.detail}")
         return True
