@@ -57,12 +57,20 @@ static void kernel(rp_ring *r, const void *a)
         grid[i] = g > 0 ? (uint32_t)g : 0;
         block[i] = b > 0 ? (uint32_t)b : 0;
     }
-    int32_t ssm = (int32_t)cr_u32(a, CR_K_STATIC_SMEM), dsm = (int32_t)cr_u32(a, CR_K_DYN_SMEM);
-    uint32_t smem = (uint32_t)(ssm > 0 ? ssm : 0) + (uint32_t)(dsm > 0 ? dsm : 0);
+    /* the launch configuration, as CUPTI has it, packed as rp_launch_pack packs it (ring_producer.h),
+     * straight from the record: fields that CUPTI keeps side by side in the order rp_launch keeps
+     * them are loaded together (cupti_records.h checks that they are). Compared with the name's
+     * last one, interned when it differs. */
+    rp_launch launch;
+    launch.w[0] = cr_u64(a, CR_K_STATIC_SMEM);                 /* static | dynamic << 32 */
+    launch.w[1] = cr_u64(a, CR_K_CLUSTER_X);                   /* cluster x | y << 32 */
+    launch.w[2] = cr_u32(a, CR_K_CLUSTER_X + 8) | (uint64_t)cr_u32(a, CR_K_SHMEM_EXECUTED) << 32;
+    launch.w[3] = cr_u16(a, CR_K_CACHE_CONFIG) | (uint64_t)cr_u16(a, CR_K_CARVEOUT_REQUESTED) << 16 |
+                  (uint64_t)cr_u32(a, CR_K_SHMEM_LIMIT) << 32;
     const char *name = cr_str(a, CR_K_NAME);
     rp_kernel(r, cr_u32(a, CR_K_DEVICE), cr_u32(a, CR_K_CONTEXT), cr_u32(a, CR_K_STREAM),
               cr_u64(a, CR_K_START), cr_u64(a, CR_K_END), cr_u32(a, CR_K_CORRELATION), name,
-              name, grid, block, cr_u16(a, CR_K_REGISTERS), smem, cr_u32(a, CR_K_GRAPH_ID));
+              name, grid, block, cr_u16(a, CR_K_REGISTERS), &launch, cr_u32(a, CR_K_GRAPH_ID));
 }
 
 static void memcpy_rec(rp_ring *r, const void *a)

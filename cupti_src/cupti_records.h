@@ -18,7 +18,9 @@
 /* Every record: CUpti_ActivityKind kind @0 (uint32). */
 #define CR_KIND 0
 
-/* CONCURRENT_KERNEL (CUpti_ActivityKernel10) */
+/* CONCURRENT_KERNEL (CUpti_ActivityKernel10; the same offsets in Kernel9 of 12.x and Kernel13 of 13.5) */
+#define CR_K_CACHE_CONFIG 4  /* uint8 cacheConfig (requested: low nibble, executed: high) */
+#define CR_K_SHMEM_CONFIG 5  /* uint8 sharedMemoryConfig */
 #define CR_K_REGISTERS   6   /* uint16 registersPerThread */
 #define CR_K_START       16  /* uint64 */
 #define CR_K_END         24  /* uint64 */
@@ -31,8 +33,13 @@
 #define CR_K_DYN_SMEM    80  /* int32 */
 #define CR_K_CORRELATION 92  /* uint32 */
 #define CR_K_NAME        104 /* const char* */
+#define CR_K_CARVEOUT_REQUESTED 137 /* uint8 isSharedMemoryCarveoutRequested */
+#define CR_K_CARVEOUT    138 /* uint8 sharedMemoryCarveoutRequested, percent */
+#define CR_K_SHMEM_EXECUTED 140 /* uint32 sharedMemoryExecuted */
+#define CR_K_SHMEM_LIMIT 152 /* uint32 shmemLimitConfig (CUpti_FuncShmemLimitConfig) */
 #define CR_K_GRAPH_ID    156 /* uint32 */
-#define CR_K_MIN_SIZE    160
+#define CR_K_CLUSTER_X   176 /* uint32 x3 clusterX, clusterY, clusterZ */
+#define CR_K_MIN_SIZE    192
 
 /* MEMCPY (CUpti_ActivityMemcpy6) */
 #define CR_M_COPY_KIND   4   /* uint8 */
@@ -83,6 +90,14 @@
 #define CR_D_ID          112
 #define CR_D_NAME        136 /* const char* */
 
+/* activity.c loads these pairs as one (the order rp_launch_pack keeps them in, ring_producer.h) */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(CR_K_DYN_SMEM == CR_K_STATIC_SMEM + 4, "static, dynamic shared memory side by side");
+_Static_assert(CR_K_CLUSTER_X % 4 == 0, "cluster x, y, z side by side");
+_Static_assert(CR_K_SHMEM_CONFIG == CR_K_CACHE_CONFIG + 1, "cache, shared-memory config side by side");
+_Static_assert(CR_K_CARVEOUT == CR_K_CARVEOUT_REQUESTED + 1, "carve-out flag, percent side by side");
+#endif
+
 static inline uint8_t cr_u8(const void *r, size_t off)
 {
     return ((const uint8_t *)r)[off];
@@ -121,7 +136,24 @@ static inline const char *cr_str(const void *r, size_t off)
     defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #include <stddef.h>
 #define CR_CHECK(T, f, off) _Static_assert(offsetof(T, f) == (off), #T "." #f " moved")
+CR_CHECK(CUpti_ActivityKernel10, cacheConfig, CR_K_CACHE_CONFIG);
+CR_CHECK(CUpti_ActivityKernel10, sharedMemoryConfig, CR_K_SHMEM_CONFIG);
 CR_CHECK(CUpti_ActivityKernel10, registersPerThread, CR_K_REGISTERS);
+CR_CHECK(CUpti_ActivityKernel10, isSharedMemoryCarveoutRequested, CR_K_CARVEOUT_REQUESTED);
+CR_CHECK(CUpti_ActivityKernel10, sharedMemoryCarveoutRequested, CR_K_CARVEOUT);
+CR_CHECK(CUpti_ActivityKernel10, sharedMemoryExecuted, CR_K_SHMEM_EXECUTED);
+CR_CHECK(CUpti_ActivityKernel10, shmemLimitConfig, CR_K_SHMEM_LIMIT);
+CR_CHECK(CUpti_ActivityKernel10, clusterX, CR_K_CLUSTER_X);
+CR_CHECK(CUpti_ActivityKernel10, clusterY, CR_K_CLUSTER_X + 4);
+CR_CHECK(CUpti_ActivityKernel10, clusterZ, CR_K_CLUSTER_X + 8);
+/* 12.x hands out Kernel9: the launch-configuration fields sit where Kernel10 has them */
+CR_CHECK(CUpti_ActivityKernel9, staticSharedMemory, CR_K_STATIC_SMEM);
+CR_CHECK(CUpti_ActivityKernel9, dynamicSharedMemory, CR_K_DYN_SMEM);
+CR_CHECK(CUpti_ActivityKernel9, isSharedMemoryCarveoutRequested, CR_K_CARVEOUT_REQUESTED);
+CR_CHECK(CUpti_ActivityKernel9, sharedMemoryCarveoutRequested, CR_K_CARVEOUT);
+CR_CHECK(CUpti_ActivityKernel9, sharedMemoryExecuted, CR_K_SHMEM_EXECUTED);
+CR_CHECK(CUpti_ActivityKernel9, shmemLimitConfig, CR_K_SHMEM_LIMIT);
+CR_CHECK(CUpti_ActivityKernel9, clusterX, CR_K_CLUSTER_X);
 CR_CHECK(CUpti_ActivityKernel10, start, CR_K_START);
 CR_CHECK(CUpti_ActivityKernel10, end, CR_K_END);
 CR_CHECK(CUpti_ActivityKernel10, deviceId, CR_K_DEVICE);

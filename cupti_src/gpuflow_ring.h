@@ -19,7 +19,10 @@
  * consumer.
  *
  * Records are GPUFlow's own compact format, never CUPTI's structs (whose layouts change between
- * CUDA versions). Names (kernel names, NVTX stream names) are interned: defined once by one or
+ * CUDA versions). A kernel's launch configuration (shared memory, carve-out, cluster) is interned
+ * like a name (version 3): a LAUNCH record defines it once under a launch id, and every KERNEL
+ * record that launched with it carries that id (docs/inject.md says why this rather than a
+ * larger or an extension record). Names (kernel names, NVTX stream names) are interned: defined once by one or
  * more NAME_CHUNK records, then referred to by a non-zero name id. A record never refers to a
  * name id whose chunks were dropped: the producer reserves a name's chunks and the record that
  * first uses it in one step, or drops them all.
@@ -33,7 +36,7 @@
 #include <stdint.h>
 
 #define GPUFLOW_RING_MAGIC      0x31474e5257465047ULL /* "GPFWRNG1" read little-endian */
-#define GPUFLOW_RING_VERSION    2u
+#define GPUFLOW_RING_VERSION    3u
 #define GPUFLOW_HEADER_SIZE     4096u
 #define GPUFLOW_RECORD_SIZE     64u
 #define GPUFLOW_SESSION_MAX     32u   /* bytes incl. NUL */
@@ -65,7 +68,8 @@ enum gpuflow_record_type {
     GPUFLOW_REC_CONTEXT     = 6,  /* (device, context) has null stream id `stream` */
     GPUFLOW_REC_CLOCK_SYNC  = 7,  /* start = CUPTI timestamp, end = CLOCK_REALTIME ns, same instant */
     GPUFLOW_REC_DEVICE      = 8,  /* device `device` exists; name_id = its name */
-    GPUFLOW_REC_TYPE_MAX    = 8
+    GPUFLOW_REC_LAUNCH      = 9,  /* a launch configuration, defined once under its launch id (v3) */
+    GPUFLOW_REC_TYPE_MAX    = 9
 };
 
 /* gpuflow_record.flags */
@@ -75,6 +79,7 @@ enum gpuflow_record_type {
 #define GPUFLOW_FLAG_ASYNC           0x0008u /* MEMCPY/MEMSET: asynchronous */
 #define GPUFLOW_FLAG_NO_TIMING       0x0010u /* start/end unknown (CUPTI gave 0): counted, no span */
 #define GPUFLOW_FLAG_GRAPH           0x0020u /* launched from a CUDA graph */
+#define GPUFLOW_FLAG_CARVEOUT        0x0040u /* LAUNCH: a shared-memory carve-out was requested */
 
 /* Copy kinds, numerically equal to CUpti_ActivityMemcpyKind. */
 enum gpuflow_copy_kind {
@@ -111,7 +116,7 @@ typedef struct gpuflow_ring_header {
     uint32_t capacity;              /*  20: records, a power of two */
     int32_t  producer_pid;          /*  24 */
     uint32_t status;                /*  28: enum gpuflow_status */
-    char     session[GPUFLOW_SESSION_MAX]; /* 32 */
+    char     session[GPUFLOW_SESSION_MAX]; /* 32: unused since rings are handed over (zero) */
     int64_t  clock_cupti_ns;        /*  64: CUPTI timestamp ... */
     int64_t  clock_wall_ns;         /*  72: ... and CLOCK_REALTIME at the same instant */
     uint32_t cupti_version;         /*  80: cuptiGetVersion(), 0 if unknown */
@@ -143,10 +148,27 @@ typedef struct gpuflow_kernel_payload {   /* record bytes 32..63 */
     uint16_t block_x;       /* 48 */
     uint16_t block_y;       /* 50 */
     uint16_t block_z;       /* 52 */
-    uint16_t registers;     /* 54 */
-    uint32_t shared_bytes;  /* 56: static + dynamic shared memory */
+    uint16_t registers;     /* 54: registers per thread */
+    uint32_t launch_id;     /* 56: its launch configuration (a LAUNCH record); 0: none (v2: shared_bytes) */
     uint32_t graph_id;      /* 60 */
 } gpuflow_kernel_payload;
+
+/* LAUNCH, record bytes 8..63 (the launch id lives in `device`, flags may hold FLAG_CARVEOUT): a
+ * launch configuration (CUpti_ActivityKernel's fields of the same names), defined once, in the
+ * same reservation as the first KERNEL record that uses its id. Ids are dense from 1. */
+typedef struct gpuflow_launch_payload {
+    uint32_t static_shared_bytes;   /*  8: staticSharedMemory */
+    uint32_t dynamic_shared_bytes;  /* 12: dynamicSharedMemory */
+    uint32_t shared_executed_bytes; /* 16: sharedMemoryExecuted (the carve-out the launch ran with) */
+    uint32_t cluster_x;             /* 20: clusterX (0: no cluster launch) */
+    uint32_t cluster_y;             /* 24 */
+    uint32_t cluster_z;             /* 28 */
+    uint8_t  shared_config;         /* 32: sharedMemoryConfig (bank size, CUsharedconfig) */
+    uint8_t  shmem_limit_config;    /* 33: shmemLimitConfig (CUpti_FuncShmemLimitConfig) */
+    uint8_t  carveout_requested;    /* 34: sharedMemoryCarveoutRequested, percent; valid with FLAG_CARVEOUT */
+    uint8_t  cache_config;          /* 35: cacheConfig (requested: low nibble, executed: high) */
+    uint8_t  _reserved[28];         /* 36: zero */
+} gpuflow_launch_payload;
 
 typedef struct gpuflow_copy_payload {     /* record bytes 32..63, MEMCPY and MEMSET */
     uint32_t correlation;   /* 32: CUPTI correlation id */
@@ -169,7 +191,8 @@ typedef struct gpuflow_name_payload {     /* NAME_CHUNK, record bytes 8..63 */
 
 /*
  * One 64-byte record. For NAME_CHUNK the `name_id` lives in `device` (bytes 4..7) and the
- * payload overlays start/end/...; for STREAM_NAME and DEVICE the name id is in payload.kernel.name_id.
+ * payload overlays start/end/...; likewise the launch id of a LAUNCH record; for STREAM_NAME and
+ * DEVICE the name id is in payload.kernel.name_id.
  */
 typedef struct gpuflow_record {
     uint16_t type;          /*  0: enum gpuflow_record_type */
@@ -187,6 +210,7 @@ typedef struct gpuflow_record {
             } u;
         } act;
         gpuflow_name_payload name;  /* NAME_CHUNK */
+        gpuflow_launch_payload launch; /* LAUNCH */
     } body;
 } gpuflow_record;
 
@@ -195,6 +219,7 @@ _Static_assert(sizeof(gpuflow_record) == GPUFLOW_RECORD_SIZE, "record is 64 byte
 _Static_assert(sizeof(gpuflow_ring_header) <= GPUFLOW_HEADER_SIZE, "header fits its page");
 _Static_assert(sizeof(gpuflow_kernel_payload) == 32, "kernel payload");
 _Static_assert(sizeof(gpuflow_copy_payload) == 32, "copy payload");
+_Static_assert(sizeof(gpuflow_launch_payload) == GPUFLOW_RECORD_SIZE - 8, "launch payload");
 #endif
 
 #endif /* GPUFLOW_RING_H */

@@ -17,6 +17,14 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert(sizeof(rp_launch) == 32, "rp_launch is four words");
+
+/* One interned launch configuration; its id is its index + 1. */
+typedef struct rp_launch_entry {
+    rp_launch key;
+    uint8_t sent;        /* its LAUNCH record is in the ring */
+} rp_launch_entry;
+
 /* One interned name; its id is its index + 1. */
 typedef struct rp_name_entry {
     char *text;          /* owned copy, possibly truncated to GPUFLOW_NAME_MAX, NUL-terminated */
@@ -26,8 +34,15 @@ typedef struct rp_name_entry {
     uint8_t truncated;
     uint8_t sent;        /* all NAME_CHUNK records of this name are in the ring */
     uint64_t trusted_key;   /* a key found to point at this text in key epoch trusted_epoch */
-    uint64_t trusted_epoch; /* 0: none */
+    uint32_t trusted_epoch; /* 0: none */
+    uint32_t launch_id;     /* the launch configuration this kernel name launched with last, once
+                             * its LAUNCH record is in the ring (0: none yet). Only the id, and
+                             * the epoch in 32 bits: the entry stays 40 bytes, every record's
+                             * lookup reads it (a larger one measurably slowed every record);
+                             * the configuration is in r->launches */
 } rp_name_entry;
+
+_Static_assert(sizeof(rp_name_entry) == 40, "a name entry stays 40 bytes");
 
 /* Open-addressing map slot: key (pointer, or hash for the string map) -> id (0 = empty). */
 typedef struct rp_slot {
@@ -62,7 +77,12 @@ struct rp_ring {
     uint32_t names_cap;
     rp_map by_ptr;
     rp_map by_text;
-    uint64_t key_epoch;  /* rp_key_epoch_begin's count; 0: every key hit is compared */
+    rp_launch_entry *launches;
+    uint32_t n_launches;
+    uint32_t launches_cap;
+    rp_map by_launch;    /* hash of a launch key -> id (collisions keep both) */
+    uint32_t key_epoch;  /* rp_key_epoch_begin's count, never 0 once begun (it skips 0 when it
+                          * wraps); 0: every key hit is compared */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -207,6 +227,43 @@ static int text_insert(rp_map *m, uint64_t hash, uint32_t id)
     return 0;
 }
 
+/* Whether two launch configurations are the same: four 64-bit compares, the width they were
+ * stored in (rp_launch_pack), no call, one branch. */
+static inline int launch_key_equal(const rp_launch *a, const rp_launch *b)
+{
+    return ((a->w[0] ^ b->w[0]) | (a->w[1] ^ b->w[1]) | (a->w[2] ^ b->w[2]) | (a->w[3] ^ b->w[3])) == 0;
+}
+
+/* The id of launch configuration `k`, interning it if new; 0 on allocation failure. */
+static uint32_t intern_launch(rp_ring *r, const rp_launch *k)
+{
+    uint64_t hash = fnv1a((const char *)k, sizeof *k, 0x4c41554e4348ull);
+    const rp_map *m = &r->by_launch;
+    if (m->cap) {
+        uint32_t j = (uint32_t)mix64(hash) & (m->cap - 1);
+        while (m->slots[j].id) {
+            if (m->slots[j].key == hash && launch_key_equal(&r->launches[m->slots[j].id - 1].key, k))
+                return m->slots[j].id;
+            j = (j + 1) & (m->cap - 1);
+        }
+    }
+    if (r->n_launches == r->launches_cap) {
+        uint32_t ncap = r->launches_cap ? r->launches_cap * 2 : 16;
+        rp_launch_entry *nv = realloc(r->launches, (size_t)ncap * sizeof *nv);
+        if (!nv)
+            return 0;
+        r->launches = nv;
+        r->launches_cap = ncap;
+    }
+    uint32_t id = r->n_launches + 1;
+    if (text_insert(&r->by_launch, hash, id) != 0)
+        return 0;
+    r->launches[r->n_launches].key = *k;
+    r->launches[r->n_launches].sent = 0;
+    r->n_launches++;
+    return id;
+}
+
 /* Remember that pkey pointed at e's text in this key epoch (nothing outside an epoch). */
 static void trust_key(rp_ring *r, rp_name_entry *e, uint64_t pkey)
 {
@@ -266,6 +323,7 @@ static uint32_t intern(rp_ring *r, int kind, const void *key, const char *s)
         e->truncated = (uint8_t)truncated;
         e->sent = 0;
         e->trusted_epoch = 0;
+        e->launch_id = 0;
     }
     if (key && ptr_put(&r->by_ptr, pkey, id) == 0) /* a failed cache insert only costs a lookup */
         trust_key(r, &r->names[id - 1], pkey);
@@ -387,6 +445,8 @@ int rp_close(rp_ring *r)
     free(r->names);
     free(r->by_ptr.slots);
     free(r->by_text.slots);
+    free(r->launches);
+    free(r->by_launch.slots);
     pthread_mutex_destroy(&r->lock);
     free(r);
     return rc;
@@ -431,7 +491,36 @@ static int is_activity(uint16_t type)
            type == GPUFLOW_REC_MEMSET;
 }
 
-int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, const char *name)
+/* The LAUNCH record defining launch id `id` (lock held). */
+static void write_launch(rp_ring *r, uint64_t at, uint32_t id, const rp_launch *k)
+{
+    gpuflow_record c;
+    memset(&c, 0, sizeof c);
+    c.type = GPUFLOW_REC_LAUNCH;
+    int32_t static_shared = (int32_t)(uint32_t)k->w[0], dynamic_shared = (int32_t)(k->w[0] >> 32);
+    int requested = (int)(k->w[3] >> 16 & 0xff);
+    uint32_t limit = (uint32_t)(k->w[3] >> 32);
+    c.flags = requested ? GPUFLOW_FLAG_CARVEOUT : 0;
+    c.device = id;
+    gpuflow_launch_payload *l = &c.body.launch;
+    l->static_shared_bytes = static_shared > 0 ? (uint32_t)static_shared : 0;
+    l->dynamic_shared_bytes = dynamic_shared > 0 ? (uint32_t)dynamic_shared : 0;
+    l->shared_executed_bytes = (uint32_t)(k->w[2] >> 32);
+    l->cluster_x = (uint32_t)k->w[1];
+    l->cluster_y = (uint32_t)(k->w[1] >> 32);
+    l->cluster_z = (uint32_t)k->w[2];
+    l->cache_config = (uint8_t)k->w[3];
+    l->shared_config = (uint8_t)(k->w[3] >> 8);
+    l->carveout_requested = requested ? (uint8_t)(k->w[3] >> 24) : 0;
+    l->shmem_limit_config = (uint8_t)(limit > 0xff ? 0xff : limit);
+    memcpy(&r->recs[at & r->mask], &c, sizeof c);
+}
+
+
+
+/* rp_push, and for a kernel (`launch` not NULL) its launch configuration too. */
+static int push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, const char *name,
+                const rp_launch *launch)
 {
     if (!r || !rec)
         return 0;
@@ -448,7 +537,7 @@ int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, con
         pthread_mutex_unlock(&r->lock);
         return 0;
     }
-    uint32_t id = 0, nchunks = 0;
+    uint32_t id = 0, nchunks = 0, lid = 0, nlaunch = 0;
     rp_name_entry *e = NULL;
     if (name_kind != RP_NAME_NONE && name) {
         id = intern(r, name_kind, key, name);
@@ -460,7 +549,18 @@ int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, con
     }
     if (name_kind != RP_NAME_NONE)
         rec->body.act.u.kernel.name_id = id;
-    uint64_t need = (uint64_t)nchunks + 1;
+    if (launch) {
+        if (e && e->launch_id && launch_key_equal(&r->launches[e->launch_id - 1].key, launch)) {
+            lid = e->launch_id; /* as last time, and already defined: the common case */
+        } else {
+            lid = intern_launch(r, launch); /* 0 (no configuration) only when out of memory */
+            nlaunch = lid && !r->launches[lid - 1].sent;
+            if (e && lid && !nlaunch)
+                e->launch_id = lid;
+        }
+        rec->body.act.u.kernel.launch_id = lid;
+    }
+    uint64_t need = (uint64_t)nchunks + nlaunch + 1;
     if (free_slots(r, need) < need) {
         count_drop(r);
         pthread_mutex_unlock(&r->lock);
@@ -468,16 +568,28 @@ int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, con
     }
     if (nchunks)
         write_chunks(r, r->head, id, e, nchunks);
-    memcpy(&r->recs[(r->head + nchunks) & r->mask], rec, sizeof *rec);
+    if (nlaunch)
+        write_launch(r, r->head + nchunks, lid, launch);
+    memcpy(&r->recs[(r->head + nchunks + nlaunch) & r->mask], rec, sizeof *rec);
     publish(r, need);
     if (nchunks)
         e->sent = 1;
+    if (nlaunch) {
+        r->launches[lid - 1].sent = 1;
+        if (e)
+            e->launch_id = lid;
+    }
     if (is_activity(rec->type) && (rec->flags & GPUFLOW_FLAG_NO_TIMING)) {
         r->incomplete++;
         store_u64(&r->hdr->incomplete, r->incomplete);
     }
     pthread_mutex_unlock(&r->lock);
     return 1;
+}
+
+int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, const char *name)
+{
+    return push(r, rec, name_kind, key, name, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -503,7 +615,7 @@ static uint16_t clamp16(uint32_t v)
 int rp_kernel(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
               uint64_t end, uint32_t correlation, const void *name_key, const char *mangled,
               const uint32_t grid[3], const uint32_t block[3], uint16_t registers,
-              uint32_t shared_bytes, uint32_t graph_id)
+              const rp_launch *launch, uint32_t graph_id)
 {
     gpuflow_record rec;
     act_init(&rec, GPUFLOW_REC_KERNEL, dev, ctx, stream, start, end);
@@ -516,11 +628,10 @@ int rp_kernel(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t 
     k->block_y = clamp16(block[1]);
     k->block_z = clamp16(block[2]);
     k->registers = registers;
-    k->shared_bytes = shared_bytes;
     k->graph_id = graph_id;
     if (graph_id)
         rec.flags |= GPUFLOW_FLAG_GRAPH;
-    return rp_push(r, &rec, RP_NAME_KERNEL, name_key, mangled);
+    return push(r, &rec, RP_NAME_KERNEL, name_key, mangled, launch); /* NULL: launch id 0 */
 }
 
 int rp_memcpy(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
@@ -591,7 +702,8 @@ void rp_key_epoch_begin(rp_ring *r)
     if (!r)
         return;
     pthread_mutex_lock(&r->lock);
-    r->key_epoch++;
+    if (++r->key_epoch == 0) /* wrapped (after 2^32 buffers): 0 means "no epoch" */
+        r->key_epoch = 1;
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -700,6 +812,14 @@ uint64_t rp_incomplete(rp_ring *r)
 {
     pthread_mutex_lock(&r->lock);
     uint64_t v = r->incomplete;
+    pthread_mutex_unlock(&r->lock);
+    return v;
+}
+
+uint32_t rp_launches_interned(rp_ring *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint32_t v = r->n_launches;
     pthread_mutex_unlock(&r->lock);
     return v;
 }

@@ -10,7 +10,8 @@
  *     chunks it needs) is interned and copied, never across a system call or a CUPTI call;
  *   - a record that first uses an interned name is reserved together with all of that name's
  *     NAME_CHUNK records (all or nothing), and the name is marked sent only once its chunks are
- *     written, so the consumer never sees a name id it has no definition for.
+ *     written, so the consumer never sees a name id it has no definition for; likewise a kernel
+ *     and the LAUNCH record of its launch configuration.
  *
  * Counting rules (the consumer relies on them):
  *   - `dropped_ring` counts activity/metadata records lost to a full ring, one per rejected
@@ -63,6 +64,32 @@ int rp_close(rp_ring *r);
 /* The ring's memory file descriptor (close-on-exec; owned by the ring until rp_close). */
 int rp_fd(const rp_ring *r);
 
+/* A kernel's launch configuration: interned as a LAUNCH record (gpuflow_ring.h), packed into four
+ * 64-bit words so that it is built and compared in four stores and four loads (every record of
+ * every kernel is compared with its name's last one: it must cost next to nothing). Fill it with
+ * rp_launch_pack; the fields are CUPTI's values as they come (negative sizes, and a carve-out
+ * percent without the flag, are normalised in the LAUNCH record). */
+typedef struct rp_launch {
+    uint64_t w[4];
+} rp_launch;
+
+/* w[0]: static | dynamic shared bytes << 32 (int32 each); w[1]: cluster x | y << 32;
+ * w[2]: cluster z | shared executed bytes << 32; w[3]: cache config | shared config << 8 |
+ * carve-out requested (0/1) << 16 | carve-out percent << 24 | shmem limit config << 32. */
+static inline void rp_launch_pack(rp_launch *l, int32_t static_shared, int32_t dynamic_shared,
+                                  uint32_t shared_executed, const uint32_t cluster[3],
+                                  uint8_t cache_config, uint8_t shared_config,
+                                  uint8_t carveout_is_requested, uint8_t carveout_percent,
+                                  uint32_t shmem_limit_config)
+{
+    l->w[0] = (uint64_t)(uint32_t)static_shared | (uint64_t)(uint32_t)dynamic_shared << 32;
+    l->w[1] = (uint64_t)cluster[0] | (uint64_t)cluster[1] << 32;
+    l->w[2] = (uint64_t)cluster[2] | (uint64_t)shared_executed << 32;
+    l->w[3] = (uint64_t)cache_config | (uint64_t)shared_config << 8 |
+              (uint64_t)carveout_is_requested << 16 | (uint64_t)carveout_percent << 24 |
+              (uint64_t)shmem_limit_config << 32;
+}
+
 /*
  * Push one record. For KERNEL, STREAM_NAME and DEVICE records `name` (may be NULL: name id 0)
  * is interned as `name_kind` and its id stored in rec->body.act.u.kernel.name_id; `key`, when
@@ -72,6 +99,7 @@ int rp_fd(const rp_ring *r);
  * it was dropped (ring full, or frozen after rp_mark_exited).
  */
 int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, const char *name);
+
 
 /*
  * Begin a key epoch: a run of pushes in which each name key stands for one string throughout (a
@@ -84,10 +112,17 @@ int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, con
 void rp_key_epoch_begin(rp_ring *r);
 
 /* Convenience builders over rp_push. */
+/*
+ * A kernel. Its launch configuration (`launch`; NULL: none known, launch id 0) is interned: the KERNEL record
+ * carries its launch id, and the first record to use an id is reserved together with that id's
+ * LAUNCH record (and with its name's chunks), all or nothing, as for names. The lookup is one
+ * comparison with the configuration the same kernel name launched with last time; a hash lookup
+ * only when it changed.
+ */
 int rp_kernel(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
               uint64_t end, uint32_t correlation, const void *name_key, const char *mangled,
               const uint32_t grid[3], const uint32_t block[3], uint16_t registers,
-              uint32_t shared_bytes, uint32_t graph_id);
+              const rp_launch *launch, uint32_t graph_id);
 int rp_memcpy(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
               uint64_t end, uint32_t correlation, uint8_t copy_kind, uint8_t src_kind,
               uint8_t dst_kind, uint64_t bytes, uint32_t src_dev, uint32_t dst_dev,
@@ -116,6 +151,7 @@ uint64_t rp_tail(rp_ring *r);
 uint64_t rp_dropped(rp_ring *r);
 uint64_t rp_incomplete(rp_ring *r);
 uint32_t rp_names_interned(rp_ring *r);
+uint32_t rp_launches_interned(rp_ring *r);
 
 /* Test hooks (malformed-input tests): raw access that bypasses every rule above. */
 int rp_push_raw(rp_ring *r, const void *rec64);                 /* published like a record */

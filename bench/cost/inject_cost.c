@@ -21,6 +21,8 @@
  * cuptiActivityGetNextRecord in both modes); rounds alternate which mode goes first. Every record
  * must reach the ring and the consumer, or the run fails.
  *
+ * The times are per CUPTI record (a kernel), whatever the ring makes of it (from ring version 3 a
+ * kernel's launch configuration is interned: a LAUNCH record once per configuration).
  * The ring is made the way the library being measured makes it: a sealed memory file (rp_create),
  * or, built against a library from before the ring handover (its gpuflow_ring.h still names rings:
  * GPUFLOW_RING_NAME_FMT), a named shared-memory segment, so that --baseline-src can measure a
@@ -105,7 +107,17 @@ static size_t fill(uint8_t *buf, size_t *records)
         k->blockZ = 1;
         k->registersPerThread = 16;
         k->correlationId = g_correlation++;
-        k->name = g_names[n % g_nnames];
+        unsigned which = (unsigned)(n % g_nnames);
+        k->name = g_names[which];
+        /* a launch configuration of its own per kernel name, as in a real program (the same each
+         * time the name launches): shared memory, the carve-out it ran with, some with clusters */
+        k->staticSharedMemory = 1024 * (which % 8);
+        k->dynamicSharedMemory = which % 3 ? 0 : 4096;
+        k->sharedMemoryExecuted = 32768;
+        k->sharedMemoryConfig = 1;
+        k->clusterX = which % 5 ? 0 : 2;
+        k->clusterY = which % 5 ? 0 : 1;
+        k->clusterZ = which % 5 ? 0 : 1;
         used += RECORD_SPACE;
         n++;
     }
@@ -328,6 +340,9 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < g_nnames; i++)
         chunks += (strlen(g_names[i]) + GPUFLOW_NAME_CHUNK_TEXT - 1) / GPUFLOW_NAME_CHUNK_TEXT;
     uint64_t expected = total_g + warm_g + chunks;
+#if GPUFLOW_RING_VERSION >= 3
+    expected += rp_launches_interned(ring); /* each launch configuration's LAUNCH record, once */
+#endif
     uint64_t published = rp_head(ring), dropped = rp_dropped(ring);
     uint32_t names = rp_names_interned(ring);
     int ok = dropped == 0 && published == expected && g_consumed == published &&

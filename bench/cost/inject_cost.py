@@ -19,8 +19,11 @@ GPUFlow's work (its own writes) barely moves: the extra shrinks (docs/overhead.m
 builds the same harness a second time from that version's library sources and runs the two
 alternately, ``--pairs`` times each, so a change to the library is measured side by side on one
 machine: it prints each pair, then ``baseline_ns_per_record=<b> gpuflow_ns_per_record=<g>
-vs_baseline=<g/b>`` (medians over the pairs) before the last line, which is then the current
-version's median pair.
+vs_baseline=<g/b>`` (medians over the pairs) and ``vs_baseline_per_floor=<r>`` (the median over
+the pairs of each version's time divided by its own run's floor: the floor is the same code in
+both harnesses and alternates with GPUFlow's rounds in the same process, so it takes out how fast
+the machine happened to be during each run; on a shared, loaded host this is the figure to read)
+before the last line, which is then the current version's median pair.
 
 Usage: python bench/cost/inject_cost.py [--rounds 21] [--buffers 2] [--names 40] [--per-launch-us 4.0]
                                    [--baseline-src DIR [--pairs 5]]
@@ -90,6 +93,7 @@ def side_by_side(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
     current, baseline = build(tmp), build(tmp, args.baseline_src, "inject_cost_baseline")
     runs: list[dict[str, float]] = []
     base_ns: list[float] = []
+    per_floor: list[float] = []
     for pair in range(1, args.pairs + 1):
         order = [(current, "current"), (baseline, "baseline")]
         if pair % 2 == 0:
@@ -99,13 +103,15 @@ def side_by_side(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
             got[label] = run_harness(exe, args)[1]
         runs.append(got["current"])
         base_ns.append(got["baseline"]["gpuflow_ns_per_record"])
+        per_floor.append((got["current"]["gpuflow_ns_per_record"] / got["current"]["floor_ns_per_record"])
+                         / (got["baseline"]["gpuflow_ns_per_record"] / got["baseline"]["floor_ns_per_record"]))
         print(f"pair={pair} current_ns={got['current']['gpuflow_ns_per_record']:.2f} "
               f"baseline_ns={got['baseline']['gpuflow_ns_per_record']:.2f} "
               f"floor_ns={got['current']['floor_ns_per_record']:.2f}/{got['baseline']['floor_ns_per_record']:.2f}")
     cur = statistics.median(r["gpuflow_ns_per_record"] for r in runs)
     base = statistics.median(base_ns)
     print(f"baseline_ns_per_record={base:.2f} gpuflow_ns_per_record={cur:.2f} vs_baseline={cur / base:.3f} "
-          f"pairs={args.pairs}")
+          f"vs_baseline_per_floor={statistics.median(per_floor):.3f} pairs={args.pairs}")
     return min(runs, key=lambda r: abs(r["gpuflow_ns_per_record"] - cur))
 
 

@@ -39,6 +39,9 @@ def chunk(name_id, offset, total, text=b"", flags=1):
 @pytest.mark.parametrize(("field", "value", "message"), [
     ("magic", 0x1234, "bad magic"),
     ("version", 1, "unsupported ring version 1"),
+    # version 2 (before launch configurations): a library from another GPUFlow, said so
+    ("version", 2, r"unsupported ring version 2 \(this decoder reads version 3: the traced program loaded "
+                   r"another GPUFlow's injection library\)"),
     ("header_size", 2048, "header_size is 2048"),
     ("record_size", 128, "record_size is 128"),
     ("capacity", 1000, "capacity 1000 is not a power of two"),
@@ -99,7 +102,7 @@ def test_torn_counters_mid_session_raise_and_keep_the_figures(decoder_impl, ring
 def test_header_rewritten_under_the_decoder(decoder_impl, rings):
     p = rings.producer()
     d = decoder_impl.cls(rings.mapping(p))
-    p.corrupt_header(version=3)
+    p.corrupt_header(version=4)
     with pytest.raises(RingFormatError, match="changed under the decoder"):
         d.drain()
     d.detach()
@@ -110,7 +113,8 @@ DEFINED = 1  # the name id "_Z1kv" gets from the first valid kernel push below
 
 RECORD_CASES = {
     "zeroed slot": ([bytes(64)], {"bad_type": 1}),
-    "unknown type": ([pack_record(99), pack_record(9)], {"bad_type": 2}),
+    "unknown type": ([pack_record(99), pack_record(10)], {"bad_type": 2}),
+    "launch id 0": ([pack_record(9)], {"bad_launch": 1}),
     "end before start": ([kernel_rec(DEFINED, start=50, end=40), copy_rec(1, start=9, end=8),
                           copy_rec(0, nbytes=5, start=9, end=8, rtype=3)], {"end_before_start": 3}),
     "undefined kernel name": ([kernel_rec(777), kernel_rec(1 << 31)], {"undefined_name": 2}),

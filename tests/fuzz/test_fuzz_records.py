@@ -2,7 +2,8 @@
 
 Each fuzzed record follows a fixed, valid prelude (a context, two names, a kernel, a copy) and is
 followed by the same kernel again. The record's verdict is computed here from docs/decoder.md
-(record types, the copy-kind table, FLAG_NO_TIMING, end < start, undefined names): it is either
+(record types, the copy-kind table, FLAG_NO_TIMING, end < start, undefined names and launch
+configurations, LAUNCH records' ids): it is either
 counted where it belongs or counted as invalid for that reason, and nothing else moves — the
 prelude's and the trailer's figures stay exact.
 """
@@ -31,9 +32,14 @@ def verdict(rec: bytes) -> tuple[str, str | None]:
     rtype, flags, dev, start, end, ctx, stream = F.COMMON.unpack_from(rec)
     timed = not flags & F.FLAG_NO_TIMING
     if rtype == F.REC_KERNEL:
-        if F.KERNEL_PAYLOAD.unpack_from(rec, 32)[1] not in DEFINED:
+        payload = F.KERNEL_PAYLOAD.unpack_from(rec, 32)
+        if payload[1] not in DEFINED:
             return "invalid", "undefined_name"
+        if payload[9]:   # a launch id: the prelude defines none
+            return "invalid", "undefined_launch"
         return ("invalid", "end_before_start") if timed and end < start else ("kernel", None)
+    if rtype == F.REC_LAUNCH:   # its id is in the device field
+        return ("invalid", "bad_launch") if dev == 0 or dev > F.LAUNCH_ID_LIMIT else ("other", None)
     if rtype in (F.REC_MEMCPY, F.REC_MEMSET):
         _corr, kind, src_kind, dst_kind, _n, src_dev, dst_dev, _v, _g = F.COPY_PAYLOAD.unpack_from(rec, 32)
         if rtype == F.REC_MEMSET:
@@ -70,7 +76,10 @@ records = st.one_of(
     st.binary(min_size=64, max_size=64),
     st.builds(F.kernel, st.sampled_from([0, 1, 2, 3, F.NAME_ID_LIMIT + 1]) | u32, small, small, small, u64, u64,
               st.integers(0, 0xFFFF), st.tuples(u32, st.integers(0, 0xFFFF), st.integers(0, 0xFFFF)),
-              rtype=st.sampled_from([0, 1, 5, 8, 9, 0xFFFF])),
+              rtype=st.sampled_from([0, 1, 5, 8, 9, 10, 0xFFFF]), launch_id=st.sampled_from([0, 0, 1, 7]) | u32),
+    st.builds(F.launch, st.sampled_from([0, 1, 2, F.LAUNCH_ID_LIMIT, F.LAUNCH_ID_LIMIT + 1]) | u32, u32, u32, u32,
+              st.tuples(u32, u32, u32), st.integers(0, 255), st.integers(0, 255),
+              st.none() | st.integers(0, 255), st.integers(0, 255)),
     st.builds(F.copy, st.integers(0, 255), u64, small, small, small, u64, u64, st.integers(0, 0xFFFF),
               st.integers(0, 8), st.integers(0, 8), small, small, rtype=st.sampled_from([2, 3])),
     st.builds(F.context, small, small, u32), st.builds(F.clock_sync, u64, u64),

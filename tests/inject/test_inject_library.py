@@ -238,7 +238,22 @@ def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, catcher
     assert (k0["device"], k0["context"], k0["stream"]) == (0, 1, 13)
     assert (k0["start"], k0["end"], k0["correlation"]) == (1000, 1050, 1)
     assert k0["grid"] == (4, 2, 1) and k0["block"] == (128, 1, 1)
-    assert k0["registers"] == 32 and k0["shared_bytes"] == 1536
+    assert k0["registers"] == 32
+    # the launch configuration, interned (ring version 3): one LAUNCH record per configuration,
+    # before the first kernel that uses it; the late kernel launched differently
+    launches = rd.of_type(rpm.REC_LAUNCH)
+    assert [x["launch_id"] for x in launches] == [1, 2]
+    assert {k["launch_id"] for k in kernels if k["name"] != "_Z4latev"} == {1}
+    late = next(k for k in kernels if k["name"] == "_Z4latev")
+    assert late["launch_id"] == 2
+    first = k0["launch"]
+    assert (first["static_shared"], first["dynamic_shared"], first["shared_executed"]) == (1024, 512, 102400)
+    assert (first["cluster"], first["shared_config"], first["shmem_limit_config"]) == ((2, 1, 1), 1, 1)
+    assert (first["carveout"], first["cache_config"]) == (50, 0x21)
+    second = late["launch"]
+    assert (second["static_shared"], second["dynamic_shared"], second["shared_executed"]) == (1024, 512, 0)
+    assert (second["cluster"], second["shmem_limit_config"], second["carveout"]) == ((0, 0, 0), 0, None)
+    assert rd.records.index(launches[0]) < rd.records.index(k0)
     no_timing = [k for k in kernels if k["flags"] & rpm.FLAG_NO_TIMING]
     assert [k["correlation"] for k in no_timing] == [9001]
 

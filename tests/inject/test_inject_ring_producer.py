@@ -503,3 +503,61 @@ def test_an_agents_copy_outlives_the_producers_close(producer_lib):
     with pytest.raises(ValueError):
         r.head
     assert ctypes.sizeof(rpm.RingHeader) <= rpm.HEADER_SIZE
+
+
+# --------------------------------------------------------- launch configurations (version 3) -----
+
+def launches_of(r) -> list[dict]:
+    return read_ring(r.fd).of_type(rpm.REC_LAUNCH)
+
+
+def test_a_launch_configuration_is_interned_once_before_its_first_kernel(producer_lib):
+    with ring(producer_lib) as r:
+        config = dict(registers=64, static_shared=4096, dynamic_shared=8192, shared_executed=65536,
+                      cluster=(2, 1, 1), shared_config=1, shmem_limit_config=1, carveout=50, cache_config=0x21)
+        assert r.kernel_launch(0, 1, 2, 10, 20, "_Z1av", **config)
+        assert r.kernel_launch(0, 1, 2, 30, 40, "_Z1av", **config)            # the same: no new record
+        assert r.kernel_launch(0, 1, 2, 50, 60, "_Z1bv", **config)            # another name, same config
+        assert r.kernel_launch(0, 1, 2, 70, 80, "_Z1av", **{**config, "dynamic_shared": 0})  # changed
+        assert r.kernel_launch(0, 1, 2, 90, 99, "_Z1av", **config)            # back: the first id again
+        rd = read_ring(r.fd)
+        types = [x["type"] for x in rd.records]
+        # chunk, LAUNCH 1, kernel; kernel; chunk, kernel; LAUNCH 2, kernel; kernel
+        assert types == [4, 9, 1, 1, 4, 1, 9, 1, 1]
+        kernels = rd.of_type(rpm.REC_KERNEL)
+        assert [k["launch_id"] for k in kernels] == [1, 1, 1, 2, 1] and r.launches == 2
+        assert all(k["registers"] == 64 for k in kernels)
+        one, two = launches_of(r)
+        assert (one["static_shared"], one["dynamic_shared"], one["shared_executed"], one["cluster"]) == (
+            4096, 8192, 65536, (2, 1, 1))
+        assert (one["shared_config"], one["shmem_limit_config"], one["carveout"], one["cache_config"]) == (1, 1, 50, 0x21)
+        assert two["dynamic_shared"] == 0 and two["launch_id"] == 2
+
+
+def test_no_carveout_and_a_carveout_of_zero_are_two_configurations(producer_lib):
+    with ring(producer_lib) as r:
+        assert r.kernel_launch(0, 1, 2, 10, 20, "_Z1kv", carveout=None)
+        assert r.kernel_launch(0, 1, 2, 10, 20, "_Z1kv", carveout=0)
+        one, two = launches_of(r)
+        assert (one["carveout"], two["carveout"]) == (None, 0) and one["flags"] == 0
+        assert two["flags"] == rpm.FLAG_CARVEOUT
+
+
+def test_a_kernel_without_a_configuration_has_launch_id_0_and_no_launch_record(producer_lib):
+    with ring(producer_lib) as r:
+        assert r.kernel(0, 1, 2, 10, 20, "_Z1kv")
+        assert [k["launch_id"] for k in read_ring(r.fd).of_type(rpm.REC_KERNEL)] == [0]
+        assert launches_of(r) == [] and r.launches == 0
+
+
+def test_a_kernel_and_its_launch_record_are_written_together_or_dropped_together(producer_lib):
+    with ring(producer_lib) as r:
+        for i in range(CAP - 2):   # room for two records: chunk + kernel of a new name fits, + LAUNCH not
+            assert r.memcpy(0, 1, 2, 10, 20, rpm.COPY_HTOD, 64)
+        assert not r.kernel_launch(0, 1, 2, 10, 20, "_Z1kv", static_shared=1024)   # 3 needed, 2 free
+        assert r.dropped == 1 and r.head == CAP - 2
+        consume_all(r)
+        assert r.kernel_launch(0, 1, 2, 10, 20, "_Z1kv", static_shared=1024)       # sent again, whole
+        rd = read_ring(r.fd)
+        assert [x["type"] for x in rd.records] == [4, 9, 1]
+        assert rd.records[2]["launch"]["static_shared"] == 1024

@@ -119,6 +119,17 @@ static void kernel(writer *w, const char *name, uint64_t start, uint64_t end, ui
     k->dynamicSharedMemory = 512;
     k->correlationId = corr;
     k->name = name;
+    /* the launch configuration (ring version 3 interns it): the late kernel launches differently */
+    int late = name == LATE;
+    k->cacheConfig.both = 0x21;               /* requested PREFER_SHARED (1), executed PREFER_L1 (2) */
+    k->sharedMemoryConfig = 1;                /* four-byte banks */
+    k->isSharedMemoryCarveoutRequested = late ? 0 : 1;
+    k->sharedMemoryCarveoutRequested = late ? 0 : 50;
+    k->sharedMemoryExecuted = late ? 0 : 102400;
+    k->shmemLimitConfig = late ? CUPTI_FUNC_SHMEM_LIMIT_DEFAULT : CUPTI_FUNC_SHMEM_LIMIT_OPTIN;
+    k->clusterX = late ? 0 : 2;
+    k->clusterY = late ? 0 : 1;
+    k->clusterZ = late ? 0 : 1;
 }
 
 static void memcpy_rec(writer *w, uint8_t kind, uint64_t bytes, uint64_t t, uint32_t stream)

@@ -30,10 +30,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from ringproducer import (FLAG_NAME_LAST, FLAG_NAME_STREAM, FLAG_NAME_TRUNCATED, FLAG_NO_TIMING,
-                          HEADER_SIZE, MAGIC, MIN_CAPACITY, NAME_CHUNK_TEXT, NAME_MAX, RECORD_SIZE,
-                          REC_CLOCK_SYNC, REC_CONTEXT, REC_DEVICE, REC_KERNEL, REC_MEMCPY, REC_MEMSET,
-                          REC_NAME_CHUNK, REC_STREAM_NAME, VERSION)
+from ringproducer import (FLAG_CARVEOUT, FLAG_NAME_LAST, FLAG_NAME_STREAM, FLAG_NAME_TRUNCATED,
+                          FLAG_NO_TIMING, HEADER_SIZE, MAGIC, MIN_CAPACITY, NAME_CHUNK_TEXT, NAME_MAX,
+                          RECORD_SIZE, REC_CLOCK_SYNC, REC_CONTEXT, REC_DEVICE, REC_KERNEL, REC_LAUNCH,
+                          REC_MEMCPY, REC_MEMSET, REC_NAME_CHUNK, REC_STREAM_NAME, VERSION)
 
 from gpuflow.collectors.cupti._layout import HEADER_STRUCT
 
@@ -48,7 +48,9 @@ OFF = {"magic": 0, "version": 8, "header_size": 12, "record_size": 16, "capacity
 WIDTH = {"magic": 8, "head": 8, "tail": 8, "dropped_ring": 8, "dropped_cupti": 8, "incomplete": 8,
          "buffers_completed": 8, "translate_cpu_ns": 8}
 COMMON = struct.Struct("<HHIQQII")           # type, flags, device, start, end, context, stream
-KERNEL_PAYLOAD = struct.Struct("<IIIHHHHHHII")  # corr, name_id, grid x/y/z, block x/y/z, regs, smem, graph
+KERNEL_PAYLOAD = struct.Struct("<IIIHHHHHHII")  # corr, name_id, grid x/y/z, block x/y/z, regs, launch_id, graph
+LAUNCH = struct.Struct("<HHIIIIIIIBBBB28x")    # type, flags, launch id, static/dynamic/executed smem, cluster, 4 bytes
+LAUNCH_ID_LIMIT = 1 << 16
 COPY_PAYLOAD = struct.Struct("<IBBBxQIIII")     # corr, copy/src/dst kind, bytes, src/dst dev, value, graph
 NAME = struct.Struct("<HHIII48s")               # type, flags, name id, offset, total_len, text
 U64 = struct.Struct("<Q")
@@ -60,9 +62,17 @@ EXPECTED_ERRORS = ("RingFormatError", "RingNotReady", "TypeError")
 # -- records ---------------------------------------------------------------------------------
 def kernel(name_id: int, dev: int = 0, ctx: int = 1, stream: int = 13, start: int = 10, end: int = 20,
            flags: int = 0, grid: tuple[int, int, int] = (1, 1, 1), block: tuple[int, int, int] = (32, 1, 1),
-           rtype: int = REC_KERNEL) -> bytes:
+           rtype: int = REC_KERNEL, launch_id: int = 0, registers: int = 32) -> bytes:
     return COMMON.pack(rtype, flags, dev, start, end, ctx, stream) + KERNEL_PAYLOAD.pack(
-        7, name_id, grid[0], grid[1], grid[2], block[0], block[1], block[2], 32, 0, 0)
+        7, name_id, grid[0], grid[1], grid[2], block[0], block[1], block[2], registers, launch_id, 0)
+
+
+def launch(launch_id: int, static: int = 0, dynamic: int = 0, executed: int = 0,
+           cluster: tuple[int, int, int] = (0, 0, 0), config: int = 0, limit: int = 0,
+           carveout: int | None = None, cache: int = 0) -> bytes:
+    """A LAUNCH record (version 3): launch configuration ``launch_id``."""
+    return LAUNCH.pack(REC_LAUNCH, 0 if carveout is None else FLAG_CARVEOUT, launch_id, static, dynamic, executed,
+                       *cluster, config, limit, carveout or 0, cache)
 
 
 def copy(copy_kind: int, nbytes: int = 4096, dev: int = 0, ctx: int = 1, stream: int = 7, start: int = 10,
@@ -228,6 +238,7 @@ def snapshot(dec: Any) -> dict[str, Any]:
     """Everything a decoder reports, as plain data."""
     return {
         "kernels": dec.kernels(),
+        "launches": dec.launches(),
         "transfers": dec.transfers(),
         "lanes": dec.lanes(),
         "lanes_after": dec.lanes(after_seq=dec.tail - 3) if dec.tail >= 3 else None,
@@ -270,6 +281,11 @@ def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span
         else:
             assert total == 0
         executions += count
+    kernel_ids = {k[0] for k in out["kernels"]}
+    for nid, (regs, *shared, carveout, cache, cluster) in out["launches"].items():
+        assert nid in kernel_ids, "a launch configuration only for a kernel name that launched"
+        assert 0 <= regs < 1 << 16 and len(shared) == 5 and len(cluster) == 3 and 0 <= cache < 256
+        assert carveout is None or 0 <= carveout < 256
     directions = [t[0] for t in out["transfers"]]
     assert directions == ["h2d", "d2h", "d2d", "p2p", "h2h", "memset"]
     for _d, count, timed, nbytes, total in out["transfers"]:
@@ -365,6 +381,8 @@ class _Stream:
         self.out: list[bytes] = []
         self.defined: list[int] = [0]
         self.next_id = 1
+        self.launches: list[int] = [0]   # launch ids defined so far (0: none)
+        self.next_launch = 1
         self.lanes = [(rng.randrange(3), rng.randrange(1, 4), rng.choice((7, 13, 14, 15, 16)))
                       for _ in range(rng.randrange(1, 6))]
         self.t = rng.choice((0, 1_000_000, 1 << 62, U64_MAX - 10_000_000))
@@ -425,6 +443,20 @@ class _Stream:
                                   rng.choice((0, FLAG_NAME_STREAM, FLAG_NAME_TRUNCATED)))
         return chunks
 
+    def launch(self) -> int:
+        """A LAUNCH record for a new launch id (or, by mistake, a bad id or a conflicting one)."""
+        rng = self.rng
+        lid = self.next_launch
+        self.next_launch += 1
+        if self._oops():
+            lid = rng.choice((0, LAUNCH_ID_LIMIT, LAUNCH_ID_LIMIT + 1, rng.getrandbits(32), rng.choice(self.launches)))
+        cluster = (0, 0, 0) if rng.random() < 0.7 else (rng.choice((1, 2, 4, _u32(rng))), 1, 1)
+        self.out.append(launch(lid, rng.choice((0, 1024, 49152, _u32(rng))), rng.choice((0, 4096, _u32(rng))),
+                               rng.choice((0, 32768, 233472)), cluster, rng.randrange(3), rng.randrange(2),
+                               rng.choice((None, 0, 50, 100, 255)), rng.randrange(256)))
+        self.launches.append(lid)
+        return lid
+
     def times(self) -> tuple[int, int, int]:
         rng = self.rng
         flags = 0
@@ -455,8 +487,11 @@ class _Stream:
             dev, ctx, stream = self.lane()
             start, end, flags = self.times()
             grid = (rng.randrange(1 << 32), rng.randrange(1 << 16), rng.randrange(1 << 16)) if self._oops() else (64, 1, 1)
+            lid = self.launch() if rng.random() < 0.1 else rng.choice(self.launches)
+            if self._oops():
+                lid = rng.choice((_u32(rng), self.next_launch + 3, LAUNCH_ID_LIMIT + 1))
             self.out.append(kernel(nid, dev, ctx, stream, start, end, flags | rng.choice((0, 0, 0, 0x20)),
-                                   grid, (128, 1, 1)))
+                                   grid, (128, 1, 1), launch_id=lid, registers=rng.choice((32, 255, 0))))
         elif r < 0.62:
             dev, ctx, stream = self.lane()
             start, end, flags = self.times()

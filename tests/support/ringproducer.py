@@ -47,7 +47,7 @@ COURIER_NAME = "ring_courier"
 
 # gpuflow_ring.h, mirrored for tests (tests/inject checks these against the header).
 MAGIC = 0x31474E5257465047
-VERSION = 2
+VERSION = 3
 HEADER_SIZE = 4096
 RECORD_SIZE = 64
 NAME_CHUNK_TEXT = 48
@@ -56,7 +56,7 @@ MIN_CAPACITY = 1024
 MAX_CAPACITY = 1 << 26
 
 REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_NAME_CHUNK = 1, 2, 3, 4
-REC_STREAM_NAME, REC_CONTEXT, REC_CLOCK_SYNC, REC_DEVICE = 5, 6, 7, 8
+REC_STREAM_NAME, REC_CONTEXT, REC_CLOCK_SYNC, REC_DEVICE, REC_LAUNCH = 5, 6, 7, 8, 9
 
 FLAG_NAME_LAST = 0x0001
 FLAG_NAME_TRUNCATED = 0x0002
@@ -64,6 +64,7 @@ FLAG_NAME_STREAM = 0x0004
 FLAG_ASYNC = 0x0008
 FLAG_NO_TIMING = 0x0010
 FLAG_GRAPH = 0x0020
+FLAG_CARVEOUT = 0x0040
 
 COPY_HTOD, COPY_DTOH, COPY_DTOD, COPY_HTOH, COPY_PTOP = 1, 2, 8, 9, 10
 
@@ -127,6 +128,9 @@ _SIGNATURES = {
     "tph_hand_over": (_int, [_vp, _cp, _u32]),
     "tph_kernel": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _cp] + [_u32] * 6),
     "tph_kernel_keyed": (_int, [_vp, _u64, _cp]),
+    "tph_kernel_launch": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _cp, ctypes.c_uint16] + [_u32] * 8
+                          + [_int, _u32]),
+    "tph_launches": (_u32, [_vp]),
     "tph_key_epoch_begin": (None, [_vp]),
     "tph_memcpy": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u32, _u64, _u32, _u32]),
     "tph_memset": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u64, _u32]),
@@ -229,6 +233,24 @@ class RingProducer:
         block = tuple(block or (1, 1, 1))
         return bool(self._lib.tph_kernel(self._handle(), dev, ctx, stream, start, end, _b(name),
                                          *grid, *block))
+
+    def kernel_launch(self, dev: int, ctx: int, stream: int, start: int, end: int, name: str | bytes, *,
+                      registers: int = 0, static_shared: int = 0, dynamic_shared: int = 0,
+                      shared_executed: int = 0, cluster: tuple[int, int, int] = (0, 0, 0),
+                      shared_config: int = 0, shmem_limit_config: int = 0, carveout: int | None = None,
+                      cache_config: int = 0) -> bool:
+        """A kernel (grid and block 1, 1, 1) with its registers and launch configuration, which the
+        producer interns (a LAUNCH record before the first kernel that uses it); ``carveout`` is the
+        requested carve-out in percent, None when none was requested."""
+        return bool(self._lib.tph_kernel_launch(
+            self._handle(), dev, ctx, stream, start, end, _b(name), registers, static_shared, dynamic_shared,
+            shared_executed, *cluster, shared_config, shmem_limit_config, -1 if carveout is None else carveout,
+            cache_config))
+
+    @property
+    def launches(self) -> int:
+        """Launch configurations interned so far."""
+        return int(self._lib.tph_launches(self._handle()))
 
     def kernel_keyed(self, key: int, name: str | bytes) -> bool:
         """A kernel (device 0, context 1, stream 2) whose name is looked up by ``key`` first, as

@@ -82,6 +82,13 @@ def parse_record(raw: bytes) -> dict:
         offset, total = struct.unpack_from("<II", raw, 8)
         rec.update(name_id=device, offset=offset, total_len=total, text=raw[16:64])
         return rec
+    if rtype == 9:  # LAUNCH (version 3)
+        static, dynamic, executed, cx, cy, cz, config, limit, carveout, cache = struct.unpack_from(
+            "<IIIIIIBBBB", raw, 8)
+        rec.update(launch_id=device, static_shared=static, dynamic_shared=dynamic, shared_executed=executed,
+                   cluster=(cx, cy, cz), shared_config=config, shmem_limit_config=limit,
+                   carveout=carveout if flags & 0x0040 else None, cache_config=cache)
+        return rec
     start, end, ctx, stream = struct.unpack_from("<QQII", raw, 8)
     rec.update(start=start, end=end, context=ctx, stream=stream)
     if rtype in (2, 3):  # MEMCPY, MEMSET
@@ -90,10 +97,10 @@ def parse_record(raw: bytes) -> dict:
         rec.update(correlation=corr, copy_kind=ck, src_kind=sk, dst_kind=dk, bytes=nbytes,
                    src_device=sdev, dst_device=ddev, value=value, graph_id=graph)
     else:  # KERNEL, STREAM_NAME, DEVICE carry the kernel payload (name id at 36)
-        corr, name_id, gx, gy, gz, bx, by, bz, regs, smem, graph = struct.unpack_from(
+        corr, name_id, gx, gy, gz, bx, by, bz, regs, launch_id, graph = struct.unpack_from(
             "<IIIHHHHHHII", raw, 32)
         rec.update(correlation=corr, name_id=name_id, grid=(gx, gy, gz), block=(bx, by, bz),
-                   registers=regs, shared_bytes=smem, graph_id=graph)
+                   registers=regs, launch_id=launch_id, graph_id=graph)
     return rec
 
 
@@ -119,7 +126,7 @@ def read_ring(source: int | str | os.PathLike, consume: bool = False, strict: bo
     try:
         hdr = read_header(bytes(mm[:4096]))
         cap, head, tail = hdr["capacity"], hdr["head"], hdr["tail"]
-        records, names, partial = [], {}, {}
+        records, names, partial, launches = [], {}, {}, {}
         for n in range(tail, head):
             off = 4096 + (n % cap) * 64
             rec = parse_record(bytes(mm[off:off + 64]))
@@ -133,10 +140,15 @@ def read_ring(source: int | str | os.PathLike, consume: bool = False, strict: bo
                 if rec["flags"] & 1:
                     names[rec["name_id"]] = {"text": bytes(partial.pop(rec["name_id"])).decode(
                         "utf-8", "replace"), "flags": rec["flags"]}
+            elif rec["type"] == 9:
+                launches[rec["launch_id"]] = rec
             elif rec["type"] in (1, 5, 8) and rec.get("name_id") and (
                     strict or rec["name_id"] in names):
                 assert rec["name_id"] in names, f"name id {rec['name_id']} used before defined"
                 rec["name"] = names[rec["name_id"]]["text"]
+            if rec["type"] == 1 and rec["launch_id"] and (strict or rec["launch_id"] in launches):
+                assert rec["launch_id"] in launches, f"launch id {rec['launch_id']} used before defined"
+                rec["launch"] = launches[rec["launch_id"]]
         if consume:
             struct.pack_into("<Q", mm, 576, head)
         return Ring(header=hdr, records=records, names=names)

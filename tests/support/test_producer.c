@@ -77,7 +77,31 @@ TP_EXPORT int tph_kernel(void *hv, uint32_t dev, uint32_t ctx, uint32_t stream, 
     tp_handle *h = hv;
     uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
     return rp_kernel(h->ring, dev, ctx, stream, start, end, ++h->correlation, NULL,
-                     mangled_name, grid, block, 0, 0, 0);
+                     mangled_name, grid, block, 0, NULL, 0);
+}
+
+/* A kernel with its registers and launch configuration (interned as LAUNCH records). */
+TP_EXPORT int tph_kernel_launch(void *hv, uint32_t dev, uint32_t ctx, uint32_t stream,
+                                uint64_t start, uint64_t end, const char *mangled_name,
+                                uint16_t registers, uint32_t static_shared, uint32_t dynamic_shared,
+                                uint32_t shared_executed, uint32_t cx, uint32_t cy, uint32_t cz,
+                                uint32_t shared_config, uint32_t shmem_limit_config,
+                                int carveout_percent, uint32_t cache_config)
+{
+    tp_handle *h = hv;
+    uint32_t one[3] = {1, 1, 1};
+    uint32_t cluster[3] = {cx, cy, cz};
+    rp_launch launch;
+    rp_launch_pack(&launch, (int32_t)static_shared, (int32_t)dynamic_shared, shared_executed, cluster,
+                   (uint8_t)cache_config, (uint8_t)shared_config, carveout_percent >= 0,
+                   carveout_percent >= 0 ? (uint8_t)carveout_percent : 0, shmem_limit_config);
+    return rp_kernel(h->ring, dev, ctx, stream, start, end, ++h->correlation, NULL, mangled_name,
+                     one, one, registers, &launch, 0);
+}
+
+TP_EXPORT uint32_t tph_launches(void *hv)
+{
+    return rp_launches_interned(((tp_handle *)hv)->ring);
 }
 
 /* A kernel whose name is looked up by `key` first, as the injected library looks CUPTI's name
@@ -87,7 +111,7 @@ TP_EXPORT int tph_kernel_keyed(void *hv, uint64_t key, const char *mangled_name)
     tp_handle *h = hv;
     uint32_t one[3] = {1, 1, 1};
     return rp_kernel(h->ring, 0, 1, 2, 10, 20, ++h->correlation, (const void *)(uintptr_t)key,
-                     mangled_name, one, one, 0, 0, 0);
+                     mangled_name, one, one, 0, NULL, 0);
 }
 
 TP_EXPORT void tph_key_epoch_begin(void *hv)

@@ -43,7 +43,7 @@ cdef enum:
     MAX_LANES = 65536                   # L.MAX_LANES
     MAX_CONTEXTS = 65536                # L.MAX_CONTEXTS
     MAX_DEVICES = 65536                 # L.MAX_DEVICES
-    N_REASONS = 8                       # len(L.INVALID_REASONS), in that order:
+    N_REASONS = 10                      # len(L.INVALID_REASONS), in that order:
     INV_BAD_TYPE = 0
     INV_END_BEFORE_START = 1
     INV_UNDEFINED_NAME = 2
@@ -52,6 +52,9 @@ cdef enum:
     INV_NAME_CONFLICT = 5
     INV_BAD_COPY_KIND = 6
     INV_TABLE_FULL = 7
+    INV_UNDEFINED_LAUNCH = 8
+    INV_BAD_LAUNCH = 9
+    LAUNCH_ID_LIMIT = 65536             # L.LAUNCH_ID_LIMIT
     DIR_D2D = 2                         # L.DIR_D2D
     DIR_P2P = 3                         # L.DIR_P2P
     DIR_MEMSET = 5                      # L.DIR_MEMSET
@@ -82,7 +85,7 @@ cdef extern from *:
     const size_t gpuflow_sizeof_record
 
 LIMITS = {"NAME_ID_LIMIT": NAME_ID_LIMIT, "OTHER_NAME_ID": OTHER_NAME_ID, "MAX_LANES": MAX_LANES, "MAX_CONTEXTS": MAX_CONTEXTS,
-          "MAX_DEVICES": MAX_DEVICES, "N_REASONS": N_REASONS, "DIR_D2D": DIR_D2D, "DIR_P2P": DIR_P2P, "DIR_MEMSET": DIR_MEMSET,
+          "MAX_DEVICES": MAX_DEVICES, "N_REASONS": N_REASONS, "LAUNCH_ID_LIMIT": LAUNCH_ID_LIMIT, "DIR_D2D": DIR_D2D, "DIR_P2P": DIR_P2P, "DIR_MEMSET": DIR_MEMSET,
           "COPY_KIND_DIRECTION": tuple([gpuflow_copy_dir[i] for i in range(11)])}
 HEADER_CONSTANTS = {"MAGIC": GPUFLOW_RING_MAGIC, "VERSION": GPUFLOW_RING_VERSION,
                     "HEADER_SIZE": GPUFLOW_HEADER_SIZE, "RECORD_SIZE": gpuflow_sizeof_record,
@@ -130,6 +133,22 @@ cdef struct KStat:
     uint64_t total
     uint64_t min
     uint64_t max
+    uint32_t launch_id      # of its latest kernel that had one (0: none yet)
+    uint16_t registers      # of that kernel
+
+cdef struct Launch:         # a LAUNCH record's configuration, indexed by launch id
+    uint32_t static_shared
+    uint32_t dynamic_shared
+    uint32_t executed_shared
+    uint32_t cluster_x
+    uint32_t cluster_y
+    uint32_t cluster_z
+    uint8_t defined
+    uint8_t carveout_set    # FLAG_CARVEOUT: a carve-out was requested
+    uint8_t shared_config
+    uint8_t shmem_limit_config
+    uint8_t carveout
+    uint8_t cache_config
 
 cdef struct Name:
     uint32_t id
@@ -203,6 +222,9 @@ cdef struct State:
     uint32_t n_devs
     uint32_t devs_alloc
     Map dev_map
+    # launch configurations (LAUNCH records), by id
+    Launch *launches
+    uint32_t launches_alloc
     # clock
     int have_sync
     uint64_t sync_cupti
@@ -641,6 +663,42 @@ cdef void set_context(State *s, const gpuflow_record *r, uint64_t seq) noexcept 
     s.ctxs[ci].null_stream = r.body.act.stream
 
 
+cdef void set_launch(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
+    """A LAUNCH record: defines its id once; a different second definition is invalid (the first
+    stays), like a name's."""
+    cdef uint32_t lid = r.device, old = s.launches_alloc
+    cdef const gpuflow_launch_payload *x = &r.body.launch
+    cdef Launch l
+    cdef void *p
+    if lid == 0 or lid > LAUNCH_ID_LIMIT:
+        bad(s, INV_BAD_LAUNCH, seq)
+        return
+    memset(&l, 0, sizeof(Launch))
+    l.static_shared = x.static_shared_bytes
+    l.dynamic_shared = x.dynamic_shared_bytes
+    l.executed_shared = x.shared_executed_bytes
+    l.cluster_x = x.cluster_x
+    l.cluster_y = x.cluster_y
+    l.cluster_z = x.cluster_z
+    l.defined = 1
+    l.carveout_set = 1 if r.flags & GPUFLOW_FLAG_CARVEOUT else 0
+    l.shared_config = x.shared_config
+    l.shmem_limit_config = x.shmem_limit_config
+    l.carveout = x.carveout_requested if l.carveout_set else 0
+    l.cache_config = x.cache_config
+    if lid >= old:
+        p = grow(s.launches, &s.launches_alloc, lid + 1, sizeof(Launch))
+        if p == NULL:
+            s.oom = 1
+            return
+        s.launches = <Launch *>p
+        memset(&s.launches[old], 0, (s.launches_alloc - old) * sizeof(Launch))
+    if not s.launches[lid].defined:
+        s.launches[lid] = l
+    elif memcmp(&s.launches[lid], &l, sizeof(Launch)) != 0:
+        bad(s, INV_BAD_LAUNCH, seq)
+
+
 cdef void set_device(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
     cdef uint32_t nid = r.body.act.u.kernel.name_id
     cdef int32_t di
@@ -703,6 +761,7 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
     """Decode records [tail, tail + n); return how many were consumed (fewer only on OOM)."""
     cdef gpuflow_record r
     cdef uint64_t seq, dur, end = tail + n
+    cdef uint32_t lid
     cdef int32_t idx, li
     cdef int timed, d
     cdef KStat *k
@@ -712,6 +771,10 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
             idx = defined_name(s, r.body.act.u.kernel.name_id)
             if idx < 0 and not is_folded(s, r.body.act.u.kernel.name_id):
                 bad(s, INV_UNDEFINED_NAME, seq)
+                continue
+            lid = r.body.act.u.kernel.launch_id
+            if lid != 0 and (lid >= s.launches_alloc or not s.launches[lid].defined):
+                bad(s, INV_UNDEFINED_LAUNCH, seq)
                 continue
             timed = not (r.flags & GPUFLOW_FLAG_NO_TIMING)
             if timed and r.body.act.end < r.body.act.start:
@@ -723,6 +786,9 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
                 k = &s.other
                 r.body.act.u.kernel.name_id = OTHER_NAME_ID
             k.count += 1
+            if lid != 0:
+                k.launch_id = lid
+                k.registers = r.body.act.u.kernel.registers
             if timed:
                 dur = r.body.act.end - r.body.act.start
                 if k.timed == 0:
@@ -776,6 +842,8 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
             s.sync_wall = r.body.act.end
         elif r.type == GPUFLOW_REC_DEVICE:
             set_device(s, &r, seq)
+        elif r.type == GPUFLOW_REC_LAUNCH:
+            set_launch(s, &r, seq)
         else:
             bad(s, INV_BAD_TYPE, seq)
         if s.oom:                   # this record is consumed; MemoryError follows the batch
@@ -803,7 +871,15 @@ cdef void state_free(State *s) noexcept nogil:
     free(s.devs)
     free(s.dev_map.slots)
     free(s.folded)
+    free(s.launches)
     memset(s, 0, sizeof(State))
+
+
+cdef tuple launch_tuple(const State *s, const KStat *k):
+    cdef const Launch *l = &s.launches[k.launch_id]
+    return (k.registers, l.static_shared, l.dynamic_shared, l.executed_shared, l.shared_config,
+            l.shmem_limit_config, l.carveout if l.carveout_set else None, l.cache_config,
+            (l.cluster_x, l.cluster_y, l.cluster_z))
 
 
 cdef tuple span_tuple(const SpanSlot *slot):
@@ -985,6 +1061,19 @@ cdef class RingDecoder:
             out.append((OTHER_NAME_ID, k.count, k.timed, k.total, k.min if k.timed else None,
                         k.max if k.timed else None))
         return out
+
+    def launches(self):
+        """Per kernel name id, the launch configuration of its latest kernel that had one (see
+        ``_decoder_py.RingDecoder.launches``)."""
+        cdef uint32_t i
+        self._check_idle()
+        out = {}
+        for i in range(self.st.n_names):
+            if self.st.kstats[i].launch_id:
+                out[self.st.names[i].id] = launch_tuple(&self.st, &self.st.kstats[i])
+        if self.st.other.launch_id:
+            out[OTHER_NAME_ID] = launch_tuple(&self.st, &self.st.other)
+        return dict(sorted(out.items()))
 
     def transfers(self):
         """``(direction, count, timed, bytes, total_ns)`` for every direction, in display order."""

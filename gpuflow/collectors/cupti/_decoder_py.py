@@ -21,13 +21,15 @@ from gpuflow.collectors.cupti.errors import RingDetached
 
 _U16 = struct.Struct("<H")
 #: type, flags, device, start, end, context, stream, correlation, name_id, grid x/y/z,
-#: block x/y/z, registers, shared_bytes, graph_id
+#: block x/y/z, registers, launch_id, graph_id
 _KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
 #: type, flags, device, start, end, context, stream, correlation, copy_kind, src_kind, dst_kind,
 #: (pad), bytes, src_device, dst_device, value, graph_id
 _COPY = struct.Struct("<HHIQQIIIBBBxQIIII")
 #: type, flags, name id, offset, total_len, text
 _NAME = struct.Struct("<HHIII48s")
+#: type, flags, launch id (then L.LAUNCH_PAYLOAD)
+_LAUNCH_HEAD = struct.Struct("<HHI")
 assert _KERNEL.size == _COPY.size == _NAME.size == L.RECORD_SIZE
 
 _NAME_KEEP_FLAGS = L.FLAG_NAME_TRUNCATED | L.FLAG_NAME_STREAM
@@ -86,6 +88,11 @@ class RingDecoder:
         self._contexts: dict[tuple[int, int], int] = {}
         self._devices: dict[int, int] = {}
         self._sync: tuple[int, int] | None = None
+        # launch id -> (static, dynamic, executed shared memory, shared config, shmem limit config,
+        # carve-out requested or None, cache config, (cluster x, y, z)): LAUNCH records
+        self._launches: dict[int, tuple[Any, ...]] = {}
+        # kernel name id -> (launch id, registers) of its latest launch with a known configuration
+        self._last_launch: dict[int, tuple[int, int]] = {}
 
     # -- identity --------------------------------------------------------------------------
     @property
@@ -198,11 +205,13 @@ class RingDecoder:
         rtype = _U16.unpack_from(mv, off)[0]
         if rtype == L.REC_KERNEL:
             (_t, flags, dev, start, end, ctx, stream, _corr, name_id, gx, gy, gz, bx, by, bz,
-             _regs, _smem, _graph) = _KERNEL.unpack_from(mv, off)
+             regs, launch_id, _graph) = _KERNEL.unpack_from(mv, off)
             if name_id not in self._names:
                 if not self._is_folded(name_id):
                     return self._bad(L.INV_UNDEFINED_NAME, seq)
                 name_id = L.OTHER_NAME_ID
+            if launch_id and launch_id not in self._launches:
+                return self._bad(L.INV_UNDEFINED_LAUNCH, seq)
             timed = not flags & L.FLAG_NO_TIMING
             if timed and end < start:
                 return self._bad(L.INV_END_BEFORE_START, seq)
@@ -218,6 +227,8 @@ class RingDecoder:
                     st[3] = dur
                 if st[4] is None or dur > st[4]:
                     st[4] = dur
+            if launch_id:
+                self._last_launch[name_id] = (launch_id, regs)
             span = (seq, "kernel", start, end, name_id, (gx, gy, gz), (bx, by, bz), None, None)
             self._execution((dev, ctx, stream), timed, span)
         elif rtype == L.REC_MEMCPY or rtype == L.REC_MEMSET:
@@ -261,6 +272,8 @@ class RingDecoder:
         elif rtype == L.REC_CLOCK_SYNC:
             (_t, _flags, _dev, cupti_ns, wall_ns, *_rest) = _KERNEL.unpack_from(mv, off)
             self._sync = (cupti_ns, wall_ns)
+        elif rtype == L.REC_LAUNCH:
+            self._launch(mv, off, seq)
         elif rtype == L.REC_DEVICE:
             (_t, _flags, dev, _s, _e, _ctx, _stream, _corr, name_id, *_rest) = _KERNEL.unpack_from(mv, off)
             if name_id not in self._names:
@@ -272,6 +285,22 @@ class RingDecoder:
             self._devices[dev] = name_id
         else:
             self._bad(L.INV_BAD_TYPE, seq)
+
+    def _launch(self, mv: memoryview, off: int, seq: int) -> None:
+        """A LAUNCH record: defines its id once; a different second definition is invalid (the
+        first stays), like a name's."""
+        _t, flags, launch_id = _LAUNCH_HEAD.unpack_from(mv, off)
+        if launch_id == 0 or launch_id > L.LAUNCH_ID_LIMIT:
+            return self._bad(L.INV_BAD_LAUNCH, seq)
+        (static, dynamic, executed, cx, cy, cz, config, limit, carveout,
+         cache) = L.LAUNCH_PAYLOAD.unpack_from(mv, off + 8)
+        launch = (static, dynamic, executed, config, limit,
+                  carveout if flags & L.FLAG_CARVEOUT else None, cache, (cx, cy, cz))
+        known = self._launches.get(launch_id)
+        if known is None:
+            self._launches[launch_id] = launch
+        elif known != launch:
+            self._bad(L.INV_BAD_LAUNCH, seq)
 
     def _execution(self, key: tuple[int, int, int], timed: bool, span: tuple[Any, ...]) -> None:
         lane = self._lane(key)
@@ -329,6 +358,14 @@ class RingDecoder:
         """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id; the
         kernels of names beyond ``max_names`` together under ``_layout.OTHER_NAME_ID`` (last)."""
         return [(nid, s[0], s[1], s[2], s[3], s[4]) for nid, s in sorted(self._kstats.items())]
+
+    def launches(self) -> dict[int, tuple[Any, ...]]:
+        """Per kernel name id, the launch configuration of its latest kernel that had one:
+        ``(registers, static_shared_bytes, dynamic_shared_bytes, shared_executed_bytes,
+        shared_config, shmem_limit_config, carveout_requested (percent, or None when none was
+        requested), cache_config, (cluster_x, cluster_y, cluster_z))``; the kernels of names beyond
+        ``max_names`` under ``_layout.OTHER_NAME_ID``."""
+        return {nid: (regs, *self._launches[lid]) for nid, (lid, regs) in sorted(self._last_launch.items())}
 
     def transfers(self) -> list[tuple[str, int, int, int, int]]:
         """``(direction, count, timed, bytes, total_ns)`` for every direction, in display order."""

@@ -18,7 +18,7 @@ from gpuflow.core.snapshot import TRANSFER_DIRECTIONS
 
 # -- gpuflow_ring.h ------------------------------------------------------------------------
 MAGIC = 0x31474E5257465047  # "GPFWRNG1" read little-endian
-VERSION = 2
+VERSION = 3
 HEADER_SIZE = 4096
 RECORD_SIZE = 64
 SESSION_MAX = 32
@@ -32,7 +32,8 @@ HELLO_SIZE = 8
 
 REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_NAME_CHUNK = 1, 2, 3, 4
 REC_STREAM_NAME, REC_CONTEXT, REC_CLOCK_SYNC, REC_DEVICE = 5, 6, 7, 8
-REC_TYPE_MAX = 8
+REC_LAUNCH = 9  # version 3: a kernel launch configuration, interned like a name
+REC_TYPE_MAX = 9
 
 FLAG_NAME_LAST = 0x0001
 FLAG_NAME_TRUNCATED = 0x0002
@@ -40,6 +41,7 @@ FLAG_NAME_STREAM = 0x0004
 FLAG_ASYNC = 0x0008
 FLAG_NO_TIMING = 0x0010
 FLAG_GRAPH = 0x0020
+FLAG_CARVEOUT = 0x0040  # LAUNCH: a shared-memory carve-out was requested
 
 #: gpuflow_status → the TracedProcess.cupti_status string (docs/snapshot.md).
 STATUS_NAMES = ("starting", "ok", "cupti_missing", "cupti_version", "cupti_in_use",
@@ -120,9 +122,17 @@ INVALID_REASONS = (
     "name_conflict",     # a name id defined again with different text or kind
     "bad_copy_kind",     # a copy kind above PTOP, or UNKNOWN with unclassifiable memory kinds
     "table_full",        # a stream name / context / device beyond the decoder's table limits
+    "undefined_launch",  # a kernel whose launch id (not 0) was never defined by a LAUNCH record
+    "bad_launch",        # a LAUNCH record for id 0 or beyond LAUNCH_ID_LIMIT, or redefining one differently
 )
 (INV_BAD_TYPE, INV_END_BEFORE_START, INV_UNDEFINED_NAME, INV_BAD_NAME_CHUNK, INV_INCOMPLETE_NAME,
- INV_NAME_CONFLICT, INV_BAD_COPY_KIND, INV_TABLE_FULL) = range(len(INVALID_REASONS))
+ INV_NAME_CONFLICT, INV_BAD_COPY_KIND, INV_TABLE_FULL, INV_UNDEFINED_LAUNCH,
+ INV_BAD_LAUNCH) = range(len(INVALID_REASONS))
+#: Launch ids are dense from 1 (a producer interns a few hundred configurations); ids above are invalid.
+LAUNCH_ID_LIMIT = 1 << 16
+#: A LAUNCH record after its 8-byte common part: static, dynamic and executed shared memory, cluster
+#: x/y/z, shared-memory config, shmem limit config, carve-out requested (percent), cache config.
+LAUNCH_PAYLOAD = struct.Struct("<IIIIIIBBBB")
 
 #: Names are kept in tables indexed by id; a producer numbers them 1, 2, 3 ... so this is generous.
 NAME_ID_LIMIT = 1 << 24
@@ -269,7 +279,8 @@ def _validate(mv: memoryview) -> HeaderInfo:
     if magic != MAGIC:
         raise RingFormatError(f"bad magic 0x{magic:016x} (expected 0x{MAGIC:016x}): not a GPUFlow ring")
     if version != VERSION:
-        raise RingFormatError(f"unsupported ring version {version} (this decoder reads version {VERSION})")
+        raise RingFormatError(f"unsupported ring version {version} (this decoder reads version {VERSION}: "
+                              "the traced program loaded another GPUFlow's injection library)")
     if header_size != HEADER_SIZE:
         raise RingFormatError(f"header_size is {header_size}, expected {HEADER_SIZE}")
     if record_size != RECORD_SIZE:

@@ -30,6 +30,7 @@ cdef extern from "gpuflow_ring.h":
         GPUFLOW_REC_CONTEXT
         GPUFLOW_REC_CLOCK_SYNC
         GPUFLOW_REC_DEVICE
+        GPUFLOW_REC_LAUNCH
         GPUFLOW_REC_TYPE_MAX
 
     const uint16_t GPUFLOW_FLAG_NAME_LAST
@@ -38,6 +39,7 @@ cdef extern from "gpuflow_ring.h":
     const uint16_t GPUFLOW_FLAG_ASYNC
     const uint16_t GPUFLOW_FLAG_NO_TIMING
     const uint16_t GPUFLOW_FLAG_GRAPH
+    const uint16_t GPUFLOW_FLAG_CARVEOUT
 
     enum gpuflow_copy_kind:
         GPUFLOW_COPY_UNKNOWN
@@ -86,7 +88,7 @@ cdef extern from "gpuflow_ring.h":
         uint16_t block_y
         uint16_t block_z
         uint16_t registers
-        uint32_t shared_bytes
+        uint32_t launch_id
         uint32_t graph_id
 
     ctypedef struct gpuflow_copy_payload:
@@ -104,6 +106,18 @@ cdef extern from "gpuflow_ring.h":
         uint32_t offset
         uint32_t total_len
         char text[48]
+
+    ctypedef struct gpuflow_launch_payload:
+        uint32_t static_shared_bytes
+        uint32_t dynamic_shared_bytes
+        uint32_t shared_executed_bytes
+        uint32_t cluster_x
+        uint32_t cluster_y
+        uint32_t cluster_z
+        uint8_t shared_config
+        uint8_t shmem_limit_config
+        uint8_t carveout_requested
+        uint8_t cache_config
 
 
 cdef extern from *:
@@ -135,6 +149,7 @@ cdef extern from *:
     ctypedef union gpuflow_body:
         gpuflow_act act
         gpuflow_name_payload name
+        gpuflow_launch_payload launch
 
     ctypedef struct gpuflow_record:
         uint16_t type
