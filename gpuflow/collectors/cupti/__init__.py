@@ -7,11 +7,12 @@ Modules, one job each:
   path, no Python object per record);
 * ``_decoder_py`` — its pure-Python twin (identical results, slow); ``decoder`` picks one;
   ``protocol`` — the ``RingDecoder`` type both satisfy;
-* ``demangle`` — C++ names for display; ``traced_builder`` — decoder state to the snapshot's
+* ``demangle`` — C++ names for display (in a helper process); ``traced_builder`` — decoder state to the snapshot's
   TracedProcess; ``retire`` — folding exited processes into the session's roll-up;
 * ``handover`` — the private socket traced processes hand their rings to, and what it accepts;
   ``rings`` — checking and mapping one handed-over ring;
-* ``collector`` — the drain thread and the traced part of the snapshot;
+* ``collector`` — the drain thread and the traced part of the snapshot; ``caps`` — the caps a
+  traced process reached, as Problems;
 * ``options`` — its options and flags; ``injection`` — the injection library, libcupti and a
   launched program's environment; ``doctor`` — its lines in ``gpuflow doctor``;
 * ``plugin`` — its hooks, the only way the rest of GPUFlow reaches it.
