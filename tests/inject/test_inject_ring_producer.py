@@ -13,6 +13,7 @@ import errno
 import fcntl
 import os
 import stat
+import struct
 import subprocess
 import sys
 import textwrap
@@ -70,6 +71,42 @@ def test_header_layout_matches_the_c_header(tmp_path):
     assert int(got["MAGIC"]) == rpm.MAGIC and int(got["VERSION"]) == rpm.VERSION
     assert int(got["HEADER"]) == rpm.HEADER_SIZE and int(got["RECORD"]) == rpm.RECORD_SIZE
     assert int(got["CHUNK"]) == rpm.NAME_CHUNK_TEXT and int(got["NAMEMAX"]) == rpm.NAME_MAX
+
+
+def test_record_layouts_match_the_c_header(tmp_path):
+    """The KERNEL payload's launch id and the LAUNCH record (version 3), as the Python readers and
+    the decoders' shared definition (_layout.LAUNCH_PAYLOAD) see them, against gpuflow_ring.h."""
+    from gpuflow.collectors.cupti import _layout
+    src = tmp_path / "rec.c"
+    src.write_text(textwrap.dedent("""
+        #include <stdio.h>
+        #include <stddef.h>
+        #include "gpuflow_ring.h"
+        #define R(f) printf(#f " %zu\\n", offsetof(gpuflow_record, f));
+        int main(void) {
+          R(body.act.u.kernel.registers) R(body.act.u.kernel.launch_id) R(body.act.u.kernel.graph_id)
+          R(body.launch.static_shared_bytes) R(body.launch.dynamic_shared_bytes)
+          R(body.launch.shared_executed_bytes) R(body.launch.cluster_x) R(body.launch.cluster_y)
+          R(body.launch.cluster_z) R(body.launch.shared_config) R(body.launch.shmem_limit_config)
+          R(body.launch.carveout_requested) R(body.launch.cache_config)
+          printf("LAUNCH %d\\nFLAG_CARVEOUT %u\\n", GPUFLOW_REC_LAUNCH, GPUFLOW_FLAG_CARVEOUT);
+          return 0;
+        }"""))
+    exe = tmp_path / "rec"
+    subprocess.run(["gcc", "-std=c11", f"-I{rpm.CUPTI_SRC}", str(src), "-o", str(exe)], check=True)
+    got = dict(line.rsplit(" ", 1) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                              check=True).stdout.splitlines())
+    assert (int(got["body.act.u.kernel.registers"]), int(got["body.act.u.kernel.launch_id"]),
+            int(got["body.act.u.kernel.graph_id"])) == (54, 56, 60)
+    fields = ["static_shared_bytes", "dynamic_shared_bytes", "shared_executed_bytes", "cluster_x", "cluster_y",
+              "cluster_z", "shared_config", "shmem_limit_config", "carveout_requested", "cache_config"]
+    offsets, at = [], 8
+    for code in _layout.LAUNCH_PAYLOAD.format.lstrip("<"):
+        offsets.append(at)
+        at += struct.calcsize(code)
+    assert [int(got[f"body.launch.{f}"]) for f in fields] == offsets
+    assert int(got["LAUNCH"]) == rpm.REC_LAUNCH == _layout.REC_LAUNCH
+    assert int(got["FLAG_CARVEOUT"]) == rpm.FLAG_CARVEOUT == _layout.FLAG_CARVEOUT
 
 
 def test_a_ring_is_a_reserved_sealed_memory_file_with_a_valid_header(producer_lib):
