@@ -114,7 +114,7 @@ def remove_stale_directories(base: Path) -> list[Path]:
     a socket nobody listens on; looked at through the opened directory (``O_NOFOLLOW``), so nothing
     else is ever removed. A few hundred entries of ``base`` at most are looked at per call.
     """
-    removed = []
+    removed: list[Path] = []
     try:
         entries = [e for e in os.listdir(base) if _DIRECTORY_NAME.fullmatch(e)][:STALE_SCAN_LIMIT]
     except OSError:
