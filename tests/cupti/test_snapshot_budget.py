@@ -147,3 +147,31 @@ def test_the_kernel_entries_direct_json_is_every_field_of_kernelstat():
     stat = KernelStat(name="n", mangled="_Zn", count=3, total_ns=30, min_ns=5, max_ns=15, timed=2)
     encoded = _plain(stat)
     assert list(encoded) == [f.name for f in fields(KernelStat)] and encoded == asdict(stat)
+
+
+def test_the_sessions_roll_up_keeps_to_a_processs_kernel_budget_exactly():
+    """Exited processes fold into the session's roll-up (retire.py): a program that starts process
+    after process, each with its own thousands of names, grew it without bound (40 processes of
+    500 names: 20,000 entries). It keeps to a traced process's kernel budget now; the names that
+    find no room count together, exactly, and a name that found none never gets an entry later."""
+    from gpuflow.collectors.cupti.retire import fold
+    from gpuflow.core.snapshot import RetiredTraced, TracedProcess
+
+    def process(pid: int) -> TracedProcess:
+        kernels = tuple(KernelStat(name=f"k{pid}_{i}_" + "x" * 200, mangled=f"_Z{pid}_{i}" + "y" * 200, count=2,
+                                   total_ns=10 * (i + 1), min_ns=1, max_ns=9, timed=2) for i in range(500))
+        return TracedProcess(pid=pid, session="s", state="exited", kernels=kernels)
+
+    rolled = None
+    for pid in range(40):
+        rolled = fold(rolled, process(pid))
+    doc = Snapshot(seq=1, timestamp=0.0, traced_retired=(rolled,)).to_json_dict()["traced_retired"][0]
+    assert len(dumps(doc["kernels"])) <= B.KERNEL_TABLE_BYTES + B.KERNEL_JSON_FIXED + 64
+    assert len(rolled.kernels) <= L.DEFAULT_MAX_NAMES + 2
+    assert sum(k.count for k in rolled.kernels) == 40 * 500 * 2
+    (other,) = [k for k in rolled.kernels if k.name == B.OTHER_KERNELS]
+    named = {k.name for k in rolled.kernels} - {B.OTHER_KERNELS}
+    assert other.count == 2 * (20_000 - len(named)) and (other.min_ns, other.max_ns) == (1, 9)
+    again = fold(rolled, process(39))  # the last one's names again: they found no room before
+    assert {k.name for k in again.kernels} == named | {B.OTHER_KERNELS}
+    assert isinstance(again, RetiredTraced) and sum(k.count for k in again.kernels) == 41 * 1000
