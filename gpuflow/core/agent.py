@@ -6,9 +6,10 @@ it sleeps until a collector calls ``context.notify()`` (or ``interval`` passes),
 50 ms minimum gap between frames, asks every collector for its cached part, and publishes a new
 snapshot only when some part changed.
 
-It is also the one way the command line reaches the plugins once they are loaded:
-:meth:`child_environment` and :meth:`process_exited` for ``gpuflow run``, each calling the hook of
-the same name on every plugin.
+It is also the one way the command line and the web app reach the plugins once they are loaded:
+:meth:`child_environment` and :meth:`process_exited` for ``gpuflow run``, :meth:`query_window`
+and :meth:`query_history` for the recorder's routes, each calling the hook of the same name on
+every plugin.
 
 Constraints: never started at import or before a fork (``start`` records the pid it ran in);
 a collector that raises loses only its own part, reported as a Problem; ``stop`` returns within
@@ -32,6 +33,7 @@ from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.errors import LaunchRefused
 from gpuflow.core.merge import merge_parts
 from gpuflow.core.plugins import declared_options
+from gpuflow.core.recorded import HistoryPart, WindowPart
 from gpuflow.core.snapshot import Problem, Snapshot, SnapshotPart
 
 log = logging.getLogger("gpuflow.agent")
@@ -160,6 +162,34 @@ class Agent:
         """Tell every plugin that the launched program ``pid`` ended with shell-style ``status``."""
         self._call_each("process_exited", pid=pid, status=status)
         self.context.notify()
+
+    # -- the recorder's queries (the web app's calls) ------------------------------------------
+    def query_window(self, start_s: float, end_s: float, pid: int | None = None,
+                     width_px: int | None = None) -> tuple[WindowPart, ...]:
+        """Every plugin's answer to a window query, in source order; a plugin that fails answers
+        with a Problem naming it (the others still answer)."""
+        return self._query("query_window", WindowPart, start_s=start_s, end_s=end_s, pid=pid,
+                           width_px=width_px)
+
+    def query_history(self, start_s: float, end_s: float) -> tuple[HistoryPart, ...]:
+        """Every plugin's answer to a history query, in source order (as :meth:`query_window`)."""
+        return self._query("query_history", HistoryPart, start_s=start_s, end_s=end_s)
+
+    def _query(self, hook_name: str, part_type: type, **kwargs: Any) -> tuple[Any, ...]:
+        parts = []
+        for name, impl in self._impls(hook_name):
+            try:
+                part = impl.function(context=self.context, **kwargs)
+                if part is not None and not isinstance(part, part_type):
+                    raise TypeError(f"{hook_name} returned a {type(part).__name__}, not {part_type.__name__}")
+            except Exception as exc:  # noqa: BLE001 - one broken plugin must not take the others' answers
+                log.error("collector %s failed in %s: %r", name, hook_name, exc, exc_info=exc)
+                part = part_type(source=name, problems=(Problem(
+                    source=name, severity="error",
+                    message=f"collector {name!r} failed in {hook_name}: {type(exc).__name__}: {exc}"),))
+            if part is not None:
+                parts.append(part)
+        return tuple(sorted(parts, key=lambda p: p.source))
 
     # -- plugin calls ----------------------------------------------------------------------
     def _check_options(self) -> None:

@@ -23,7 +23,9 @@ can answer from a cache without blocking the frame loop. The others let a plugin
 what the command line does without the command line knowing it: its own options and flags
 (``declare_options``), what a program launched by ``gpuflow run`` needs in its environment
 (``child_environment``) and learns when it ends (``process_exited``), and its lines in
-``gpuflow doctor`` (``doctor_checks``).
+``gpuflow doctor`` (``doctor_checks``). A plugin that keeps what it saw beyond "now" answers the
+recorder's queries (``query_window``, ``query_history``; docs/recorder.md), which the web app asks
+for ``/api/window`` and ``/api/history`` without knowing which collector holds the data.
 
 Why the agent calls each implementation itself (``get_hookimpls()`` one by one, in plugin-name
 order) instead of ``pm.hook.<name>(...)``: pluggy's call loop stops at the first exception, and
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from gpuflow.core.context import CollectorContext
     from gpuflow.core.doctor import DoctorCheck
     from gpuflow.core.options import PluginOptions
+    from gpuflow.core.recorded import HistoryPart, WindowPart
     from gpuflow.core.snapshot import SnapshotPart
 
 PROJECT_NAME = "gpuflow"
@@ -177,4 +180,43 @@ def doctor_checks(context: CollectorContext) -> Sequence[DoctorCheck] | None:
 
     :param context: A collector context for reading options.
     :returns: The plugin's checks, in the order to print them, or None.
+    """
+
+
+@hookspec
+def query_window(context: CollectorContext, start_s: float, end_s: float, pid: int | None,
+                 width_px: int | None) -> WindowPart | None:
+    """The traced executions this plugin retains in ``[start_s, end_s)``.
+
+    Called from a web server thread for ``/api/window`` (and exports), concurrently with the
+    plugin's own threads: answer from what is retained, without blocking on them for long and
+    without a Python object per execution (:class:`~gpuflow.core.recorded.SpanColumns`). When
+    ``width_px`` is given and a lane holds more executions in the window than it has pixels, reduce
+    that lane to ``width_px`` buckets (:class:`~gpuflow.core.recorded.SpanBuckets`); otherwise
+    answer every execution exactly. Say for each process what is retained at all, and whether the
+    window is complete for it. A window outside what is retained is an empty answer, not an error.
+
+    :param context: The agent's collector context.
+    :param start_s: The window's start, seconds since the epoch.
+    :param end_s: Its end (after ``start_s``).
+    :param pid: Only this traced process, or None for every one.
+    :param width_px: The pixel width the answer is for, or None for every execution.
+    :returns: A :class:`~gpuflow.core.recorded.WindowPart` whose ``source`` names the collector,
+        or None if it retains no executions.
+    """
+
+
+@hookspec
+def query_history(context: CollectorContext, start_s: float, end_s: float) -> HistoryPart | None:
+    """The readings this plugin keeps over time, in ``[start_s, end_s)``.
+
+    Called from a web server thread for ``/api/history``, concurrently with the plugin's own
+    threads: answer from what is kept, at the finest resolution kept for that stretch of time
+    (the last hour at the polling rate, coarser roll-ups beyond), never blocking on the devices.
+
+    :param context: The agent's collector context.
+    :param start_s: The range's start, seconds since the epoch.
+    :param end_s: Its end (after ``start_s``).
+    :returns: A :class:`~gpuflow.core.recorded.HistoryPart` whose ``source`` names the collector,
+        or None if it keeps no readings over time.
     """

@@ -28,6 +28,9 @@ ATTACHMENT_KINDS = ("compute", "graphics", "compute+graphics")
 #: Transfer directions reported for traced processes, in display order.
 TRANSFER_DIRECTIONS = ("h2d", "d2h", "d2d", "p2p", "h2h", "memset")
 
+#: What a span is; a span's kind code (the stream's, a span column's) is its index here.
+SPAN_KINDS = ("kernel", "memcpy", "memset")
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:

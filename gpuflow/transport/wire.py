@@ -35,7 +35,7 @@ from dataclasses import fields
 from typing import Any, Iterable, Sequence
 
 from gpuflow.core.snapshot import (
-    KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
+    SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
 )
 
 #: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 1)
@@ -44,7 +44,7 @@ WIRE_SCHEMA = 2
 FULL, DELTA = "full", "delta"
 
 #: span kind codes: index in this tuple
-KINDS = ("kernel", "memcpy", "memset")
+KINDS = SPAN_KINDS
 #: transfer direction codes: index in snapshot.TRANSFER_DIRECTIONS
 DIRECTIONS = TRANSFER_DIRECTIONS
 
