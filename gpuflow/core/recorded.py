@@ -190,7 +190,8 @@ class WindowPart:
 @dataclass(frozen=True)
 class Series:
     """One reading over time: ``t_s[i]`` (seconds since the epoch) and ``value[i]`` (NaN: not
-    available), oldest first, sampled every ``resolution_s`` (a roll-up's value is its mean)."""
+    available), oldest first, sampled every ``resolution_s`` (a roll-up's value is its mean;
+    ``min_value`` and ``max_value``, when given, the least and greatest sample it stands for)."""
 
     entity: tuple[str, ...]  #: what is read: ("device", uuid) or ("process", pid, device uuid)
     metric: str  #: the snapshot field it comes from, e.g. "utilization_gpu_pct"
@@ -198,10 +199,15 @@ class Series:
     resolution_s: float
     t_s: array = field(default_factory=lambda: array(FLOAT))
     value: array = field(default_factory=lambda: array(FLOAT))
+    min_value: array | None = None  #: a roll-up's minimum per point (None: samples, not roll-ups)
+    max_value: array | None = None  #: its maximum
 
     def __post_init__(self) -> None:
         if len(self.t_s) != len(self.value):
             raise ValueError("Series.t_s and value differ in length")
+        for extreme in (self.min_value, self.max_value):
+            if extreme is not None and len(extreme) != len(self.value):
+                raise ValueError("Series.min_value and max_value must have value's length")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ the limits below, an unknown parameter) is 400, with a message that never repeat
 The JSON (docs/recorder.md): spans travel column by column (``{"seq": [...], "start_us": [...],
 ...}``, -1 for "none"), with the lane's names table once; buckets as ``{"start_us", "width_us",
 "count": [...], "busy_ns": [...]}``; series as ``{"entity", "metric", "unit", "resolution_s",
-"t": [...], "value": [...]}`` with null for "not available".
+"t": [...], "value": [...]}`` with null for "not available" (and a roll-up's ``"min"`` and
+``"max"``, when the series has them).
 
 Constraints: runs in a server thread; the agent's answer is built by the plugins without a Python
 object per execution, and encoded here in one pass per column; the same Host, token and security
@@ -110,9 +111,14 @@ def process_json(p: ProcessWindow) -> dict[str, Any]:
 
 
 def series_json(s: Series) -> dict[str, Any]:
-    return {"entity": list(s.entity), "metric": s.metric, "unit": s.unit,
-            "resolution_s": s.resolution_s, "t": s.t_s.tolist(),
-            "value": [v if math.isfinite(v) else None for v in s.value]}
+    out: dict[str, Any] = {"entity": list(s.entity), "metric": s.metric, "unit": s.unit,
+                           "resolution_s": s.resolution_s, "t": s.t_s.tolist(),
+                           "value": [v if math.isfinite(v) else None for v in s.value]}
+    if s.min_value is not None:
+        out["min"] = [v if math.isfinite(v) else None for v in s.min_value]
+    if s.max_value is not None:
+        out["max"] = [v if math.isfinite(v) else None for v in s.max_value]
+    return out
 
 
 def _problems(parts: tuple[WindowPart, ...] | tuple[HistoryPart, ...]) -> list[dict[str, str]]:
