@@ -1,4 +1,5 @@
-"""Build script: the optional Cython ring decoder and the injected CUPTI collector library.
+"""Build script: the optional Cython parts (the ring decoder, the export's slice encoder) and the
+injected CUPTI collector library.
 
 Both native parts are optional so that ``pip install .`` works on a machine with no compiler
 toolchain for them and no CUDA toolkit: without the decoder GPUFlow uses its pure-Python twin,
@@ -117,27 +118,25 @@ class BuildNative(build_ext):
 
 
 def extensions() -> list[Extension]:
+    """The compiled twins: the ring decoder and the export's slice encoder (gpuflow/export)."""
     if DISABLE:
         return []
-    pyx = "gpuflow/collectors/cupti/_decoder_c.pyx"
-    if not (HERE / pyx).exists():
+    sources = {"gpuflow.collectors.cupti._decoder_c": ("gpuflow/collectors/cupti/_decoder_c.pyx", ["cupti_src"]),
+               "gpuflow.export._slices_c": ("gpuflow/export/_slices_c.pyx", [])}
+    present = {name: spec for name, spec in sources.items() if (HERE / spec[0]).exists()}
+    if not present:
         return []
     try:
         from Cython.Build import cythonize
     except ImportError:
         if REQUIRE:
             raise
-        print("WARNING: Cython is not installed; using the pure-Python decoder", file=sys.stderr)
+        print("WARNING: Cython is not installed; using the pure-Python twins", file=sys.stderr)
         return []
-    ext = Extension(
-        "gpuflow.collectors.cupti._decoder_c",
-        [pyx],
-        include_dirs=["cupti_src"],
-        extra_compile_args=["-O3"],
-        optional=not REQUIRE,
-    )
-    return cythonize([ext], compiler_directives={"language_level": "3", "boundscheck": False,
-                                                 "wraparound": False, "cdivision": True})
+    exts = [Extension(name, [pyx], include_dirs=includes, extra_compile_args=["-O3"], optional=not REQUIRE)
+            for name, (pyx, includes) in present.items()]
+    return cythonize(exts, compiler_directives={"language_level": "3", "boundscheck": False,
+                                                "wraparound": False, "cdivision": True})
 
 
 class NativeDistribution(Distribution):
