@@ -10,6 +10,11 @@ Every tick (``rate_hz`` per second) it builds one new :class:`SnapshotPart` and 
 publishes exactly one snapshot per tick. Traced processes carry lanes whose spans have strictly
 increasing ``seq`` (per traced process), capped per lane with an exact ``spans_elided``.
 
+It also retains what it made, as a collector with a flight recorder does: every span and every
+reading of the last ``retain_s`` seconds (at most ``retain_spans`` spans), answered through the
+``query_window`` and ``query_history`` hooks (gpuflow.testing.fake_recorder). Like the CUPTI
+collector after its final drain, it keeps answering them after ``stop_collecting``.
+
 Options (declared through ``declare_options`` under the key ``fake``), each from
 ``AgentConfig.options["fake"][<name>]``, else the environment (``GPUFLOW_FAKE_<NAME>``), else the
 default:
@@ -24,6 +29,8 @@ traced      1       traced processes
 lanes       4       lanes per traced process (lane 0 is the null stream, ``default``)
 spans       4       new spans per lane per tick
 span_cap    64      spans kept per lane
+retain_s    60      seconds of spans and readings retained for the recorder's queries
+retain_spans 2000000 spans retained at most (the oldest tick leaves first)
 seed        0       seeds the jitter, so runs are reproducible
 lost_gpu    (none)  index of a GPU reported lost (readings null)
 problem     (none)  text of a warning Problem to report
@@ -45,6 +52,7 @@ from typing import Any, Callable
 
 from gpuflow import hookimpl
 from gpuflow.core.options import Option, PluginOptions
+from gpuflow.core.recorded import HistoryPart, WindowPart
 from gpuflow.core.snapshot import (
     Attachment,
     Device,
@@ -60,8 +68,11 @@ from gpuflow.core.snapshot import (
     TRANSFER_DIRECTIONS,
 )
 
+from gpuflow.testing.fake_recorder import FakeRecorder
+
 SOURCE = "fake"
 SLOT = __name__
+RECORDER_SLOT = __name__ + ".recorder"  #: outlives stop_collecting: the retained window stays
 SESSION = "fakesession0001"
 
 GIB = 1 << 30
@@ -105,6 +116,8 @@ _SETTINGS: tuple[tuple[str, Callable[[Any], Any], Any, str], ...] = (
     ("lanes", _number(int), 4, "lanes per traced process"),
     ("spans", _number(int), 4, "new spans per lane per tick"),
     ("span_cap", _number(int), 64, "spans kept per lane"),
+    ("retain_s", _number(float), 60.0, "seconds of spans and readings retained"),
+    ("retain_spans", _number(int), 2_000_000, "spans retained at most"),
     ("seed", _number(int), 0, "seeds the jitter"),
     ("lost_gpu", _number(int), None, "index of a GPU reported lost"),
     ("problem", _text, None, "text of a warning Problem to report"),
@@ -124,6 +137,8 @@ class FakeOptions:
     lanes: int = 4
     spans: int = 4
     span_cap: int = 64
+    retain_s: float = 60.0
+    retain_spans: int = 2_000_000
     seed: int = 0
     lost_gpu: int | None = None
     problem: str | None = None
@@ -133,8 +148,9 @@ class FakeOptions:
 class FakeScenario:
     """Builds successive parts; pure apart from its own counters (no threads, no clock reads)."""
 
-    def __init__(self, opts: FakeOptions, show_cmdline: bool) -> None:
+    def __init__(self, opts: FakeOptions, show_cmdline: bool, recorder: FakeRecorder | None = None) -> None:
         self.opts = opts
+        self.recorder = recorder
         self.show_cmdline = show_cmdline
         self.span_cap = opts.span_cap
         self.rng = random.Random(opts.seed)
@@ -153,12 +169,16 @@ class FakeScenario:
             problems = (Problem(SOURCE, self.opts.problem, "warning"),)
         if self.opts.lost_gpu is not None and self.opts.lost_gpu < self.opts.gpus:
             problems += (Problem(SOURCE, f"GPU {self.opts.lost_gpu} is lost (simulated)", "error"),)
+        devices = tuple(self._device(i) for i in range(self.opts.gpus))
+        processes = tuple(self._process(k) for k in range(self.opts.procs))
+        if self.recorder is not None:
+            self.recorder.add_readings(now, devices, processes)
         return SnapshotPart(
             source=SOURCE,
             host=HostInfo(hostname="fakehost", driver_version="000.00 (fake)",
                           nvml_version="00.000.00 (fake)", cuda_driver_version="13.0"),
-            devices=tuple(self._device(i) for i in range(self.opts.gpus)),
-            processes=tuple(self._process(k) for k in range(self.opts.procs)),
+            devices=devices,
+            processes=processes,
             traced=tuple(self._traced(t, start, now) for t in self.traced),
             problems=problems,
         )
@@ -209,11 +229,17 @@ class FakeScenario:
         n_lanes, per_lane = self.opts.lanes, self.opts.spans
         span_s = (now - start) / max(1, per_lane)
         behind_s = 0.08
+        made: dict[tuple[int, int, int], tuple[str, list[Span]]] = {}
         for lane_i in range(n_lanes):
             lane = t.lane(lane_i, max(1, self.opts.gpus))
+            new = made.setdefault((lane.device, 1, lane.stream), (lane.label, []))[1]
             for j in range(per_lane):
                 t0_us = int((start - behind_s + j * span_s) * 1e6)
-                t.add(lane, self._span(t, lane_i, j, t0_us, span_s), self.span_cap)
+                span = self._span(t, lane_i, j, t0_us, span_s)
+                new.append(span)
+                t.add(lane, span, self.span_cap)
+        if self.recorder is not None:
+            self.recorder.add_spans(t.pid, SESSION, "fake_workload", made, now)
         lanes = tuple(l.freeze() for l in t.lanes)
         starts = [l.spans[0].start_us for l in lanes if l.spans]
         ends = [s.start_us + s.dur_ns // 1000 for l in lanes for s in l.spans[-1:]]
@@ -344,7 +370,10 @@ def declare_options() -> PluginOptions:
 @hookimpl
 def start_collecting(context) -> None:
     opts = FakeOptions(**context.plugin_options(OPTIONS))
-    scenario = FakeScenario(opts, context.config.show_cmdline)
+    recorder = FakeRecorder(SOURCE, opts.retain_s, opts.retain_spans,
+                            resolution_s=1.0 / opts.rate_hz if opts.rate_hz else 0.0)
+    context.slots[RECORDER_SLOT] = recorder
+    scenario = FakeScenario(opts, context.config.show_cmdline, recorder)
     collector = FakeCollector(opts, scenario, context.notify)
     context.slots[SLOT] = collector
     collector.start()
@@ -361,3 +390,15 @@ def stop_collecting(context) -> None:
     collector = context.slots.pop(SLOT, None)
     if collector is not None:
         collector.stop()
+
+
+@hookimpl
+def query_window(context, start_s: float, end_s: float, pid: int | None, width_px: int | None) -> WindowPart | None:
+    recorder = context.slots.get(RECORDER_SLOT)
+    return recorder.window(start_s, end_s, pid, width_px) if recorder is not None else None
+
+
+@hookimpl
+def query_history(context, start_s: float, end_s: float) -> HistoryPart | None:
+    recorder = context.slots.get(RECORDER_SLOT)
+    return recorder.history(start_s, end_s) if recorder is not None else None
