@@ -10,7 +10,8 @@ It raises pynvml's real exception classes (``NVMLError_NotSupported``, ``NVMLErr
 collector code run against it as against the real library.
 
 Readings move so a live page looks alive: each GPU's load follows a slow wave plus noise, and
-everything else (power, temperature, clocks, PCIe, per-process SM %) follows the load.
+everything else (power, temperature, clocks, PCIe, per-process SM %) follows the load. A
+scenario with churn (``churn``) starts short jobs poll after poll, each with a pid of its own.
 Deterministic: the values depend only on the seed and on how many times each GPU has been polled
 (not on wall-clock time); only per-process utilization timestamps come from ``clock``.
 
@@ -36,7 +37,14 @@ from gpuflow.collectors.nvml.backend import (
     ProcessUtilSample,
     Utilization,
 )
-from gpuflow.collectors.nvml.fake_scenarios import MIB, SCENARIOS, FakeProcess, Scenario
+from gpuflow.collectors.nvml.fake_scenarios import (
+    CHURN_FIRST_PID,
+    GIB,
+    MIB,
+    SCENARIOS,
+    FakeProcess,
+    Scenario,
+)
 from gpuflow.collectors.nvml.procinfo import ProcFacts
 
 H200_MEMORY_BYTES = 150_754_820_096
@@ -61,12 +69,21 @@ class FakeProcReader:
     def __init__(self, scenario: Scenario) -> None:
         self._procs = {p.pid: p for p in scenario.processes}
         self._gone = scenario.vanishing_pids
+        self._churn = scenario.churn_every > 0
 
     def read(self, pid: int) -> ProcFacts | None:
         p = self._procs.get(pid)
+        if p is None and self._churn and pid >= CHURN_FIRST_PID:
+            p = churn_job(pid - CHURN_FIRST_PID, 0)
         if p is None or pid in self._gone:
             return None
         return ProcFacts(p.name, p.user, p.argv)
+
+
+def churn_job(number: int, index: int) -> FakeProcess:
+    """The ``number``-th short job of a scenario with churn, on GPU ``index``."""
+    return FakeProcess(CHURN_FIRST_PID + number, "python", "erin", ("python", f"job{number}.py"),
+                       {index: "compute"}, (1 + number % 4) * GIB, 0.3)
 
 
 def scenario_names() -> list[str]:
@@ -112,6 +129,7 @@ class FakeBackend:
         for p in self.scenario.processes:
             for index, kind in p.devices.items():
                 self._on_device[index].append((p, kind))
+        self._churned: dict[tuple[int, int], list[tuple[FakeProcess, str]]] = {}  # (GPU, step) →
 
     # -- plumbing -----------------------------------------------------------------------------
     def _enter(self, method: str, handle: FakeHandle | None = None) -> None:
@@ -134,7 +152,8 @@ class FakeBackend:
 
     def _load(self, index: int, step: int) -> float:
         """0..1: how busy GPU ``index`` is at its ``step``-th poll (deterministic)."""
-        demand = min(1.0, sum(p.busy for p, _ in self._on_device[index]))
+        demand = min(1.0, sum(p.busy for p, _ in self._on_device[index])
+                     + sum(p.busy for p, _ in self._churn_on(index, step)))
         if demand <= 0:
             return 0.0
         wave = 0.8 + 0.2 * math.sin(2 * math.pi * step / self._period[index] + self._phase[index])
@@ -149,11 +168,30 @@ class FakeBackend:
         return cached[1]
 
     def _present(self, index: int) -> list[tuple[FakeProcess, str]]:
-        """Processes NVML lists on this GPU now (vanishing pids drop off after a while)."""
+        """Processes NVML lists on this GPU now (vanishing pids drop off after a while, short jobs
+        come and go)."""
         s = self.scenario
+        if s.churn_every:
+            return self._on_device[index] + self._churn_on(index, self._steps[index])
         if not s.vanishing_pids or self._steps[index] < s.vanish_after:
             return self._on_device[index]
         return [(p, k) for p, k in self._on_device[index] if p.pid not in s.vanishing_pids]
+
+    def _churn_on(self, index: int, step: int) -> list[tuple[FakeProcess, str]]:
+        """The short jobs holding GPU ``index`` at its ``step``-th poll: job n starts at poll
+        ``n * churn_every`` on GPU ``n % gpus`` and holds it for ``churn_life`` polls."""
+        s = self.scenario
+        if not s.churn_every:
+            return []
+        known = self._churned.get((index, step))
+        if known is None:
+            if len(self._churned) > 4 * s.gpus:
+                self._churned.clear()
+            first = max(0, -(-(step - s.churn_life + 1) // s.churn_every))
+            known = self._churned[(index, step)] = [
+                (churn_job(n, index), "compute") for n in range(first, step // s.churn_every + 1)
+                if n % s.gpus == index]
+        return known
 
     # -- library and system -------------------------------------------------------------------
     def init(self) -> None:
@@ -279,7 +317,8 @@ class FakeBackend:
         if now_us <= last_seen_us:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         load = self._now_load(index)
-        demand = sum(p.busy for p, _ in self._on_device[index]) or 1.0
+        demand = (sum(p.busy for p, _ in self._on_device[index])
+                  + sum(p.busy for p, _ in self._churn_on(index, self._steps[index]))) or 1.0
         samples = [
             ProcessUtilSample(p.pid, now_us, round(100 * load * p.busy / demand),
                               round(45 * load * p.busy / demand))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 GIB = 1 << 30
 MIB = 1 << 20
+CHURN_FIRST_PID = 20_000  #: the ``churn`` scenario's n-th short job (from 0) has this pid + n
 
 #: Backend methods that the ``notsupported`` scenario answers with NVMLError_NotSupported.
 OPTIONAL_FIELDS = frozenset({
@@ -49,6 +50,9 @@ class Scenario:
     vanish_after: int = 4  #: NVML stops listing the vanishing pids after this many polls
     slow: dict[str, float] = field(default_factory=dict)  #: method → seconds each call takes
     mig_enabled: frozenset[int] = frozenset()
+    #: every this many polls a short job starts on the next GPU in turn (0: none) ...
+    churn_every: int = 0
+    churn_life: int = 0  #: ... and holds it for this many polls; its pid is CHURN_FIRST_PID + its number
 
 
 def _job(pid, name, user, argv, devices, mem, busy, kind="compute") -> FakeProcess:
@@ -111,6 +115,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
             _job(4601, "python", "alice", ["python", "-c", "import torch"], (0, 1), 500 * MIB, 0.3),
         ),
         vanishing_pids=frozenset({4601}),
+    ),
+    Scenario(
+        "churn", "8 GPUs: shared8's job on GPUs 0-3 and server on 4-5, and a short job starting "
+        "every 30 polls on the next GPU in turn, each holding it for 300 polls (processes come "
+        "and go all day)", gpus=8,
+        processes=(_TRAIN, _SERVE),
+        churn_every=30, churn_life=300,
     ),
     Scenario(
         "hang", "1 GPU whose utilization call takes 2 s, longer than the polling interval",
