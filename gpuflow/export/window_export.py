@@ -77,13 +77,13 @@ class WindowExport:
     """One export of ``[start_s, end_s)`` (and one process, with ``pid``); plan it, then stream it."""
 
     def __init__(self, query_window: WindowQuery, query_history: HistoryQuery | None, start_s: float,
-                 end_s: float, pid: int | None = None, piece_spans: int = PIECE_SPANS) -> None:
+                 end_s: float, pid: int | None = None, piece_spans: int | None = None) -> None:
         if not end_s > start_s:
             raise ValueError("an export's end must be after its start")
         self._query_window = query_window
         self._query_history = query_history
         self.start_s, self.end_s, self.pid = start_s, end_s, pid
-        self.piece_spans = max(1, piece_spans)
+        self.piece_spans = max(1, PIECE_SPANS if piece_spans is None else piece_spans)
         self.pieces: list[tuple[float, float]] | None = None
         self.summary = ExportSummary()
 
@@ -125,6 +125,8 @@ class WindowExport:
                 lo, held = j, 0
             held += count
             if held > self.piece_spans:  # one bucket alone is too dense: plan inside it
+                if lo < j:
+                    pieces.append((edges[lo], edges[j]))
                 splittable = depth < MAX_PLAN_DEPTH and edges[j + 1] - edges[j] >= PLAN_WIDTH * 1e-6
                 pieces.extend(self._plan(edges[j], edges[j + 1], depth + 1) if splittable
                               else [(edges[j], edges[j + 1])])

@@ -200,3 +200,16 @@ def test_one_process_only_and_its_readings_only():
     process_counters = {t.path(uuid)[0] for uuid in t.counters if t.tracks[uuid].name.startswith("sm_util")}
     assert process_counters == set()  # the fake's NVML processes (4000, 4001) are not pid 5001
     assert any(t.tracks[uuid].name == "utilization_gpu_pct" for uuid in t.counters)  # devices stay
+
+
+def test_quiet_time_before_a_dense_stretch_is_still_asked():
+    # the first buckets are empty and the one holding every execution is too dense for one piece:
+    # the pieces must still cover the range from its start, edge to edge (a recorder's buckets
+    # need not fall where the plan's do, so a hole could lose executions)
+    dense = kernels(5000, int(T0 * 1e6), 1)
+    asked = Asked(recorder_with([dense]))
+    export = WindowExport(asked.window, None, T0 - 100, T0 + 100, piece_spans=1000)
+    t = read(run(export))
+    assert export.pieces[0][0] == T0 - 100 and export.pieces[-1][1] == T0 + 100
+    assert all(a[1] == b[0] for a, b in zip(export.pieces, export.pieces[1:]))
+    assert len(t.slices) == 5000
