@@ -8,6 +8,7 @@ Routes (GET and HEAD; anything else 405):
 * ``/api/stream`` — Server-Sent Events (:mod:`gpuflow.transport.sse`);
 * ``/api/window``, ``/api/history`` — the flight recorder's answers
   (:mod:`gpuflow.transport.recorded_api`);
+* ``/api/export`` — a range of them as a Perfetto trace to save (:mod:`gpuflow.transport.export_api`);
 * ``/metrics`` — Prometheus text (:mod:`gpuflow.transport.metrics`);
 * ``/healthz`` — ``{"status": "ok"|"starting"|"stopping", ...}``, 503 unless ok;
 * ``/favicon.ico`` — 204 (the UI has no icon; this keeps browser consoles free of 404s).
@@ -46,6 +47,7 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
+from gpuflow.transport.export_api import ExportResource
 from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_registry
 from gpuflow.transport.recorded_api import HistoryResource, WindowResource
 from gpuflow.transport.security import SecurityMiddleware
@@ -196,6 +198,7 @@ def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> Gpu
     app.add_route("/api/stream", StreamResource(state))
     app.add_route("/api/window", WindowResource(state))
     app.add_route("/api/history", HistoryResource(state))
+    app.add_route("/api/export", ExportResource(state))
     collector = SnapshotCollector(state.board.latest, settings.metrics_per_process, state.slots)
     app.add_route("/metrics", MetricsResource(state, make_registry(collector)))
     app.add_route("/healthz", HealthResource(state))
