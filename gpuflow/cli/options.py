@@ -1,5 +1,7 @@
 """Command-line parsing for ``gpuflow``: flags, validation, and one-line errors with exit status 2.
 
+``gpuflow export`` (a client of a running agent) takes flags of its own, checked here too.
+
 The flags of the agent and the server are defined here; each plugin's own flags come from its
 ``declare_options`` hook (``--ring-capacity``, ``--flush-ms``: the CUPTI collector's), so the
 plugins are loaded before the command line is parsed (with the ``--plugin`` modules found by a
@@ -67,6 +69,25 @@ def writable_file(text: str) -> str:
     if not os.access(parent, os.W_OK) or (os.path.exists(text) and not os.access(text, os.W_OK)):
         raise argparse.ArgumentTypeError(f"{text} cannot be written (permission denied)")
     return text
+
+
+def epoch_seconds(text: str) -> float:
+    """A time as seconds since the Unix epoch (what /api/window and /api/export take)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds since the Unix epoch, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite, non-negative number of seconds, got {text!r}")
+    return value
+
+
+def process_id(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"expected a process id (a whole number), got {text!r}")
+    return int(text)
 
 
 def port_number(text: str) -> int:
@@ -195,8 +216,30 @@ def build_parser(plugins: Sequence[PluginOptions] = ()) -> OneLineParser:
     run.add_argument("--no-summary", action="store_true", help="do not print the end-of-run summary")
     run.add_argument("--summary-json", type=writable_file, metavar="FILE", default=None,
                      help="also write the final traced state (complete counts, transfers, drops) as JSON")
+    run.add_argument("--trace-out", type=writable_file, metavar="FILE", default=None,
+                     help="at the end, write every execution the recorder retained of the run as a Perfetto "
+                          "trace (open it at ui.perfetto.dev)")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the program and its arguments")
     _add_plugin_flags(run, "run", plugins)
+
+    export = sub.add_parser(
+        "export", help="save a time range a running agent retains as a Perfetto trace",
+        description="Ask a running agent (gpuflow watch/run, or under gunicorn) for every execution it retains "
+                    "in a time range, and the readings kept over it, as a Perfetto trace file (open it at "
+                    "ui.perfetto.dev). Nothing is written unless the whole trace arrived.",
+        usage="gpuflow export --url URL [--token-file F] --from T0 --to T1 [--pid P] -o FILE")
+    export.add_argument("--url", required=True, metavar="URL",
+                        help="the agent's address, as gpuflow printed it (e.g. http://127.0.0.1:7717/)")
+    export.add_argument("--token-file", metavar="PATH", default=None,
+                        help="the agent's token, read from this file (yours, chmod 600); else GPUFLOW_TOKEN_FILE "
+                             "or GPUFLOW_TOKEN")
+    export.add_argument("--from", dest="start", type=epoch_seconds, required=True, metavar="T0",
+                        help="the range's start, seconds since the Unix epoch")
+    export.add_argument("--to", dest="end", type=epoch_seconds, required=True, metavar="T1",
+                        help="its end (after T0, at most a week later)")
+    export.add_argument("--pid", type=process_id, default=None, metavar="P", help="only this traced process")
+    export.add_argument("-o", "--output", type=writable_file, required=True, metavar="FILE",
+                        help="the trace file to write (replaced only once the whole trace has arrived)")
 
     sub.add_parser("doctor", help="check what works on this machine and why not",
                    description="Check NVML, the driver, CUPTI, the injection library and shared memory.")
@@ -217,7 +260,7 @@ def plugin_modules(argv: Sequence[str]) -> list[str]:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    return next((a for a in argv if a in ("watch", "run", "doctor")), None)
+    return next((a for a in argv if a in ("watch", "run", "export", "doctor")), None)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -234,8 +277,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.command is None:
         if unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-        parser.error("a command is needed: watch (every GPU, live), run -- COMMAND (trace a program) "
-                     "or doctor (what works here)")
+        parser.error("a command is needed: watch (every GPU, live), run -- COMMAND (trace a program), "
+                     "export (save a range as a Perfetto trace) or doctor (what works here)")
     sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     if unknown:
         sub.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -247,6 +290,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             if not cmd:
                 sub.error("no command given: use gpuflow run [options] -- COMMAND [ARGS...]")
             args.cmd = cmd
+    if args.command == "export" and not args.end > args.start:
+        sub.error("--to must be after --from")
     args.plugin_manager = pm
     args.plugin_options = _given_plugin_options(args)
     return args

@@ -12,6 +12,11 @@ program is never started; with ``--linger`` one ends the lingering.
 The program gets gpuflow's environment and what the plugins add, less the agent's token
 (``GPUFLOW_TOKEN``).
 
+With ``--trace-out FILE``, once the collectors have drained for the last time, every execution the
+recorder retained of the run (and the readings kept over it) is written as a Perfetto trace
+(gpuflow.export, asked through the agent like ``/api/export``); where retention had evicted part
+of a process's run, stderr says which range the file holds and how to keep more.
+
 Constraints: gpuflow's own messages go to stderr (stdout is the program's); the embedded server is
 threaded, never gunicorn, so nothing else reaps the child; the collectors are reached only
 through the agent's hook calls.
@@ -28,6 +33,7 @@ import sys
 import time
 
 from gpuflow.cli.child import LaunchError, TracedChild, resolve_command
+from gpuflow.cli.trace_out import write_trace_out
 from gpuflow.cli import logs
 from gpuflow.cli.report import describe_start
 from gpuflow.cli.serving import (StartupError, build_app, describe_login, start_serving, warn_if_benchmarking,
@@ -56,6 +62,7 @@ def program_environment() -> dict[str, str]:
 def cmd_run(args: argparse.Namespace) -> int:
     err = sys.stderr
     session = new_session_id()
+    started_s = time.time()
     with StopSignals() as stop:   # until the program starts, and while --linger serves
         try:
             app = build_app(args)
@@ -112,6 +119,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_summary(final, err, live=live)
     if args.summary_json:
         write_summary_json(final, args.summary_json, status, err)
+    if args.trace_out:
+        write_trace_out(serving.agent, args.trace_out, started_s, time.time(), err)
     err.flush()
     return status
 
