@@ -11,7 +11,9 @@ Layout, one job per module:
 * ``sampler.py`` - the slow NVML readings, sampled on a background thread;
 * ``readings.py`` - one GPU's share of a tick: its calls, their cleaning, unchanged objects reused;
 * ``collector.py`` - the poll thread that builds the cached SnapshotPart;
-* ``options.py`` - its options (the fake backend, nvmlInit's retry period);
+* ``history.py`` / ``history_track.py`` - the readings over time, fed by each tick, answering
+  ``query_history``;
+* ``options.py`` - its options (the fake backend, nvmlInit's retry period, the history's budget);
 * ``doctor.py`` - its lines in ``gpuflow doctor`` (the real NVML, through ``query.py``);
 * ``factory.py`` / ``plugin.py`` - wiring into the agent as the pluggy plugin "nvml".
 

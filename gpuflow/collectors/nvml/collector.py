@@ -8,7 +8,9 @@ produces different readings, so the agent sends a frame only when something chan
 
 Two threads: the poll thread (init, then a tick every interval: the fast per-device fields, the
 process lists, /proc) and the sampler thread (:mod:`gpuflow.collectors.nvml.sampler`: PCIe
-throughput, MIG mode, per-process utilization, which NVML is slow to give).
+throughput, MIG mode, per-process utilization, which NVML is slow to give). Each tick's part also
+goes into the history (:mod:`gpuflow.collectors.nvml.history`, when the collector has one), stamped
+with the clock's time at the tick's start.
 
 Faults, none of which stops the agent:
 
@@ -41,6 +43,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from gpuflow.collectors.nvml.backend import NvmlBackend
+from gpuflow.collectors.nvml.history import HistoryStore
 from gpuflow.collectors.nvml.procinfo import LinuxProcReader, ProcReader, describe_cmdline
 from gpuflow.collectors.nvml.query import DeviceLost, explain_init_error, nvml_query
 from gpuflow.collectors.nvml.readings import (
@@ -84,8 +87,10 @@ class NvmlCollector:
         hostname: str | None = None,
         init_retry_s: float = DEFAULT_INIT_RETRY_S,
         extra_problems: tuple[Problem, ...] = (),
+        history: HistoryStore | None = None,
     ) -> None:
         self._b = backend
+        self.history = history  #: the readings over time (None: not kept)
         self.interval_s = config.interval_s
         self._show_cmdline = config.show_cmdline
         self._procs = proc_reader if proc_reader is not None else LinuxProcReader()
@@ -246,9 +251,13 @@ class NvmlCollector:
                 part = SnapshotPart(source=SOURCE, host=self._host, problems=self._problems_base())
                 return self._publish(part)
             t0 = self._poll_started  # _try_init moves it past a slow init: that is not a slow poll
+            history = self.history
+            at = self._clock() if history is not None else 0.0
             part, new = self._tick()
             elapsed = self._monotonic() - t0
             self.last_poll_s = elapsed
+            if history is not None:  # GPUFlow's own work: not part of "NVML is slow"
+                history.record(at, part.devices, part.processes)
             if elapsed > self.interval_s:
                 part = replace(part, problems=part.problems + (Problem(SOURCE, severity="warning", message=(
                     f"NVML is slow: the last poll took {elapsed:.2f} s, longer than the "

@@ -4,7 +4,8 @@ The fake backend is chosen by the ``fake`` option (``GPUFLOW_NVML_FAKE``, or
 ``AgentConfig.options["nvml"]["fake"]``; :mod:`gpuflow.collectors.nvml.options`), naming a
 scenario of :mod:`gpuflow.collectors.nvml.fake_scenarios`; ``fake_seed`` picks the seed,
 ``fake_slow_s`` overrides how long the scenario's slow calls take (the ``hang`` scenario) and
-``init_retry_s`` how often a failed nvmlInit is retried.
+``init_retry_s`` how often a failed nvmlInit is retried. The ``history*`` options give the
+history's budget (:mod:`gpuflow.collectors.nvml.history`), or none with ``history`` off.
 
 Constraints: called from ``start_collecting`` inside the serving process; creates objects only
 (NVML is initialized later, on the collector's own thread); pynvml's library is not loaded here.
@@ -14,15 +15,27 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gpuflow.collectors.nvml.collector import SOURCE, NvmlCollector
+from gpuflow.collectors.nvml.collector import MIN_GAP_S, SOURCE, NvmlCollector
 from gpuflow.collectors.nvml.fake_backend import FakeBackend, describe
-from gpuflow.core.context import CollectorContext
+from gpuflow.collectors.nvml.history import HistoryBudget, HistoryStore
+from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.snapshot import Problem
+
+
+def build_history(config: AgentConfig, options: Mapping[str, Any]) -> HistoryStore | None:
+    """The history store the options ask for (None: history off)."""
+    if not options["history"]:
+        return None
+    return HistoryStore(HistoryBudget(
+        interval_s=config.interval_s, fine_s=options["history_fine_s"],
+        coarse_s=options["history_coarse_s"], processes=options["history_processes"],
+        min_tick_s=MIN_GAP_S))
 
 
 def build_collector(context: CollectorContext, options: Mapping[str, Any]) -> NvmlCollector:
     """The collector this agent should run. Raises ValueError for an unknown fake scenario."""
     retry_s = options["init_retry_s"]
+    history = build_history(context.config, options)
     scenario = options["fake"]
     if scenario:
         backend = FakeBackend(scenario, seed=options["fake_seed"])
@@ -32,7 +45,9 @@ def build_collector(context: CollectorContext, options: Mapping[str, Any]) -> Nv
             f"simulated GPUs (fake NVML scenario {describe(backend.scenario)}): nothing shown "
             "here is a real reading"))
         return NvmlCollector(backend, context.config, proc_reader=backend.proc_reader,
-                             notify=context.notify, init_retry_s=retry_s, extra_problems=(notice,))
+                             notify=context.notify, init_retry_s=retry_s, extra_problems=(notice,),
+                             history=history)
     from gpuflow.collectors.nvml.pynvml_backend import PynvmlBackend
 
-    return NvmlCollector(PynvmlBackend(), context.config, notify=context.notify, init_retry_s=retry_s)
+    return NvmlCollector(PynvmlBackend(), context.config, notify=context.notify, init_retry_s=retry_s,
+                         history=history)

@@ -1,11 +1,15 @@
-"""The NVML collector's options: the fake backend for tests and demos, and nvmlInit's retry period.
+"""The NVML collector's options: the fake backend for tests and demos, nvmlInit's retry period, and
+the history's budget.
 
 Declared through the ``declare_options`` hook (gpuflow.core.options): ``GPUFLOW_NVML_FAKE`` names
 a scenario of :mod:`gpuflow.collectors.nvml.fake_scenarios` (simulated GPUs, labelled as such in
 the snapshot), ``GPUFLOW_NVML_FAKE_SEED`` its seed; ``fake_slow_s`` (how long the scenario's slow
 calls take, the ``hang`` scenario) and ``init_retry_s`` are given in code by tests. An unknown
 scenario name is not refused here: the collector reports it as a Problem and runs without GPUs,
-so ``gpuflow watch`` still starts and says why.
+so ``gpuflow watch`` still starts and says why. The history (docs/recorder.md, "History") is on
+unless ``GPUFLOW_NVML_HISTORY=0``; ``GPUFLOW_NVML_HISTORY_FINE_S`` (how long samples are kept at
+the polling rate), ``_COARSE_S`` (how long the minute roll-ups are) and ``_PROCESSES`` (process
+series kept) bound it; environment only, no flags: they are rarely changed.
 
 Constraints: pure; importing it loads no NVML.
 """
@@ -15,10 +19,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpuflow.core.options import Option, PluginOptions
+from gpuflow.core.options import Option, PluginOptions, boolean
 
 KEY = "nvml"
 DEFAULT_INIT_RETRY_S = 30.0
+DEFAULT_HISTORY_FINE_S = 3600.0  #: an hour at the polling rate
+DEFAULT_HISTORY_COARSE_S = 86_400.0  #: a day of minute roll-ups
+DEFAULT_HISTORY_PROCESSES = 32  #: (process, GPU) series
+HISTORY_FINE_S_RANGE = (300.0, 86_400.0)
+HISTORY_COARSE_S_RANGE = (60.0, 7 * 86_400.0)  #: at most a week: the longest range /api/history takes
+HISTORY_PROCESSES_RANGE = (0, 256)  #: 256 slots hold 31 MiB at a 1 s interval
 
 
 def scenario_name(value: Any) -> str | None:
@@ -59,6 +69,24 @@ def positive_seconds(value: Any) -> float:
     return number
 
 
+def _within(convert: Any, low: float, high: float, unit: str) -> Any:
+    def checked(value: Any) -> Any:
+        number = convert(value)
+        if not low <= number <= high:
+            raise ValueError(f"expected {low:g} to {high:g} {unit}, got {value!r}")
+        return number
+    checked.__doc__ = f"{convert.__doc__} Between {low:g} and {high:g}."
+    return checked
+
+
+def count(value: Any) -> int:
+    """A whole number >= 0."""
+    number = seed(value)
+    if number < 0:
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    return number
+
+
 OPTIONS = PluginOptions(KEY, (
     Option("fake", scenario_name, None,
            "play a scripted fake-GPU scenario instead of the real NVML (tests, demos)",
@@ -66,4 +94,14 @@ OPTIONS = PluginOptions(KEY, (
     Option("fake_seed", seed, 0, "the fake scenario's seed", env="GPUFLOW_NVML_FAKE_SEED"),
     Option("fake_slow_s", seconds, None, "how long the fake scenario's slow NVML calls take"),
     Option("init_retry_s", positive_seconds, DEFAULT_INIT_RETRY_S, "how often a failed nvmlInit is retried"),
+    Option("history", boolean, True, "keep the GPUs' and GPU processes' readings over time",
+           env="GPUFLOW_NVML_HISTORY"),
+    Option("history_fine_s", _within(seconds, *HISTORY_FINE_S_RANGE, "seconds"), DEFAULT_HISTORY_FINE_S,
+           "how long readings are kept at the polling rate", env="GPUFLOW_NVML_HISTORY_FINE_S"),
+    Option("history_coarse_s", _within(seconds, *HISTORY_COARSE_S_RANGE, "seconds"),
+           DEFAULT_HISTORY_COARSE_S, "how long their one-a-minute roll-ups are kept",
+           env="GPUFLOW_NVML_HISTORY_COARSE_S"),
+    Option("history_processes", _within(count, *HISTORY_PROCESSES_RANGE, "series"),
+           DEFAULT_HISTORY_PROCESSES, "GPU process series kept (one per process and GPU it holds)",
+           env="GPUFLOW_NVML_HISTORY_PROCESSES"),
 ))

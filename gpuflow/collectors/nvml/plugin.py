@@ -4,7 +4,8 @@ An ordinary plugin, registered the way third-party collectors are (``DEFAULT_PLU
 :mod:`gpuflow.core.plugins`); disable it with ``GPUFLOW_DISABLED_PLUGINS=nvml``. Per-agent state
 lives in ``context.slots["nvml"]`` (several agents may share a process in tests). Its options
 (the fake backend, nvmlInit's retry period) are :data:`~gpuflow.collectors.nvml.options.OPTIONS`;
-its ``gpuflow doctor`` lines come from :mod:`gpuflow.collectors.nvml.doctor`.
+its ``gpuflow doctor`` lines come from :mod:`gpuflow.collectors.nvml.doctor`. It answers
+``query_history`` from the collector's history (:mod:`gpuflow.collectors.nvml.history`).
 
 Constraints: importing this module does nothing (no NVML, no threads); ``start_collecting``
 returns at once (NVML is initialized on the collector's thread) and never raises for an
@@ -22,6 +23,7 @@ from gpuflow.core.context import CollectorContext
 from gpuflow.core.doctor import DoctorCheck
 from gpuflow.core.hookspecs import hookimpl
 from gpuflow.core.options import PluginOptions
+from gpuflow.core.recorded import HistoryPart
 from gpuflow.core.snapshot import Problem, SnapshotPart
 
 SLOT = "nvml"
@@ -60,6 +62,12 @@ def start_collecting(context: CollectorContext) -> None:
 def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
     collector = context.slots.get(SLOT)
     return None if collector is None else collector.latest()
+
+
+@hookimpl
+def query_history(context: CollectorContext, start_s: float, end_s: float) -> HistoryPart | None:
+    history = getattr(context.slots.get(SLOT), "history", None)
+    return None if history is None else history.query(start_s, end_s, SOURCE)
 
 
 @hookimpl
