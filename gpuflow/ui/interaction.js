@@ -2,7 +2,8 @@
 //
 // Drag pans, the wheel zooms about the cursor, a click isolates a node (again, or on empty
 // space, clears it), F fits everything or the isolated node and its neighbours, Esc clears, P
-// shows or hides the process list. Hovering finds the node, and on a traced strip the span, the
+// shows or hides the process list, E saves what the traced lanes show (the isolated process's,
+// if one is) as a Perfetto trace and opens it in Perfetto's UI (perfetto.js). Hovering finds the node, and on a traced strip the span, the
 // lane label, the "not sampled" stretch or the kernel or transfer row under the cursor (binary
 // search on the lane's starts). The card is rebuilt after every draw while the pointer is on the
 // plane (afterDraw()), from the latest frame and the view as it is now: values refresh while it
@@ -19,6 +20,7 @@ import { el } from './connection.js';
 import { COUNT_X, KERNEL_ROWS, LANE_H, MAX_LANES_DRAWN, STATS_X, STAT_ROW, STRIP_X, TRACK_W, TRACK_X, kernelRowY,
   laneTop } from './geometry.js';
 import { firstIndexAtOrAfter } from './lanes.js';
+import { saveAndOpen } from './perfetto.js';
 import { fitTo, litSets, model, rebuild } from './layout.js';
 import { store } from './store.js';
 import { statsRows } from './traced.js';
@@ -145,8 +147,18 @@ export function installInteraction(toggleList) {
     if (e.target && (e.target.tagName === 'INPUT' || e.target.tagName === 'TEXTAREA')) return;
     if (e.key === 'f' || e.key === 'F') fitNow();
     else if (e.key === 'p' || e.key === 'P') toggleList();
+    else if (e.key === 'e' || e.key === 'E') saveShown();
     else if (e.key === 'Escape') { ui.isolated = null; ui.hover = null; hideTip(); markDirty(); }
   });
+}
+
+// E: the time the traced lanes show, of the isolated process or of all, saved and opened in Perfetto
+function saveShown() {
+  const pid = ui.isolated && ui.isolated.startsWith('p:') ? Number(ui.isolated.slice(2)) : null;
+  const shown = [...store.traced].filter(([p, t]) => (pid === null || p === pid) && t.t0 !== null && t.t1 !== null);
+  if (!shown.length) return;
+  const from = Math.min(...shown.map(([, t]) => t.t0)) / 1e6, to = Math.max(...shown.map(([, t]) => t.t1)) / 1e6 + 1e-6;
+  saveAndOpen(from, to, pid).catch((err) => console.warn('GPUFlow: ' + err.message));
 }
 
 function showTip(h) {
