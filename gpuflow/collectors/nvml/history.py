@@ -29,6 +29,7 @@ times never go backwards (a clock stepped back repeats the newest time until it 
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from array import array
 from bisect import bisect_left
@@ -162,13 +163,17 @@ class HistoryStore:
             self._minute, self._minute_first = minute, self._ticks
         frame, width = self._frame, self._width
         if devices is not self._seen[0]:
+            read, pack = DEVICE_ROW.read, DEVICE_ROW.pack  # DEVICE_ROW.write, inline
             for track, d in zip(self._devices, devices):
                 if d is not track.source:
                     if d.uuid != track.entity[1]:  # other GPUs: a new layout (see the class)
                         self._start_over(devices)
                         return self.record(t, devices, processes)
                     track.source = d
-                    DEVICE_ROW.write(frame, track.offset, d)  # the frame is this thread's alone
+                    try:  # the frame is this thread's alone
+                        pack(frame, 8 * track.offset, *read(d))
+                    except struct.error:
+                        DEVICE_ROW.write(frame, track.offset, d)
         with self._lock:
             k = self._ticks
             if processes is not self._seen[1]:
@@ -196,7 +201,8 @@ class HistoryStore:
     def _place_processes(self, k: int, processes: tuple[Any, ...]) -> None:
         """Each process on each GPU into its slot's columns of the frame; a new one takes a free
         slot, else the slot of the process that left longest ago; one that left is blanked."""
-        frame, slot_of, write = self._frame, self._slot_of, PROCESS_ROW.write
+        frame, slot_of = self._frame, self._slot_of
+        read, pack = PROCESS_ROW.read, PROCESS_ROW.pack  # PROCESS_ROW.write, inline
         now: set[Track] = set()
         new = []
         for p in processes:
@@ -210,7 +216,10 @@ class HistoryStore:
                 if a is not slot.source:
                     slot.source = a
                     slot.left = -1
-                    write(frame, slot.offset, a)
+                    try:
+                        pack(frame, 8 * slot.offset, *read(a))
+                    except struct.error:
+                        PROCESS_ROW.write(frame, slot.offset, a)
         for slot in self._present - now:
             slot.left, slot.source = k, None
             PROCESS_ROW.blank(frame, slot.offset)
@@ -245,10 +254,9 @@ class HistoryStore:
             if a >= b:
                 continue
             rolled.append(track)
-            for j in range(len(track.metrics)):
-                c = track.offset + j
-                row[STATS * c:STATS * c + STATS] = array(FLOAT, stats(column(
-                    self._fine, width, cap, c, a, b)))
+            for c in range(track.offset, track.offset + len(track.metrics)):
+                row[STATS * c], row[STATS * c + 1], row[STATS * c + 2] = stats(column(
+                    self._fine, width, cap, c, a, b))
         with self._lock:
             if self._rolled_first < 0:
                 self._rolled_first = minute

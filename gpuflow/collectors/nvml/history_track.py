@@ -52,6 +52,7 @@ class RowWriter:
         self.pack = struct.Struct(f"{self.width}d").pack_into
 
     def write(self, frame: array, offset: int, source: Any) -> None:
+        """Write ``source``'s metrics at column ``offset`` (the tick inlines this; keep them alike)."""
         values = self.read(source)
         try:
             self.pack(frame, 8 * offset, *values)
@@ -125,10 +126,12 @@ def column(ring: array, width: int, capacity: int, col: int, start: int, stop: i
 def stats(values: array) -> tuple[float, float, float]:
     """The mean (``math.fsum`` of the available values over their count), minimum and maximum of
     the values that are not NaN; NaN three times when none is."""
-    total = math.fsum(values)  # NaN if any value is (readings are finite or NaN, never infinite)
-    if total == total:
-        return total / len(values), min(values), max(values)
-    available = [v for v in values if v == v]
-    if not available:
-        return NAN, NAN, NAN
-    return math.fsum(available) / len(available), min(available), max(available)
+    available = values.tolist()
+    total = math.fsum(available)  # NaN if any value is (readings are finite or NaN, never infinite)
+    if total != total:
+        available = [v for v in available if v == v]
+        if not available:
+            return NAN, NAN, NAN
+        total = math.fsum(available)
+    available.sort()
+    return total / len(available), available[0], available[-1]
