@@ -77,7 +77,10 @@ def collector(fake: str | None, seed: int, interval_s: float, history: bool) -> 
 def tick_side_by_side(fake: str | None, seed: int, ticks: int) -> tuple[list[float], list[float], NvmlCollector, Clock, int]:
     on, on_clock, _ = collector(fake, seed, 1.0, True)
     off, off_clock, _ = collector(fake, seed, 1.0, False)
-    gpus = len(on.poll_once().devices)
+    first = on.poll_once()
+    gpus = len(first.devices)
+    if not gpus:
+        raise SystemExit("no GPUs: " + "; ".join(p.message for p in first.problems))
     off.poll_once()
     t_on: list[float] = []
     t_off: list[float] = []

@@ -5,25 +5,27 @@ any thread (:meth:`HistoryStore.query`, the plugin's ``query_history``; docs/rec
 
 * per GPU, the snapshot Device's changing numeric readings (history_track.DEVICE_METRICS); per
   process and GPU it holds, the Attachment's memory and SM %; "not available" is NaN, never 0;
-* at the polling rate for ``fine_s`` (an hour) — one row per tick in a ring of
-  :attr:`HistoryBudget.fine_ticks` rows, whose times are one shared ring;
+* at the polling rate for ``fine_s`` (an hour): one row per tick holding every column (a frame:
+  history_track.py) in a ring of :attr:`HistoryBudget.fine_ticks` rows, beside a ring of times;
 * beyond that, one roll-up a minute (of wall-clock time, ``t // 60``) for ``coarse_s`` (a day):
   the mean, minimum and maximum of the minute's available samples, computed from its fine rows
   when the first tick of a later minute arrives (so exactly the samples it stands for);
-* process tracks are bounded (``processes``): a process that left keeps its track until every
-  row of it has aged out, or until a new process needs the room, the one that left longest ago
-  first; processes beyond the bound while all of them still hold a GPU are not kept, and the
-  answer says so.
+* process slots are bounded (``processes``): a process that left keeps its slot until a new one
+  needs it, the one that left longest ago first; processes beyond the bound while every slot's
+  process still holds a GPU are not kept, and the answer says so;
+* the rings grow as they fill (until they first wrap, row k is at k), up to the budget
+  (:meth:`HistoryBudget.nbytes`) and no further.
 
-An answer gives, per track and metric, the roll-ups for the stretch older than the oldest whole
-minute still at the polling rate (``join_s``), then the samples at the polling rate from there
-on: two :class:`~gpuflow.core.recorded.Series` of different ``resolution_s``, never overlapping.
+An answer gives, per GPU or slot and metric, the roll-ups of the minutes before the oldest whole
+minute still at the polling rate (the join), then the samples at the polling rate from there on:
+two :class:`~gpuflow.core.recorded.Series` of different ``resolution_s``, never overlapping.
 
-Constraints: the tick's cost (bench/history.py; the NVML tick's budget is 1 ms per GPU): one
-slice assignment per track and tick, rows remade only when the snapshot object changed; no Python
-object per sample; the lock is held by a tick's writes (microseconds) and by a reader's copy of one
-track at a time (tens of microseconds for an hour), so neither side waits on the other for long;
-times never go backwards (a clock stepped back repeats the newest time until it catches up).
+Constraints: the tick's cost (bench/history.py; the NVML tick's budget is 1 ms per GPU): the
+columns of a GPU or process are rewritten in the frame only when its snapshot object changed
+(one ``pack_into``), and the frame goes into the ring with one slice assignment; no Python object
+per sample; the lock is held by a tick's writes (~15 µs) and by a reader's copy of one GPU's or
+slot's columns at a time (~0.1 ms for an hour), never by the roll-up's arithmetic; times never go
+backwards (a clock stepped back repeats the newest time until it catches up).
 """
 
 from __future__ import annotations
