@@ -9,6 +9,16 @@ A range outside what is retained, or with nothing traced, is an empty 200 answer
 retained; only malformed input (not a number, ``to`` not after ``from``, a range or width past
 the limits below, an unknown parameter) is 400, with a message that never repeats the input.
 
+A view that draws history small (the page's sparklines, its timeline) asks for less:
+``metrics=a,b`` keeps only the series of those metrics, and ``points=<n>`` reduces every series
+holding more than ``n`` points to at most ``n``, here, from what the collectors answered: the range
+is cut into buckets of ``(to - from) / (n - 1)`` seconds aligned to multiples of that width (so a
+bucket holds the same samples whichever range asked for it), and each bucket with samples becomes
+one point at its start: the mean of its available values (``math.fsum`` over their count), their
+least and greatest (a roll-up's own minimum and maximum taken into account), null when none was
+available. A reduced series says so with its ``resolution_s`` (the bucket's width) and its
+``"min"``/``"max"``; a series that already fits is answered as it is.
+
 The JSON (docs/recorder.md): spans travel column by column (``{"seq": [...], "start_us": [...],
 ...}``, -1 for "none"), with the lane's names table once; buckets as ``{"start_us", "width_us",
 "count": [...], "busy_ns": [...]}``; series as ``{"entity", "metric", "unit", "resolution_s",
@@ -23,7 +33,10 @@ tests) answers empty.
 
 from __future__ import annotations
 
+import bisect
 import math
+import re
+from array import array
 from typing import Any
 
 import falcon
@@ -37,6 +50,12 @@ from gpuflow.transport.frames import dumps
 MAX_RANGE_S = 7 * 86_400.0
 #: the most pixels a reduced window may be asked for
 MAX_WIDTH_PX = 16_384
+#: the most points a reduced series may be asked for (and the fewest: a series needs two)
+MAX_POINTS = 16_384
+MIN_POINTS = 2
+#: how many metric names ``metrics=`` may list, and what one looks like (the snapshot's field names)
+MAX_METRICS = 32
+_METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _SPAN_FIELDS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",
                 "block_x", "block_y", "block_z", "bytes", "direction")
 
@@ -81,6 +100,65 @@ def parse_range(req: falcon.Request, allowed: tuple[str, ...]) -> tuple[float, f
     if end - start > MAX_RANGE_S:
         raise BadQuery(f"the range may be at most {MAX_RANGE_S:.0f} s")
     return start, end
+
+
+def parse_metrics(req: falcon.Request) -> frozenset[str] | None:
+    """``metrics=a,b,...`` as a set of names, or None when not given."""
+    raw = req.get_param("metrics")
+    if raw is None:
+        return None
+    names = raw.split(",")
+    if len(names) > MAX_METRICS or not all(_METRIC_NAME.fullmatch(n) for n in names):
+        raise BadQuery(f"metrics must be a comma-separated list of at most {MAX_METRICS} metric names "
+                       "(lower case, digits and _)")
+    return frozenset(names)
+
+
+def parse_points(req: falcon.Request) -> int | None:
+    """``points=<n>``, checked, or None when not given."""
+    raw = req.get_param("points")
+    if raw is None:
+        return None
+    if not raw.isdigit() or len(raw) > 12:
+        raise BadQuery("points must be a whole number")
+    points = int(raw)
+    if not MIN_POINTS <= points <= MAX_POINTS:
+        raise BadQuery(f"points must be between {MIN_POINTS} and {MAX_POINTS}")
+    return points
+
+
+def _available(values: array, lo: int, hi: int) -> list[float]:
+    return [v for v in values[lo:hi] if v == v]   # NaN is not equal to itself: not available
+
+
+def reduce_series(s: Series, start: float, end: float, points: int) -> Series:
+    """``s`` with at most ``points`` points over ``[start, end)``: per bucket of ``(end - start) /
+    (points - 1)`` seconds, aligned to multiples of that width, the mean, least and greatest of the
+    available values at the bucket's start (NaN where none was available). A point a collector
+    answered from before ``start`` (a roll-up of a minute the range begins in) counts in the first
+    bucket. A series of ``points`` or fewer comes back as it is."""
+    n = len(s.t_s)
+    if n <= points:
+        return s
+    width = (end - start) / (points - 1)
+    first = math.floor(start / width)
+    last = first + points - 1   # however the division rounds, never more than `points` buckets
+    t_out, mean, least, greatest = array("d"), array("d"), array("d"), array("d")
+    lows = s.min_value if s.min_value is not None else s.value
+    highs = s.max_value if s.max_value is not None else s.value
+    i = 0
+    while i < n:
+        k = min(max(math.floor(s.t_s[i] / width), first), last)
+        j = n if k == last else max(i + 1, bisect.bisect_left(s.t_s, (k + 1) * width, i))
+        got = _available(s.value, i, j)
+        lo, hi = _available(lows, i, j), _available(highs, i, j)
+        t_out.append(k * width)
+        mean.append(math.fsum(got) / len(got) if got else math.nan)
+        least.append(min(lo) if lo else math.nan)
+        greatest.append(max(hi) if hi else math.nan)
+        i = j
+    return Series(entity=s.entity, metric=s.metric, unit=s.unit, resolution_s=max(width, s.resolution_s),
+                  t_s=t_out, value=mean, min_value=least, max_value=greatest)
 
 
 def span_columns_json(columns: SpanColumns) -> dict[str, Any]:
@@ -134,12 +212,16 @@ def window_json(parts: tuple[WindowPart, ...], start: float, end: float, pid: in
             "problems": _problems(parts)}
 
 
-def history_json(parts: tuple[HistoryPart, ...], start: float, end: float) -> dict[str, Any]:
+def history_json(parts: tuple[HistoryPart, ...], start: float, end: float,
+                 metrics: frozenset[str] | None = None, points: int | None = None) -> dict[str, Any]:
     froms = [p.retained_from_s for p in parts if p.retained_from_s is not None]
     tos = [p.retained_to_s for p in parts if p.retained_to_s is not None]
+    series = [s for part in parts for s in part.series if metrics is None or s.metric in metrics]
+    if points is not None:
+        series = [reduce_series(s, start, end, points) for s in series]
     return {"from": start, "to": end, "sources": [p.source for p in parts],
             "retained_from": min(froms) if froms else None, "retained_to": max(tos) if tos else None,
-            "series": [series_json(s) for part in parts for s in part.series],
+            "series": [series_json(s) for s in series],
             "problems": _problems(parts)}
 
 
@@ -172,20 +254,22 @@ class WindowResource:
 
 
 class HistoryResource:
-    """GET /api/history: the readings kept over time in a range."""
+    """GET /api/history: the readings kept over time in a range (some metrics, reduced, if asked)."""
 
     def __init__(self, state: Any) -> None:
         self.state = state
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
-            start, end = parse_range(req, ("from", "to"))
+            start, end = parse_range(req, ("from", "to", "metrics", "points"))
+            metrics = parse_metrics(req)
+            points = parse_points(req)
         except BadQuery as exc:
             _bad(resp, exc)
             return
         agent = self.state.agent
         parts = agent.query_history(start, end) if agent is not None else ()
         resp.content_type = falcon.MEDIA_JSON
-        resp.data = dumps(history_json(parts, start, end))
+        resp.data = dumps(history_json(parts, start, end, metrics, points))
 
     on_head = on_get
