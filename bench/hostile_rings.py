@@ -9,10 +9,10 @@ this script imports only its own folder and the installed package) that hands th
 ring made by the compiled test producer (the injected library's own ring code) and writes one
 attack into it, ``--rate`` records a second (0: as fast as the agent drains; 200,000, the default,
 is the launch storm's rate on an H200, and leaves a small machine's other core to the agent):
-a million distinct kernel names, 2,000 names of
+a million distinct kernel names, 4,096 names of
 4 KiB, 10,000 lanes, 200,000 names announced and never finished, timestamps of 0 and 2^64-1 and
-ends before starts, all of them in one ring (``together``), a header whose head, tail or capacity
-lies, and a ring 64 times the agent's own size filled as fast as the producer can. Scenarios run
+ends before starts, 4,096 names that each demangle to 106,432 characters, all of them in one ring
+(``together``), a header whose head, tail or capacity lies, and a ring 64 times the agent's own size filled as fast as the producer can. Scenarios run
 one at a time, each against a fresh agent, first ``benign`` (a busy real program's records, as
 fast: the point of comparison on a shared machine), then every producer at once (``all_at_once``:
 its snapshot holds all of them, each within its own bound).
@@ -53,8 +53,8 @@ SUPPORT = ROOT / "tests" / "support"
 #: run, not imported (see the module docstring)
 PRODUCER_BUILDER = SUPPORT / "ringproducer.py"
 HOSTILE = SUPPORT / "hostile.py"
-SCENARIOS = ("distinct_names", "long_names", "many_lanes", "unfinished_names", "extreme_times", "together",
-             "head_lies", "tail_lies", "capacity_lies", "huge_ring")
+SCENARIOS = ("distinct_names", "long_names", "many_lanes", "unfinished_names", "extreme_times", "demangled_names",
+             "together", "head_lies", "tail_lies", "capacity_lies", "huge_ring")
 #: benign first (the comparison), every attack at once last
 ORDER = ("benign", *SCENARIOS, "all_at_once")
 

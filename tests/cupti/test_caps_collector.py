@@ -102,15 +102,18 @@ def test_an_agent_passes_its_caps_to_the_decoders_and_reports_the_ones_reached(r
 
 def test_every_cap_and_budget_has_its_problem():
     seen = {"names_folded": 9, "names_cut": 2, "lane_overflow": 5, "names_unfinished": 1,
-            "names_over_budget": 3, "spans_over_budget": True, "lane_share_bytes": 12_345}
+            "names_over_budget": 3, "spans_over_budget": True, "lanes_bytes": 1_234_567, "lane_share_bytes": 12_345,
+            "demangled_budget": 4_194_304, "demangle_timeout": True}
     found = {key: (message, severity) for key, message, severity in caps.problems(42, seen, L.Caps())}
-    assert set(found) == {"cap-names", "cap-name-bytes", "lanes", "cap-pending", "budget-kernels", "budget-lanes"}
+    assert set(found) == {"cap-names", "cap-name-bytes", "lanes", "cap-pending", "budget-kernels", "budget-lanes",
+                          "budget-demangled", "demangle-time"}
     assert all(message.startswith("pid 42: ") for message, _severity in found.values())
     for key, variable in (("cap-names", "GPUFLOW_MAX_NAMES"), ("cap-name-bytes", "GPUFLOW_MAX_NAME_BYTES"),
                           ("lanes", "GPUFLOW_MAX_LANES"), ("cap-pending", "GPUFLOW_MAX_PENDING_NAMES")):
         assert variable in found[key][0]
-    assert "1 MiB" in found["budget-kernels"][0] and "3.5 MiB" in found["budget-lanes"][0]
-    assert "12,345 bytes" in found["budget-lanes"][0]
+    assert "3.5 MiB" in found["budget-kernels"][0] and "at most 3.5 MiB, within the 4.5 MiB" in found["budget-lanes"][0]
+    assert "1,234,567 bytes" in found["budget-lanes"][0] and "12,345 bytes" in found["budget-lanes"][0]
+    assert "4,194,304 characters" in found["budget-demangled"][0] and "mangled" in found["demangle-time"][0]
     assert caps.problems(42, dict.fromkeys(seen, 0), L.Caps()) == []
 
 

@@ -1,14 +1,15 @@
 """Hostile rings at the default configuration: what one traced process can make the agent hold.
 
-Each attack of tests/support/hostile.py (a million distinct names, 4 KiB names, 10,000 lanes,
-names announced and never finished, timestamps of 0 and 2^64-1 and ends before starts, and all of
-them together) is drained by each decoder twin on an in-memory ring, a ring-full per pass as the
+Each attack of tests/support/hostile.py (a million distinct names, 4,096 names of 4 KiB, 10,000
+lanes, names announced and never finished, timestamps of 0 and 2^64-1 and ends before starts,
+4,096 names that each demangle to 106,432 characters, and all of them together) is drained by each decoder twin on an in-memory ring, a ring-full per pass as the
 collector drains; the traced process is built as the collector builds it (TracedBuilder) and its
 part served by a real agent and the real app. Each case runs in a fresh process
 (``hostile.measure``), so that its memory figure is its own. What must hold:
 
 * the decoder keeps at most the default caps: names, kernel entries (plus the unnamed and the
-  "other" one), name length, lanes, names pending;
+  "other" one), name length, lanes, names pending; the builder, its demangling bounds: a name
+  shown in at most MAX_CHARS characters (and the cut mark), DEMANGLED_CHARS of them in all;
 * every record still counts, exactly: the kernel table's launches add up to every kernel decoded,
   the lanes' executions plus ``lane_overflow`` to every execution;
 * the process's peak resident size grows by at most 100 MB (for a million short names it grew by
@@ -28,6 +29,8 @@ from child_env import SUPPORT_DIR, with_support
 from hostile import ATTACKS
 
 from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti.demangle import MAX_CHARS
+from gpuflow.collectors.cupti.traced_builder import DEMANGLED_CHARS
 
 SNAPSHOT_MAX_BYTES = 5_000_000
 GROWTH_MAX_BYTES = 100 << 20
@@ -47,6 +50,7 @@ def test_one_hostile_ring_stays_within_the_default_bounds(decoder_impl, attack):
     assert m["names"] <= L.DEFAULT_MAX_NAMES and m["longest_name"] <= L.DEFAULT_MAX_NAME_BYTES
     assert m["kernel_entries"] <= L.DEFAULT_MAX_NAMES + 2
     assert m["lanes"] <= L.DEFAULT_MAX_LANES and m["pending_names"] <= L.DEFAULT_MAX_PENDING_NAMES
+    assert m["longest_shown_name"] <= MAX_CHARS + 1 and m["demangled_chars"] <= DEMANGLED_CHARS
     # exact: every kernel decoded is in the table, every execution on a lane or in lane_overflow
     assert m["table_launches"] == m["launched"]
     executions = m["launched"] + m["moved"]

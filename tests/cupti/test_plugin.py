@@ -43,7 +43,7 @@ def test_its_options_and_flags():
                                environ={"GPUFLOW_RING_CAPACITY": "2048", "GPUFLOW_RING_SOCKET": "/run/x/ring.sock"})
     assert dict(context.plugin_options(options.OPTIONS)) == {
         "ring_capacity": 4096, "flush_ms": 50, "lane_span_cap": 512, "ring_socket": "/run/x/ring.sock",
-        "max_names": 4096, "max_name_bytes": 1024, "max_lanes": 256, "max_pending_names": 16}
+        "max_names": 4096, "max_name_bytes": 4096, "max_lanes": 256, "max_pending_names": 16}
     flags = {o.flag: o.commands for o in plugin.declare_options().options if o.flag}
     assert flags == {"--ring-capacity": ("watch", "run"), "--flush-ms": ("run",)}
 

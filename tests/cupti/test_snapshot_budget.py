@@ -1,16 +1,17 @@
 """What one traced process adds to the snapshot, bounded by the builder (docs/decoder.md, "Caps").
 
 TracedBuilder shows a kernel name by name while the kernel table's names fit its JSON budget, and
-lets each lane show its newest spans within an equal share of the lanes' budget. Checked here,
-with both decoder twins on in-memory rings:
+lets each lane show its newest spans within an equal share of what the kernel table leaves of the
+process's budget. Checked here, with both decoder twins on in-memory rings:
 
 * the budgets hold in the agent's own JSON (``frames.dumps`` of ``to_json_dict``), whatever the
-  names (4 KiB of characters JSON escapes, 6 bytes each);
+  names (4 KiB of characters JSON escapes, 6 bytes each), the kernel table and the lanes together
+  within the process's;
 * what is over budget is still exact: the kernels beyond it count together under
   ``(other kernel names)`` (their spans too), a lane's ``spans_elided`` is executions less spans;
 * a name's fate is decided once: a table never loses an entry from one build to the next;
 * the fixed parts the budgets reserve per entry bound the JSON of the most extreme entries;
-* cut names end in ``…`` (decoder cuts, the producer's, demangled names past NAME_MAX).
+* cut names end in ``…`` (decoder cuts, the producer's, demangled names past the demangler's bound).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hostile import BufferRing, heavy_name
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import traced_builder as B
 from gpuflow.collectors.cupti.demangle import AVAILABLE as DEMANGLER
+from gpuflow.collectors.cupti.demangle import MAX_CHARS
 from gpuflow.core.snapshot import KernelStat, Lane, Snapshot, Span, _plain, _span_json  # /api/snapshot's forms
 from gpuflow.transport.frames import dumps
 
@@ -74,9 +76,9 @@ def test_the_lanes_keep_to_their_budget_each_showing_its_newest_spans(decoder_im
     records = F.name_chunks(1, heavy_name(1, 1000))
     records += [F.kernel(1, stream=s, start=t, end=t + 1) for t in range(300) for s in range(8)]
     ring, dec = feed(decoder_impl.cls, records)
-    builder = B.TracedBuilder(1, "s", dec.lane_span_cap, lanes_bytes=300_000)
+    builder = B.TracedBuilder(1, "s", dec.lane_span_cap, process_bytes=300_000, kernel_table_bytes=100_000)
     t = build(builder, dec)
-    assert json_bytes(t, "lanes") <= 300_000
+    assert json_bytes(t, "lanes") <= builder.lanes_bytes <= 300_000 - json_bytes(t, "kernels") + 2
     assert all(lane.spans_elided == lane.executions - len(lane.spans) == 300 - len(lane.spans) for lane in t.lanes)
     shown = {len(lane.spans) for lane in t.lanes}
     assert len(shown) == 1 and 0 < shown.pop() < 300 and builder.spans_over_budget > 0
@@ -85,14 +87,50 @@ def test_the_lanes_keep_to_their_budget_each_showing_its_newest_spans(decoder_im
     # more lanes appear: each lane's share shrinks, and every lane keeps to it
     ring.feed(dec, [F.kernel(1, stream=s, start=1000, end=1001) for s in range(8, 40)])
     t2 = build(builder, dec)
-    assert json_bytes(t2, "lanes") <= 300_000 and len(t2.lanes) == 40
+    assert json_bytes(t2, "lanes") <= builder.lanes_bytes and len(t2.lanes) == 40
     assert len(t2.lanes[0].spans) < len(t.lanes[0].spans)
+
+
+def test_the_kernel_table_and_the_lanes_keep_to_the_processs_budget_together(decoder_impl):
+    """The kernel table (the complete aggregates) takes what it needs up to its own budget; the
+    lanes (a sample) have what it leaves, so the process keeps to its budget as the table grows."""
+    records = [F.kernel(0, stream=s, start=t, end=t + 1) for t in range(200) for s in range(8)]
+    for nid in range(1, 121):
+        records += F.name_chunks(nid, heavy_name(nid, 1000))
+        records += [F.kernel(nid, stream=s, start=10_000 + nid, end=10_001 + nid) for s in range(8)]
+    ring, dec = feed(decoder_impl.cls, records)
+    builder = B.TracedBuilder(1, "s", dec.lane_span_cap, process_bytes=600_000, kernel_table_bytes=400_000)
+    t = build(builder, dec)
+    kernels, lanes = json_bytes(t, "kernels"), json_bytes(t, "lanes")
+    assert 0 < builder.names_over_budget < 120 and kernels <= 400_000 + 2 * B.KERNEL_JSON_FIXED
+    assert builder.spans_over_budget > 0 and lanes <= builder.lanes_bytes <= 600_000 - kernels + 2 * B.KERNEL_JSON_FIXED
+    assert kernels + lanes <= 600_000 + 2 * B.KERNEL_JSON_FIXED
+    # a builder whose table has a few names leaves its lanes more
+    few = B.TracedBuilder(1, "s", dec.lane_span_cap, process_bytes=600_000, kernel_table_bytes=20_000)
+    t2 = build(few, dec)
+    assert few.lanes_bytes > builder.lanes_bytes and json_bytes(t2, "lanes") > lanes
+
+
+def test_lane_labels_are_cut_so_that_the_heads_fit_the_least_the_lanes_have(decoder_impl):
+    """Stream names are kept whole up to 4 KiB by the decoder (its names' cap); 256 of them, every
+    byte escaped in JSON, would take 6 MB of lane heads, beyond what a process may add in all."""
+    records = [F.context(0, 1, 7)]
+    for s in range(L.DEFAULT_MAX_LANES):
+        records += F.name_chunks(1 + s, heavy_name(1 + s), F.FLAG_NAME_STREAM) + [F.stream_name(1 + s, 0, 1, 100 + s)]
+        records.append(F.copy(1, 64, stream=100 + s, start=10, end=20))
+    _ring, dec = feed(decoder_impl.cls, records)
+    assert all(len(text) == L.NAME_MAX for text, _flags in dec.names().values())
+    t = build(B.TracedBuilder(1, "s", dec.lane_span_cap), dec)
+    assert len(t.lanes) == L.DEFAULT_MAX_LANES and all(len(lane.spans) == 1 for lane in t.lanes)
+    assert all(lane.label.endswith(B.CUT_MARK) and len(lane.label.encode()) <= B.LABEL_MAX_BYTES + len(B.CUT_MARK.encode())
+               for lane in t.lanes)
+    assert json_bytes(t, "lanes") <= B.LANES_MIN_BYTES
 
 
 def test_copies_cost_their_fixed_part_only(decoder_impl):
     records = [F.copy(1, 4096, stream=s, start=t, end=t + 2) for t in range(400) for s in range(4)]
     _ring, dec = feed(decoder_impl.cls, records)
-    t = build(B.TracedBuilder(1, "s", dec.lane_span_cap, lanes_bytes=200_000), dec)
+    t = build(B.TracedBuilder(1, "s", dec.lane_span_cap, process_bytes=200_000), dec)
     assert json_bytes(t, "lanes") <= 200_000
     assert all(len(lane.spans) == (200_000 // 4 - B.LANE_JSON_FIXED - 6) // (B.SPAN_JSON_FIXED + 4)
                for lane in t.lanes)
@@ -124,14 +162,14 @@ def test_cut_names_end_in_the_marker(decoder_impl):
     assert t.lanes[0].label == "s" * 100 + B.CUT_MARK and t.lanes[0].spans[0].name == k.name
 
 
-def test_a_demangled_name_past_name_max_is_cut(decoder_impl):
-    # each parameter repeats the previous one twice: 93 bytes that demangle to 6,608 characters
-    mangled = "_Z1f1PI1AS0_E" + "".join(f"S_IS{i}_S{i}_E" for i in range(1, 9))
+def test_a_demangled_name_past_the_demanglers_bound_is_cut(decoder_impl):
+    # each parameter repeats the previous one twice: 133 bytes that demangle to 106,432 characters
+    mangled = "_Z1f1PI1AS0_E" + "".join(f"S_IS{i:X}_S{i:X}_E" for i in range(1, 13))
     _ring, dec = feed(decoder_impl.cls, F.name_chunks(1, mangled.encode()) + [F.kernel(1)])
     (k,) = build(B.TracedBuilder(1, "s", dec.lane_span_cap), dec).kernels
     assert k.mangled == mangled
     if DEMANGLER:
-        assert len(k.name) == L.NAME_MAX + 1 and k.name.startswith("f(P<A, A>") and k.name.endswith(B.CUT_MARK)
+        assert len(k.name) == MAX_CHARS + 1 and k.name.startswith("f(P<A, A>") and k.name.endswith(B.CUT_MARK)
 
 
 def test_json_cost_bounds_both_forms_of_a_name():

@@ -4,8 +4,9 @@ What it is for: the caps tests (tests/cupti/test_hostile_rings.py) feed these st
 decoders on in-memory rings, and the bounds benchmark (bench/hostile_rings.py) runs this file as
 separate processes that write them into real rings handed to a real agent with the compiled test
 producer (``python tests/support/hostile.py produce LIB SOCKET ATTACK SECONDS [RATE]``). Each attack is one of
-the issue's: a million distinct names, 4 KiB names, 10,000 lanes, names announced and never
-finished, timestamps of 0 and 2^64-1 and ends before starts, and all of them together; a ring's
+the issue's: a million distinct names, 4 KiB names (as many as ``max_names`` keeps), 10,000 lanes,
+names announced and never finished, timestamps of 0 and 2^64-1 and ends before starts, and all of
+them together; names that each demangle to over 100,000 characters (the demangler's bounds); a ring's
 header that lies (its head, tail or capacity) and a ring far larger than the agent's own are
 played on the real producer's ring (:data:`HEADER_ATTACKS`).
 
@@ -54,8 +55,9 @@ def distinct_names(n: int = 1_000_000) -> Iterator[bytes]:
         yield F.kernel(i, stream=13 + i % 4, start=1_000 + i, end=1_500 + i)
 
 
-def long_names(n: int = 2_000, launches: int = 20_000) -> Iterator[bytes]:
-    """``n`` distinct 4 KiB names (86 chunks each), then ``launches`` kernels cycling over them."""
+def long_names(n: int = 4_096, launches: int = 20_000) -> Iterator[bytes]:
+    """``n`` distinct 4 KiB names (86 chunks each; as many as the default ``max_names`` keeps, each
+    kept whole by the default ``max_name_bytes``), then ``launches`` kernels cycling over them."""
     for i in range(1, n + 1):
         yield from F.name_chunks(i, heavy_name(i))
     for j in range(launches):
@@ -77,6 +79,21 @@ def many_lanes(n: int = 10_000, spans: int = 512, named: int = 300) -> Iterator[
         for s in range(256):
             t += 10
             yield F.kernel(1, 0, 1, 100 + s, t, t + 5)
+
+
+def demangle_bomb(i: int, doublings: int = 12) -> bytes:
+    """A distinct 144-byte C++ name whose demangled text doubles with each of its ``doublings``
+    parameters (each repeats the previous one twice): 12 print 106,432 characters."""
+    ident = b"hostile%d" % i
+    return (b"_Z%d%s1PI1AS0_E" % (len(ident), ident)
+            + b"".join(b"S_IS%X_S%X_E" % (j, j) for j in range(1, doublings + 1)))
+
+
+def demangled_names(n: int = 4_096) -> Iterator[bytes]:
+    """``n`` distinct names that each demangle to 106,432 characters, each launched once."""
+    for i in range(1, n + 1):
+        yield from F.name_chunks(i, demangle_bomb(i))
+        yield F.kernel(i, stream=13 + i % 4, start=1_000 + i, end=1_500 + i)
 
 
 def unfinished_names(n: int = 200_000) -> Iterator[bytes]:
@@ -126,10 +143,11 @@ def benign(n: int = 10_000_000) -> Iterator[bytes]:
 def together(scale: float = 1.0) -> Iterator[bytes]:
     """Every attack at once, interleaved record by record (name ids kept apart per attack)."""
     parts = [shift_ids(distinct_names(int(1_000_000 * scale)), 0),
-             shift_ids(long_names(max(1, int(2_000 * scale)), int(20_000 * scale)), 2_000_000),
+             shift_ids(long_names(max(1, int(4_096 * scale)), int(20_000 * scale)), 2_000_000),
              shift_ids(many_lanes(max(1, int(10_000 * scale))), 3_000_000),
              shift_ids(unfinished_names(int(200_000 * scale)), 4_000_000),
-             shift_ids(extreme_times(int(20_000 * scale)), 5_000_000)]
+             shift_ids(extreme_times(int(20_000 * scale)), 5_000_000),
+             shift_ids(demangled_names(int(4_096 * scale)), 6_000_000)]
     for batch in itertools.zip_longest(*parts):
         yield from (r for r in batch if r is not None)
 
@@ -154,6 +172,7 @@ ATTACKS: dict[str, Callable[..., Iterator[bytes]]] = {
     "many_lanes": many_lanes,
     "unfinished_names": unfinished_names,
     "extreme_times": extreme_times,
+    "demangled_names": demangled_names,
     "together": together,
 }
 
@@ -347,10 +366,12 @@ def measure(twin: str, attack: str) -> dict[str, Any]:
         app.close()
     served = json.loads(response.content)["traced"]
     kernels, lanes, counters = dec.kernels(), dec.lanes(), dec.counters()
+    grown = (_status_kib("VmHWM") - before_kib) * 1024  # not what the figures below take to gather
+    names = dec.names()
     return {
         "decoded": decoded,
-        "names": len(dec.names()),
-        "longest_name": max((len(t.encode("utf-8", "surrogatepass")) for t, _ in dec.names().values()), default=0),
+        "names": len(names),
+        "longest_name": max((len(t.encode("utf-8", "surrogatepass")) for t, _ in names.values()), default=0),
         "kernel_entries": len(kernels),
         "lanes": len(lanes),
         "pending_names": counters["pending_names"],
@@ -363,12 +384,16 @@ def measure(twin: str, attack: str) -> dict[str, Any]:
         "shown_kernel_entries": len(traced.kernels),
         "shown_lanes": len(traced.lanes),
         "spans_shown": sum(len(lane.spans) for lane in traced.lanes),
+        "longest_shown_name": max((len(k.name) for k in traced.kernels), default=0),
+        "demangled_chars": builder.demangled_chars,
+        "served_kernels_bytes": len(json.dumps(served[0]["kernels"], separators=(",", ":"))) if served else 0,
+        "served_lanes_bytes": len(json.dumps(served[0]["lanes"], separators=(",", ":"))) if served else 0,
         "healthz_status": health,
         "snapshot_status": response.status_code,
         "snapshot_bytes": len(response.content),
         "served_pids": [t["pid"] for t in served],
         "served_kernel_entries": len(served[0]["kernels"]) if served else None,
-        "peak_growth_bytes": (_status_kib("VmHWM") - before_kib) * 1024,
+        "peak_growth_bytes": grown,
     }
 
 

@@ -234,6 +234,12 @@ def run_case(cls: type, case: Case) -> list[Any]:
     return observed
 
 
+def _asked_ids(dec: Any) -> list[int]:
+    """The ids to ask ``name`` for: every defined one, those kernels and lanes name, and edges."""
+    ids = set(dec.names()) | {k[0] for k in dec.kernels()} | {lane[5] for lane in dec.lanes(newest=0)}
+    return sorted(ids | {0, 1, NAME_ID_LIMIT - 1, OTHER_NAME_ID})
+
+
 def snapshot(dec: Any) -> dict[str, Any]:
     """Everything a decoder reports, as plain data."""
     return {
@@ -243,6 +249,7 @@ def snapshot(dec: Any) -> dict[str, Any]:
         "lanes": dec.lanes(),
         "lanes_after": dec.lanes(after_seq=dec.tail - 3) if dec.tail >= 3 else None,
         "names": dec.names(),
+        "name": {nid: dec.name(nid) for nid in _asked_ids(dec)},
         "null_streams": dec.null_streams(),
         "devices": dec.devices(),
         "clock": dec.clock(),
@@ -256,6 +263,7 @@ def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span
                      tail_poked: bool = False, caps: dict[str, int] | None = None) -> None:
     """What any correct decoder reports, whatever the input (an independent oracle of sorts)."""
     c = out["counters"]
+    assert out["name"] == {nid: out["names"].get(nid) for nid in out["name"]}, "name(id) is names()'s entry"
     if caps is not None:  # nothing held beyond a cap (docs/decoder.md, "Caps")
         assert len(out["names"]) <= caps["max_names"] and len(out["lanes"]) <= caps["max_lanes"]
         assert len(out["null_streams"]) <= caps["max_lanes"] and len(out["devices"]) <= caps["max_lanes"]

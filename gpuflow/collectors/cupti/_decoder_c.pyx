@@ -31,6 +31,8 @@ from libc.string cimport memcmp, memcpy, memset
 
 from gpuflow.collectors.cupti._ring cimport *
 
+import operator
+
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti.errors import RingDetached, RingFormatError
 
@@ -1136,6 +1138,22 @@ cdef class RingDecoder:
             if nm.defined and nm.id != 0:
                 out[nm.id] = (L.name_text(nm.text[:nm.len], nm.flags), nm.flags)
         return out
+
+    def name(self, name_id):
+        """One completely defined name, as :meth:`names` gives it, or None (not defined; id 0)."""
+        cdef int32_t idx
+        cdef Name *nm
+        self._check_idle()
+        nid = operator.index(name_id)
+        if nid <= 0 or nid >= NAME_ID_LIMIT:
+            return None
+        idx = defined_name(&self.st, <uint32_t>nid)
+        if idx < 0:
+            return None
+        nm = &self.st.names[idx]
+        if not nm.defined:
+            return None
+        return (L.name_text(nm.text[:nm.len], nm.flags), nm.flags)
 
     def null_streams(self):
         """(device, context) → the stream id of its null stream, from CONTEXT records."""

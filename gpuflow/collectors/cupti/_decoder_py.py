@@ -12,6 +12,7 @@ fine); the compiled twin uses real acquire/release atomics.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections import deque
 from typing import Any
@@ -394,6 +395,12 @@ class RingDecoder:
     def names(self) -> dict[int, tuple[str, int]]:
         """Every completely defined name: id → (text, NAME_TRUNCATED/NAME_STREAM flags); not id 0."""
         return {nid: (L.name_text(t, f), f) for nid, (t, f) in self._names.items() if nid}
+
+    def name(self, name_id: int) -> tuple[str, int] | None:
+        """One completely defined name, as :meth:`names` gives it, or None (not defined; id 0)."""
+        nid = operator.index(name_id)
+        entry = self._names.get(nid) if nid else None
+        return None if entry is None else (L.name_text(*entry), entry[1])
 
     def null_streams(self) -> dict[tuple[int, int], int]:
         """(device, context) → the stream id of its null stream, from CONTEXT records."""

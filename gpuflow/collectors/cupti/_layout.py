@@ -152,8 +152,10 @@ DEFAULT_LANE_SPAN_CAP = 512
 #: distinct names kept (kernel, stream and device names together: the ids given a slot); the
 #: kernels of names beyond it are counted together under OTHER_NAME_ID
 DEFAULT_MAX_NAMES = 4096
-#: bytes of a name kept; a longer name is cut there and flagged NAME_TRUNCATED
-DEFAULT_MAX_NAME_BYTES = 1024
+#: bytes of a name kept; a longer name is cut there and flagged NAME_TRUNCATED. The format's own
+#: limit: real mangled names reach a few KB (CUTLASS, flash-attention templates), and 4,096 names of
+#: 4 KiB cost a ring's decoder 16 MiB of text
+DEFAULT_MAX_NAME_BYTES = NAME_MAX
 #: lanes, and as many contexts and devices; executions beyond count in ``lane_overflow``
 DEFAULT_MAX_LANES = 256
 #: names being reassembled from their chunks at one time; beyond it, the one continued least

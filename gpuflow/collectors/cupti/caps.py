@@ -2,12 +2,13 @@
 
 docs/decoder.md ("Caps") states the caps on what one ring can make the agent hold: the decoders'
 (``max_names``, ``max_name_bytes``, ``max_lanes``, ``max_pending_names``, counted in their
-``counters()``) and the snapshot budget of the traced-process builder (``names_over_budget``,
-``spans_over_budget``). Each one a process reached becomes one Problem for it, keyed by cap and
-pid, saying which cap, the option (environment variable) that sets it, and what happened to what
-lay beyond (counted together, exactly, under ``(other kernel names)``; cut; counted on no lane;
-dropped), so that a user can tell a hostile or unusual program from a complete view, and raise a
-cap when the program is theirs.
+``counters()``), the snapshot budget of the traced-process builder (``names_over_budget``,
+``spans_over_budget``) and its demangling (``names_past_demangled_budget``, and ``demangling``
+off once the demangler ran out of time). Each one a process reached becomes one Problem for it,
+keyed by cap and pid, saying which cap, the option (environment variable) that sets it, and what
+happened to what lay beyond (counted together, exactly, under ``(other kernel names)``; cut;
+counted on no lane; dropped; shown mangled), so that a user can tell a hostile or unusual program
+from a complete view, and raise a cap when the program is theirs.
 
 Constraints: pure (no I/O, no state); called by the collector when a ring's figures change, never
 per record. A message changes only when the state it describes does (counts of what was cut or
@@ -19,7 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from gpuflow.collectors.cupti._layout import Caps
-from gpuflow.collectors.cupti.traced_builder import KERNEL_TABLE_BYTES, LANES_BYTES, OTHER_KERNELS, TracedBuilder
+from gpuflow.collectors.cupti.demangle import START_TIMEOUT_S, TIMEOUT_S
+from gpuflow.collectors.cupti.traced_builder import (
+    KERNEL_TABLE_BYTES, LANES_BYTES, OTHER_KERNELS, PROCESS_JSON_BYTES, TracedBuilder,
+)
 
 #: the environment variable of each cap's option (gpuflow.collectors.cupti.options)
 VARIABLES = {"max_names": "GPUFLOW_MAX_NAMES", "max_name_bytes": "GPUFLOW_MAX_NAME_BYTES",
@@ -32,7 +36,10 @@ def figures(counters: dict[str, Any], builder: TracedBuilder | None) -> dict[str
     if builder is not None:
         out["names_over_budget"] = builder.names_over_budget
         out["spans_over_budget"] = builder.spans_over_budget > 0
+        out["lanes_bytes"] = builder.lanes_bytes if out["spans_over_budget"] else None
         out["lane_share_bytes"] = builder.lane_share_bytes if out["spans_over_budget"] else None
+        out["demangled_budget"] = builder.demangled_budget if builder.names_past_demangled_budget else None
+        out["demangle_timeout"] = not builder.demangling
     return out
 
 
@@ -62,7 +69,16 @@ def problems(pid: int, seen: dict[str, Any], caps: Caps) -> list[tuple[str, str,
                     f"snapshot gives a process's kernel table: the rest are counted together, exactly, as "
                     f"'{OTHER_KERNELS}'", "warning"))
     if seen.get("spans_over_budget"):
-        out.append(("budget-lanes", f"pid {pid}: its lanes fill the {LANES_BYTES / 2**20:g} MiB the snapshot gives a "
-                    f"process's lanes: each lane shows its newest spans within {seen['lane_share_bytes']:,} bytes "
-                    "of JSON", "info"))
+        out.append(("budget-lanes", f"pid {pid}: its lanes fill the {seen['lanes_bytes']:,} bytes of JSON the "
+                    f"snapshot gives them (at most {LANES_BYTES / 2**20:g} MiB, within the "
+                    f"{PROCESS_JSON_BYTES / 2**20:g} MiB of a process with its kernel table): each lane shows its "
+                    f"newest spans within {seen['lane_share_bytes']:,} bytes", "info"))
+    if seen.get("demangled_budget"):
+        out.append(("budget-demangled", f"pid {pid}: its demangled kernel names reached the "
+                    f"{seen['demangled_budget']:,} characters a process's names may have: its further names are "
+                    "shown mangled", "info"))
+    if seen.get("demangle_timeout"):
+        out.append(("demangle-time", f"pid {pid}: the demangler did not answer in time ({TIMEOUT_S:g} s for a "
+                    f"name, {START_TIMEOUT_S:g} s to start): this process's names from then on are shown mangled",
+                    "info"))
     return out

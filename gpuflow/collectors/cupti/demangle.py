@@ -12,19 +12,25 @@ told a limit. So the agent does not call it: a helper process (this file, run wi
 demangles one name at a time under a memory limit, and answers within ``TIMEOUT_S`` or is killed
 (:func:`demangle_in_time` then returns None, and the helper starts again for the next name; the
 traced-process builder shows that process's names mangled from then on, so one program costs the
-collector one ``TIMEOUT_S`` at most). A demangled name keeps at most ``MAX_CHARS + 1`` characters
-(the caller marks it cut).
+collector one ``TIMEOUT_S`` at most). The helper's own start (a Python interpreter, which a loaded
+machine can take longer than ``TIMEOUT_S`` to start) is not timed as a name: it says it is ready,
+within ``START_TIMEOUT_S``, before the first name is sent.
+
+A demangled name keeps at most ``MAX_CHARS + 1`` characters (the caller marks it cut): real names
+run to thousands (a PyTorch kernel of 446 mangled bytes prints 5,050 characters), a few KB of
+mangled template name to tens of thousands. What a traced process may have demangled in all is the
+traced-process builder's budget; the cache shared by all processes keeps at most ``CACHE_BYTES``,
+names of at most ``CACHE_NAME_CHARS``, and only their mangled form when they do not demangle.
 
 Constraints: called at snapshot-build time only (the collector caches per name id as well), never
-per record; thread-safe (one lock around the helper; the cache is an lru_cache); the helper is
-started on first use, not at import, and ends when the agent closes its end of the pipe.
+per record; thread-safe (one lock around the helper, one around the cache); the helper is started
+on first use, not at import, and ends when the agent closes its end of the pipe.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import os
 import select
 import struct
@@ -32,12 +38,23 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict
 
 _LIBSTDCXX_NAMES = ("libstdc++.so.6", "libc++abi.so.1")
-#: the longest demangled name kept, in characters (the ring's own name limit, NAME_MAX)
-MAX_CHARS = 4096
+#: the longest demangled name kept, in characters: far above real names (5,050 for a PyTorch
+#: kernel), far below what a hostile name prints (436 MB from 253 bytes)
+MAX_CHARS = 64 << 10
 #: how long the helper may take for one name
 TIMEOUT_S = 0.5
+#: how long the helper may take to start (an interpreter, on a machine that may be loaded)
+START_TIMEOUT_S = 10.0
+#: what the helper writes once it is ready for names
+READY = b"GPFDMGL1"
+#: the most memory the cache of demangled names (shared by every traced process, so that a program
+#: that starts process after process asks the helper once per name) holds, and the longest name
+#: it keeps (a traced process's builder keeps its own names, however long)
+CACHE_BYTES = 4 << 20
+CACHE_NAME_CHARS = 16 << 10
 #: the helper's address-space limit: a name that needs more fails to demangle instead
 HELPER_MEMORY = 512 << 20
 _LENGTH = struct.Struct("<I")
@@ -99,17 +116,26 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
 
 
 class _Helper:
-    """The demangling helper process: started when first needed, killed when it runs out of time."""
+    """The demangling helper process: started when first needed (and ready within its start
+    deadline), killed when it runs out of time."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def running(self) -> bool:
+        """Whether a helper process is up (started and ready)."""
+        return self._proc is not None and self._proc.poll() is None
+
     def demangle(self, raw: bytes) -> str | None:
-        """The demangled text ("" when there is none); None when the helper ran out of time."""
+        """The demangled text ("" when there is none); None when the helper did not start in time
+        or ran out of time on this name."""
         with self._lock:
             try:
-                proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+                proc = self._proc if self.running else self._start()
+                if proc is None:
+                    return None
                 assert proc.stdin is not None and proc.stdout is not None
                 proc.stdin.write(_LENGTH.pack(len(raw)) + raw)
                 proc.stdin.flush()
@@ -123,11 +149,21 @@ class _Helper:
                 return None
             return body.decode("utf-8", "replace")
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def close(self) -> None:
+        """Stop the helper (the next name starts another)."""
+        with self._lock:
+            self._stop()
+
+    def _start(self) -> subprocess.Popen[bytes] | None:
+        """A new helper that said it is ready within START_TIMEOUT_S, or None (and none running)."""
         self._stop()
         self._proc = subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), "--helper"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                       bufsize=0, close_fds=True)
+        assert self._proc.stdout is not None
+        if _read_exactly(self._proc.stdout.fileno(), len(READY), time.monotonic() + START_TIMEOUT_S) != READY:
+            self._stop()
+            return None
         return self._proc
 
     def _stop(self) -> None:
@@ -146,6 +182,7 @@ def _serve() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (HELPER_MEMORY, HELPER_MEMORY))
     runtime = _load()
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
+    os.write(stdout, READY)
     while (head := _read_exactly(stdin, _LENGTH.size, None)) is not None:
         size = _LENGTH.unpack(head)[0]
         raw = _read_exactly(stdin, size, None) if size <= _MAX_INPUT else None
@@ -163,14 +200,46 @@ _HELPER = _Helper()
 AVAILABLE = _RUNTIME is not None
 
 
-class _OutOfTime(Exception):
-    """The helper did not answer in time (not cached: the next call tries again)."""
+class _Cache:
+    """The demangled names, least recently used first out, within ``limit`` bytes of strings."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, str] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, name: str) -> str | None:
+        with self._lock:
+            text = self._entries.get(name)
+            if text is not None:
+                self._entries.move_to_end(name)
+            return text
+
+    def put(self, name: str, text: str) -> None:
+        cost = sys.getsizeof(name) + sys.getsizeof(text)
+        with self._lock:
+            if name in self._entries or cost > self._limit:
+                return
+            self._entries[name] = text
+            self.bytes += cost
+            while self.bytes > self._limit:
+                old, old_text = self._entries.popitem(last=False)
+                self.bytes -= sys.getsizeof(old) + sys.getsizeof(old_text)
 
 
-@functools.lru_cache(maxsize=4096)
-def _demangled(name: str) -> str:
+_CACHE = _Cache(CACHE_BYTES)
+
+
+def demangle_in_time(name: str) -> str | None:
+    """The demangled form of ``name`` (at most MAX_CHARS + 1 characters), ``name`` itself if it is
+    not a demanglable C++ name, None if the helper did not answer in time (not cached: the next
+    call tries again)."""
     if _RUNTIME is None or not name.startswith("_Z"):
         return name
+    known = _CACHE.get(name)
+    if known is not None:
+        return known or name
     try:
         raw = name.encode("utf-8")
     except UnicodeEncodeError:  # pragma: no cover - names come from bytes decoded as UTF-8
@@ -179,17 +248,10 @@ def _demangled(name: str) -> str:
         return name
     text = _HELPER.demangle(raw)
     if text is None:
-        raise _OutOfTime(name)
-    return text or name
-
-
-def demangle_in_time(name: str) -> str | None:
-    """The demangled form of ``name`` (at most MAX_CHARS + 1 characters), ``name`` itself if it is
-    not a demanglable C++ name, None if the helper ran out of time on it."""
-    try:
-        return _demangled(name)
-    except _OutOfTime:
         return None
+    if len(text) <= CACHE_NAME_CHARS:
+        _CACHE.put(name, text)  # "": not demanglable
+    return text or name
 
 
 def demangle(name: str) -> str:

@@ -11,12 +11,17 @@ module turns it into the contract's frozen dataclasses (gpuflow/core/snapshot.py
 * the window (earliest start / latest end among the spans shown) and how far behind live it is.
 
 What one process adds to the snapshot is bounded here, in the JSON bytes ``/api/snapshot`` spends
-on it (docs/decoder.md, "Caps"): a kernel name is shown by name only while the kernel table's names
-fit ``kernel_table_bytes`` (decided once per name, when it first shows up, so a table never loses an
+on it (docs/decoder.md, "Caps"): ``process_bytes`` in all. The kernel table (the complete
+aggregates) comes first: a kernel name is shown by name only while the kernel table's names fit
+``kernel_table_bytes`` (decided once per name, when it first shows up, so a table never loses an
 entry: the names beyond it count together, exactly, under ``(other kernel names)``, as do the
-decoder's names beyond its ``max_names``); the lanes' heads and spans share ``lanes_bytes``, each
-lane showing its newest spans within an equal share. A name cut by the decoder (NAME_TRUNCATED)
-ends in ``…``, and so does a demangled name longer than ``NAME_MAX`` characters.
+decoder's names beyond its ``max_names``); the lanes (a sample) have the rest, up to
+``lanes_bytes``, their heads and spans together, each lane showing its newest spans within an
+equal share. A name cut by the
+decoder (NAME_TRUNCATED) ends in ``…``, and so does a demangled name longer than the demangler's
+``MAX_CHARS``. A process's names are demangled until their demangled text reaches
+``demangled_chars``; its further names are shown mangled, as they are from the first name the
+demangler ran out of time on.
 
 Constraints: runs up to 20 times a second on the collector's thread; each Span object is made once,
 when its record first shows up (``lanes(after_seq=..., newest=...)``, never more of them than the
@@ -32,7 +37,7 @@ import json
 from collections import deque
 
 from gpuflow.collectors.cupti import _layout as L
-from gpuflow.collectors.cupti.demangle import demangle_in_time
+from gpuflow.collectors.cupti.demangle import MAX_CHARS, demangle_in_time
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.core.frozen import positional_constructor
 from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, TransferStat, kernel_order
@@ -41,9 +46,22 @@ UNNAMED_KERNEL = "(unnamed kernel)"
 OTHER_KERNELS = "(other kernel names)"
 #: ends a name that was cut (by the producer at NAME_MAX, by the decoder at max_name_bytes, or here)
 CUT_MARK = "…"
-#: the JSON bytes of one traced process's kernel table and of its lanes (docs/decoder.md, "Caps")
-KERNEL_TABLE_BYTES = 1 << 20
-LANES_BYTES = 7 << 19  # 3.5 MiB: 16 busy lanes of 512 spans named in ~200 characters fit whole
+#: the JSON bytes one traced process may add to the snapshot, its kernel table's and lanes' together
+#: (docs/decoder.md, "Caps"): 4.5 MiB, 4.72 MB, within the 5 MB of the hardening issue
+PROCESS_JSON_BYTES = 9 << 19
+#: the most of it the kernel table takes: 3.5 MiB, so that a thousand kernel names of 2 KB
+#: demangled (with their mangled forms) each keep an entry
+KERNEL_TABLE_BYTES = 7 << 19
+#: the most the lanes take (16 busy lanes of 512 spans named in ~200 characters fit whole), and
+#: the least they have (what a full kernel table leaves)
+LANES_BYTES = 7 << 19
+LANES_MIN_BYTES = PROCESS_JSON_BYTES - KERNEL_TABLE_BYTES
+#: the longest lane label (a stream's NVTX name), in UTF-8 bytes: real ones are a few words, and the
+#: heads of 256 lanes must fit the least the lanes have (256 x (160 + 6 x 256 + 8) bytes: 0.44 MB)
+LABEL_MAX_BYTES = 256
+#: the demangled text (characters) one traced process's names may have: hundreds of real names of
+#: thousands of characters each (names of a few KB mangled print tens of thousands)
+DEMANGLED_CHARS = 4 << 20
 #: upper bounds of the compact JSON of an entry besides its names (numbers of up to 24 digits)
 KERNEL_JSON_FIXED = 200
 LANE_JSON_FIXED = 160
@@ -73,10 +91,18 @@ def _marked(text: str, flags: int) -> str:
     return text + CUT_MARK if flags & L.FLAG_NAME_TRUNCATED else text
 
 
+def _label_text(text: str) -> str:
+    """A stream name for a lane label: at most LABEL_MAX_BYTES of UTF-8, a cut one marked."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= LABEL_MAX_BYTES:
+        return text
+    return raw[:LABEL_MAX_BYTES].decode("utf-8", "ignore").rstrip(CUT_MARK) + CUT_MARK
+
+
 def _display(shown: str, flags: int) -> str:
-    """A kernel name for display: at most NAME_MAX characters, a cut one marked."""
-    if len(shown) > L.NAME_MAX:
-        return shown[:L.NAME_MAX] + CUT_MARK
+    """A kernel name for display: at most MAX_CHARS characters (the demangler's), a cut one marked."""
+    if len(shown) > MAX_CHARS:
+        return shown[:MAX_CHARS] + CUT_MARK
     return _marked(shown, flags)
 
 
@@ -103,7 +129,7 @@ class _LaneCache:
     """One lane's spans as shown (newest last; at most the decoder's cap, the oldest leave first),
     their JSON costs alike, and its last Lane object."""
 
-    __slots__ = ("spans", "costs", "bytes", "lane", "label", "label_cost")
+    __slots__ = ("spans", "costs", "bytes", "lane", "label", "label_cost", "name_id", "name")
 
     def __init__(self, cap: int) -> None:
         self.spans: deque[Span] = deque(maxlen=cap)
@@ -112,6 +138,8 @@ class _LaneCache:
         self.lane: Lane | None = None
         self.label: str | None = None
         self.label_cost = 0
+        self.name_id = 0  # the lane's stream name: its id and text (None: none)
+        self.name: str | None = None
 
     def trim(self, share: int) -> int:
         """Drop the oldest spans beyond ``share`` bytes; return how many went."""
@@ -131,22 +159,27 @@ class _LaneCache:
 class TracedBuilder:
     """Builds the TracedProcess of one ring from its decoder, reusing what did not change.
 
-    :param kernel_table_bytes, lanes_bytes: the JSON budgets of the process's kernel table and
-        lanes (module docstring).
+    :param process_bytes, kernel_table_bytes, lanes_bytes: the JSON budget of the process, the
+        most of it its kernel table takes, and the most its lanes take of what the table leaves
+        (module docstring).
+    :param demangled_chars: the demangled text its names may have in all.
     """
 
     def __init__(self, pid: int, session: str, lane_span_cap: int, *,
-                 kernel_table_bytes: int = KERNEL_TABLE_BYTES, lanes_bytes: int = LANES_BYTES) -> None:
+                 process_bytes: int = PROCESS_JSON_BYTES, kernel_table_bytes: int = KERNEL_TABLE_BYTES,
+                 lanes_bytes: int = LANES_BYTES, demangled_chars: int = DEMANGLED_CHARS) -> None:
         self.pid = pid
         self.session = session
         self._cap = lane_span_cap
-        self._kernel_table_bytes = kernel_table_bytes
+        self._process_bytes = process_bytes
+        self._kernel_table_bytes = min(kernel_table_bytes, process_bytes)
         self._lanes_bytes = lanes_bytes
+        #: the demangled text its names may have (characters)
+        self.demangled_budget = demangled_chars
         self._after_seq = -1
         self._lanes: dict[tuple[int, int, int], _LaneCache] = {}
         self._kernels: dict[int, tuple[int, int, KernelStat]] = {}  # by name id, shown by name
         self._over_budget: set[int] = set()  # name ids shown as OTHER_KERNELS
-        self._names: dict[int, tuple[str, int]] = {}
         self._display: dict[int, str] = {0: UNNAMED_KERNEL, L.OTHER_NAME_ID: OTHER_KERNELS}
         #: name id -> the most JSON bytes a kernel span with that name takes (SPAN_JSON_FIXED + its name's)
         self._span_cost: dict[int, int] = {0: SPAN_JSON_FIXED + json_cost(UNNAMED_KERNEL),
@@ -157,29 +190,37 @@ class TracedBuilder:
         self.names_over_budget = 0
         #: spans the lanes' budget took out of the snapshot (their executions stay counted)
         self.spans_over_budget = 0
+        #: the JSON bytes the lanes had at the last build (what the kernel table leaves of the
+        #: process's, up to ``lanes_bytes``)
+        self.lanes_bytes = min(lanes_bytes, process_bytes)
         #: the JSON bytes each lane's spans had at the last build
-        self.lane_share_bytes = lanes_bytes
+        self.lane_share_bytes = self.lanes_bytes
         #: False once the demangler ran out of time on one of this process's names: the rest are
         #: shown mangled (docs/decoder.md, "Caps")
         self.demangling = True
+        #: the demangled text this process's names have (characters), within ``demangled_chars``
+        self.demangled_chars = 0
+        #: C++ names shown mangled because the demangled text reached ``demangled_chars``
+        self.names_past_demangled_budget = 0
 
-    def _name(self, decoder: RingDecoder, name_id: int) -> tuple[str, int] | None:
-        if name_id == 0:
-            return None
-        entry = self._names.get(name_id)
-        if entry is None:
-            self._names = decoder.names()  # a new name was defined since the last build
-            entry = self._names.get(name_id)
-        return entry
+    @staticmethod
+    def _name(decoder: RingDecoder, name_id: int) -> tuple[str, int] | None:
+        """One name from the decoder (never all of them: 4,096 names of 4 KiB are 16 MiB of text)."""
+        return None if name_id == 0 else decoder.name(name_id)
 
     def _admit(self, decoder: RingDecoder, name_id: int) -> bool:
         """Decide once whether a kernel name is shown by name (its entry fits the table's budget)."""
         entry = self._name(decoder, name_id)
         mangled, flags = entry if entry is not None else ("", 0)
-        display = _display(self._demangled(mangled, flags), flags) if mangled else UNNAMED_KERNEL
-        mangled = _marked(mangled, flags)
+        marked = _marked(mangled, flags)
+        room = self._kernel_table_bytes - self._kernel_bytes
+        if name_id != 0 and KERNEL_JSON_FIXED + json_cost(marked) + len('""') > room:
+            display = ""   # no room even for its mangled form: not worth demangling
+        else:
+            display = _display(self._demangled(mangled, flags), flags) if mangled else UNNAMED_KERNEL
+        mangled = marked
         cost = KERNEL_JSON_FIXED + json_cost(display) + json_cost(mangled)
-        if name_id != 0 and self._kernel_bytes + cost > self._kernel_table_bytes:
+        if name_id != 0 and cost > room:
             self._over_budget.add(name_id)
             self._display[name_id] = OTHER_KERNELS
             self._span_cost[name_id] = self._span_cost[L.OTHER_NAME_ID]
@@ -193,13 +234,24 @@ class TracedBuilder:
         return True
 
     def _demangled(self, mangled: str, flags: int) -> str:
-        """Demangled when it can be (an uncut name, while the demangler keeps to its time)."""
+        """Demangled when it can be: an uncut name, while the demangler keeps to its time and the
+        process's demangled text to its budget."""
         if not self.demangling or flags & L.FLAG_NAME_TRUNCATED:
+            return mangled
+        if self.names_past_demangled_budget:
+            self.names_past_demangled_budget += mangled.startswith("_Z")
             return mangled
         text = demangle_in_time(mangled)
         if text is None:
             self.demangling = False
             return mangled
+        if text is mangled or text == mangled:
+            return mangled
+        shown = min(len(text), MAX_CHARS)
+        if self.demangled_chars + shown > self.demangled_budget:
+            self.names_past_demangled_budget = 1
+            return mangled
+        self.demangled_chars += shown
         return text
 
     def _kernel_stats(self, decoder: RingDecoder) -> tuple[KernelStat, ...]:
@@ -228,9 +280,12 @@ class TracedBuilder:
         out.sort(key=kernel_order)
         return tuple(out)
 
-    def _label(self, decoder: RingDecoder, name_id: int, null_stream: int | None, stream: int) -> str:
-        entry = self._name(decoder, name_id)
-        return lane_label(None if entry is None else _marked(*entry), null_stream, stream)
+    def _label(self, decoder: RingDecoder, cache: _LaneCache, name_id: int, null_stream: int | None,
+               stream: int) -> str:
+        if name_id != cache.name_id:  # a defined name never changes: looked up when the lane's changes
+            entry = self._name(decoder, name_id)
+            cache.name_id, cache.name = name_id, None if entry is None else _label_text(_marked(*entry))
+        return lane_label(cache.name, null_stream, stream)
 
     def build(self, decoder: RingDecoder, *, name: str | None, state: str, exit_status: int | None,
               truncated: bool, now_ns: int) -> TracedProcess:
@@ -251,12 +306,13 @@ class TracedBuilder:
             cache = self._lanes.get((dev, ctx, stream))
             if cache is None:
                 cache = self._lanes[(dev, ctx, stream)] = _LaneCache(self._cap)
-            label = self._label(decoder, name_id, nulls.get((dev, ctx)), stream)
+            label = self._label(decoder, cache, name_id, nulls.get((dev, ctx)), stream)
             if label != cache.label:
                 cache.label, cache.label_cost = label, json_cost(label)
             labels[(dev, ctx, stream)] = label
             head_bytes += LANE_JSON_FIXED + cache.label_cost
-        share = self.lane_share_bytes = max(0, self._lanes_bytes - head_bytes) // max(1, len(heads))
+        self.lanes_bytes = min(self._lanes_bytes, self._process_bytes - self._kernel_bytes)
+        share = self.lane_share_bytes = max(0, self.lanes_bytes - head_bytes) // max(1, len(heads))
         newest = min(self._cap, share // SPAN_JSON_FIXED)
         lanes = []
         window_start = window_end = None
