@@ -23,7 +23,7 @@ export const COL = {
   dim: '#8b949e', faint: '#6e7681', barBg: '#262c36', sm: '#3fb950', xfer: '#e3a23b',
   mem: '#58a6ff', temp: '#f0883e', power: '#bc8cff', clock: '#79c0ff', lost: '#f85149',
   traced: '#db61a2', host: '#a371f7', warn: '#d29922', err: '#f85149', edge: '#3fb950',
-  edgeNull: '#6e7681', hostEdge: '#a371f7', hi: '#ffffff',
+  edgeNull: '#6e7681', hostEdge: '#a371f7', hi: '#ffffff', reduced: '#39c5cf', past: '#d29922',
 };
 const FF = '"Segoe UI", Roboto, "Helvetica Neue", Arial, "Liberation Sans", sans-serif';
 // fonts in world units; text is drawn in screen space at the zoomed size rounded to 0.5 px, so
@@ -108,8 +108,8 @@ function onAnimationFrame(ts) {
 // what the last draw put on screen, for the test hook
 export let drawn = emptyDrawn();
 function emptyDrawn() {
-  return { nodes: 0, devices: 0, processes: 0, hosts: 0, edges: 0, lanes: 0, spans: 0, rects: 0,
-    dimmed: 0, dashes: 0, dashCells: [], laneLabels: [], strips: [], retired: [], problems: [], texts: [],
+  return { nodes: 0, devices: 0, processes: 0, hosts: 0, edges: 0, lanes: 0, spans: 0, buckets: 0, rects: 0,
+    dimmed: 0, dashes: 0, dashCells: [], laneLabels: [], strips: [], retired: [], problems: [], texts: [], sparks: [],
     titles: [], text: true, highlighted: null };
 }
 // a clean slate: the record emptied, the whole canvas the background colour

@@ -1,16 +1,21 @@
 // The hover card's content: everything the snapshot says about what is under the pointer (a GPU,
 // the host, a process, a span, a lane's label, its "not sampled" stretch, a kernel or transfer
-// row), exactly: full names, exact counts and totals. interaction.js decides what is under the
+// row; at a past moment, a bucket of a reduced window and the stretch retention let go; a
+// sparkline's reading at the time under the pointer), exactly: full names, exact counts and
+// totals. interaction.js decides what is under the
 // pointer and rebuilds the card from the latest frame after every draw, so a card never shows a
 // frame older than the picture beside it.
 //
 // Constraints: built with createElement and textContent only (names, command lines, messages and
 // kernel names are untrusted). No state of its own.
 
-import { DASH, exitText, fmtBytes, fmtDim, fmtNs, fmtPct, fmtRate, grp, retiredText, shortKernel } from './format.js';
+import { DASH, exitText, fmtBytes, fmtClock, fmtDim, fmtNs, fmtPct, fmtRate, fmtSpan, grp, isNum, retiredText, shortKernel }
+  from './format.js';
 import { DOCTOR_HINT } from './geometry.js';
 import { model } from './layout.js';
-import { store } from './store.js';
+import { agentNow } from './scrub.js';
+import { spark } from './spark.js';
+import { shownSnap, store } from './store.js';
 import { isUnnamed, laneText } from './traced.js';
 
 function row(k, v, warn) {
@@ -44,9 +49,21 @@ export function fillCard(t, h, n) {
     t.append(row('kind', s.kind), row('duration', fmtNs(s.dur_ns)));
     if (s.kind === 'kernel') t.append(row('grid', fmtDim(s.grid)), row('block', fmtDim(s.block)));
     else t.append(row('bytes', nz(s.bytes, fmtBytes)), row('direction', nz(s.direction)));
-    const ago = store.snap ? store.snap.timestamp * 1e6 - s.start_us : null;
-    t.append(row('started', ago === null ? DASH : fmtNs(ago * 1000) + ' before the frame'));
+    const f = shownSnap(), ago = f ? f.timestamp * 1e6 - s.start_us : null;
+    t.append(row('started', ago === null ? DASH : fmtNs(ago * 1000) + (store.past ? ' before the moment' : ' before the frame')));
     t.append(row('seq', String(s.seq)));
+  } else if (h.spark) {
+    sparkCard(t, title, h.spark, n);
+  } else if (h.bucket) {
+    const b = h.bucket, share = b.busy_ns / (b.width_us * 1000);
+    title.textContent = grp(b.count) + ' execution' + (b.count === 1 ? '' : 's') + ' · lane ' + laneText(tr, b.lane);
+    t.append(row('from', fmtClock(b.from_us / 1e6, true)), row('for', fmtNs(b.width_us * 1000)));
+    t.append(row('busy', (share * 100).toFixed(share < 0.1 ? 1 : 0) + ' % of the time'));
+    t.append(row('reduced', 'the window has more executions than the strip has pixels: narrow it (wheel over the timeline) or zoom in to see each one'));
+  } else if (h.notRetained) {
+    title.textContent = 'not retained';
+    t.append(row('retained from', fmtClock(h.notRetained.retainedFrom, true)));
+    t.append(row('why', 'the recorder has let the older part of this window go (its memory or time limit)'));
   } else if (h.notSampled) {
     const L = h.notSampled;
     title.textContent = 'not sampled · lane ' + laneText(tr, L);
@@ -81,9 +98,31 @@ export function fillCard(t, h, n) {
   else processCard(t, title, n);
 }
 
+const METRIC_NAMES = { utilization_gpu_pct: 'utilization', memory_used_bytes: 'memory', power_draw_w: 'power', sm_util_pct: 'SM' };
+function reading(metric, v) {
+  if (!isNum(v)) return DASH;
+  return metric === 'memory_used_bytes' ? fmtBytes(v) : metric === 'power_draw_w' ? v.toFixed(1) + ' W' : fmtPct(v);
+}
+// a sparkline's point under the pointer: each reading's mean there, its least and greatest, when
+function sparkCard(t, title, sp, n) {
+  const who = n.kind === 'device' ? 'GPU ' + n.data.index : nz(n.data && n.data.name) + ' · pid ' + n.pid + ' on GPU ' + sp.device;
+  title.textContent = who + ' · ' + sp.metrics.map(m => METRIC_NAMES[m] || m).join(' and ');
+  const p = sp.values.find(v => v.t !== null);
+  if (!p) { t.append(row('at', fmtClock(sp.t) + ' · no reading kept then')); return; }
+  t.append(row('at', fmtClock(p.t) + ' – ' + fmtClock(p.t + p.res) + ' · ' + fmtSpan(Math.max(0, agentNow() - p.t)) + ' ago'));
+  for (const v of sp.values) {
+    if (v.t === null) { t.append(row(METRIC_NAMES[v.metric], DASH)); continue; }
+    const range = isNum(v.lo) && isNum(v.hi) && v.hi > v.lo ? ' (' + reading(v.metric, v.lo) + ' – ' + reading(v.metric, v.hi) + ')' : '';
+    t.append(row(METRIC_NAMES[v.metric] || v.metric, reading(v.metric, v.v) + range));
+  }
+  t.append(row('sparkline', 'the last ' + fmtSpan(spark.span) + ' up to the moment shown; each point the mean of ' + fmtSpan(p.res) +
+    ', its least to greatest behind it'));
+}
+
 function deviceCard(t, title, n) {
   const d = n.data;
   title.textContent = 'GPU ' + d.index + ' · ' + nz(d.name);
+  if (store.past) t.append(row('at', fmtClock(store.past.moment, true) + ' (from the recorder\'s history)'));
   if (d.lost) t.append(row('state', 'LOST: the GPU stopped answering', true));
   t.append(row('uuid', d.uuid), row('PCI bus', nz(d.pci_bus_id)), row('MIG', nz(d.mig_mode)));
   t.append(row('utilization', nz(d.utilization_gpu_pct, fmtPct)), row('memory utilization', nz(d.utilization_memory_pct, fmtPct)));

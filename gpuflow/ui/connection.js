@@ -20,7 +20,7 @@ import { markDirty } from './canvas.js';
 import { readEvents } from './eventstream.js';
 import { countsLine, fmtSpan, isNum } from './format.js';
 import { askForToken, takeTokenFromUrl, token } from './login.js';
-import { store } from './store.js';
+import { shownSnap, store } from './store.js';
 
 // ?demo[=variant] switches the live stream off and replays canned frames; anything unknown is the
 // default variant (still a demo, still bannered: asking for a demo never shows live data as one)
@@ -42,12 +42,13 @@ export const el = {
 // frame line says how long ago the page received the last frame while frames come (within
 // QUIET_S), and once the stream has been quiet longer, that nothing has changed for how long
 // (since the agent built that frame, or received it, whichever is longer) while the stream is
-// open. Not live, the picture is the last frame received, and says so.
+// open. Not live, the picture is the last frame received, and says so. The counts are of what
+// the plane shows (at a past moment, that moment's; the timeline says which).
 export const QUIET_S = 2.5;
 export function updateHeader() {
   const f = store.snap;
   if (!f) return;
-  el.host.textContent = countsLine(f);
+  el.host.textContent = countsLine(shownSnap());
   const got = (performance.now() - store.receivedAt) / 1000, built = Date.now() / 1000 - f.timestamp;
   const open = demo || conn.state === 'live';
   el.frame.textContent = 'seq ' + f.seq + ' · ' + (!open || got < QUIET_S ? fmtSpan(got) + ' ago'

@@ -8,18 +8,28 @@
 // text: a demo frame is made as the object a parse would give. The page shows DEMO on screen for
 // as long as it runs. ?demo=bench also redraws every animation frame while the view drifts
 // between the whole graph and a close look at the traced lanes, and records each frame's cost for
-// bench/ui_frame.py.
+// bench/ui_frame.py; ?demo=bench&scrub also drags the timeline to a new past moment every frame.
+// The demo keeps what it made in a recorder of its own (demo_recorder.js, with minutes of made-up
+// readings before its start), which answers the timeline's and the sparklines' questions as an
+// agent's recorder would.
 //
 // Constraints: loaded only in demo mode (main.js imports it dynamically), never the default;
-// opens no stream and makes no request. It encodes nothing: the stream's compact form has one
+// opens no stream and makes no request (its recorder answers in the page). It encodes nothing: the stream's compact form has one
 // writer (the agent) and one reader here (stream.js); the kernel order and the directions'
 // order are stream.js's. The generator is seeded, so a variant looks the same on every load.
 
 import { bench, cssH, cssW, loop, view } from './canvas.js';
 import { el, setConn } from './connection.js';
+import { makeRecorder } from './demo_recorder.js';
 import { GI, KI, MI } from './format.js';
 import { bounds, model } from './layout.js';
+import { setAnswerer } from './recorder.js';
+import { agentNow, canRewind, scrub, seek, zoomWindow } from './scrub.js';
 import { DELTA, DIRECTIONS, FULL, PLAIN_SCHEMA, kernelOrder } from './stream.js';
+import { timeline } from './timeline.js';
+
+// the readings the demo makes up for before its start: this long, one every PREFILL_STEP_S
+const PREFILL_S = 600, PREFILL_STEP_S = 1;
 
 function mulberry32(a) {
   return function () {
@@ -54,6 +64,8 @@ const LANE_KINDS = {
   benchk: { mix: [['gemm', 0.4], ['flash', 0.2], ['add', 0.2], ['ln', 0.2]], dur: [200, 3200], gap: [10, 300], idleP: 0, idle: [0, 0] },
   benchc: { copy: true, dirs: [['h2d', 0.6], ['d2h', 0.3], ['d2d', 0.1]], bytes: [256 * KI, 8 * MI], gbps: 20, gap: [300, 2500] },
 };
+// a GPU's UUID, the same in its device and in every attachment to it
+function uuidOf(index) { return 'GPU-' + (0x5f1c3a00 + index * 0x1111).toString(16) + '-7e2b-4c1d-9a0e-00000000000' + index; }
 function pick(R, mix) { let r = R(), acc = 0; for (const [k, p] of mix) { acc += p; if (r < acc) return k; } return mix[mix.length - 1][0]; }
 function between(R, a, b) { return a + (b - a) * R(); }
 
@@ -129,6 +141,7 @@ function makeDemo(variant) {
   const sc = demoScenario(variant);
   const R = mulberry32(variant === 'bench' ? 7 : 42);
   const start = Date.now();
+  const rec = makeRecorder(variant === 'bench' ? 30 : 60);
   let seq = 1000, sentSeq = null;
   const traced = sc.traced.map(t => ({
     spec: t, rec: 0, kernels: new Map(), transfers: new Map(),
@@ -137,7 +150,7 @@ function makeDemo(variant) {
   }));
   const nowUs0 = start * 1000;
   for (const t of traced) {
-    const back = t.spec.preRunUs || (t.spec.prefill ? 12e6 : 1.5e6);
+    const back = t.spec.preRunUs || (t.spec.prefill ? 12e6 : 6e6);
     for (const L of t.lanes) { L.cursor = nowUs0 - back + R() * 2000; }
     if (t.spec.exited !== undefined) { for (const L of t.lanes) generate(t, L, nowUs0 - 1.2e6); t.exitedAt = nowUs0 - 1.2e6; }
     else for (const L of t.lanes) generate(t, L, nowUs0 - 60000);
@@ -165,6 +178,7 @@ function makeDemo(variant) {
       }
       s.seq = ++t.rec;
       L.executions++;
+      rec.span(t.spec, L, s);
       if (s.kind === 'kernel') {
         let a = t.kernels.get(s.name);
         if (!a) { a = { name: s.name, mangled, count: 0, total_ns: 0, min_ns: Infinity, max_ns: 0 }; t.kernels.set(s.name, a); }
@@ -182,9 +196,9 @@ function makeDemo(variant) {
     cut = Math.max(cut, L.sample.length - sc.capCount);
     if (cut > 0) L.sample.splice(0, cut);
   }
-  function gpu(g, tS) {
+  function gpu(g, tS, R) {
     const nul = (k, v) => (g.lost || g.nulls.indexOf(k) >= 0 ? null : v);
-    const wob = Math.sin(tS * 0.35 + g.phase) * 5 + Math.sin(tS * 1.7 + g.phase * 3) * 2;
+    const wob = Math.sin(tS * 0.35 + g.phase) * 5 + Math.sin(tS * 1.7 + g.phase * 3) * 2 + slump(g, tS);
     const util = g.base > 0 ? Math.max(0, Math.min(100, Math.round(g.base + wob + (R() - 0.5) * 4))) : 0;
     let used = 0.45;
     for (const p of sc.procs) if (alive(p, tS)) for (const a of p.atts) if (a.dev === g.index) used += a.memGiB;
@@ -192,7 +206,7 @@ function makeDemo(variant) {
     const power = Math.round((g.limitW * 0.09 + util / 100 * g.limitW * 0.78) * 10) / 10;
     const txb = util > 0 ? Math.round((0.3 + util / 100 * 2 + R() * 0.4) * 1e9) : 120000;
     return {
-      index: g.index, uuid: 'GPU-' + (0x5f1c3a00 + g.index * 0x1111).toString(16) + '-7e2b-4c1d-9a0e-00000000000' + g.index,
+      index: g.index, uuid: uuidOf(g.index),
       name: g.lost ? null : g.model, pci_bus_id: '00000000:' + (0x19 + g.index * 0x16).toString(16).toUpperCase().padStart(2, '0') + ':00.0',
       lost: g.lost, utilization_gpu_pct: nul('utilization_gpu_pct', util), utilization_memory_pct: nul('utilization_memory_pct', Math.round(util * 0.45)),
       memory_used_bytes: nul('memory_used_bytes', Math.round(Math.min(used, g.totalGiB * 0.98) * GI)), memory_total_bytes: nul('memory_total_bytes', g.totalGiB * GI),
@@ -201,6 +215,11 @@ function makeDemo(variant) {
       pcie_tx_bytes_per_s: nul('pcie_tx_bytes_per_s', txb), pcie_rx_bytes_per_s: nul('pcie_rx_bytes_per_s', Math.round(txb * 0.6)),
       mig_mode: g.lost ? null : g.mig,
     };
+  }
+  // now and then a card's work stalls for a while (a data-loader wait): the past has something to find
+  function slump(g, tS) {
+    const ph = ((tS + g.index * 37) % 150 + 150) % 150;
+    return g.base > 0 && ph < 12 ? -g.base * 0.8 * Math.sin(ph / 12 * Math.PI) : 0;
   }
   function alive(p, tS) {
     if (!p.period) return true;
@@ -218,20 +237,30 @@ function makeDemo(variant) {
       frame: isFull ? FULL : DELTA, base_seq: isFull ? null : sentSeq, schema: PLAIN_SCHEMA, seq, timestamp: nowMs / 1000,
       host: { hostname: sc.hostname, driver_version: '580.159.04', nvml_version: '13.580.159.04', cuda_driver_version: '13.0', problems: sc.problems },
       sources: traced.length ? ['cupti', 'nvml'] : ['nvml'],
-      devices: sc.gpus.map(g => gpu(g, tS)),
-      processes: sc.procs.filter(p => alive(p, tS)).map(p => ({
-        pid: p.pid, name: p.name, user: p.user, cmdline: p.cmd,
-        attachments: p.atts.slice().sort((a, b) => a.dev - b.dev).map(a => ({
-          device_index: a.dev, device_uuid: 'GPU-' + (0x5f1c3a00 + a.dev * 0x1111).toString(16), kind: a.kind,
-          memory_used_bytes: Math.round(a.memGiB * GI * (1 + (R() - 0.5) * 0.002)),
-          sm_util_pct: a.sm === null ? null : Math.max(0, Math.min(100, Math.round(a.sm + (R() - 0.5) * 8 + Math.sin(tS * 0.4 + a.dev) * 4))),
-          mem_util_pct: a.sm === null ? null : Math.round(a.sm * 0.4),
-        })),
-      })).sort((a, b) => a.pid - b.pid),
+      devices: sc.gpus.map(g => gpu(g, tS, R)),
+      processes: processesAt(tS, R),
       traced: traced.map(t => tracedJson(t, isFull, nowUs)).sort((a, b) => a.pid - b.pid),
     };
     sentSeq = seq;
+    rec.reading(nowMs / 1000, f, sc.interval / 1000);
     return f;
+  }
+  function processesAt(tS, R) {
+    return sc.procs.filter(p => alive(p, tS)).map(p => ({
+      pid: p.pid, name: p.name, user: p.user, cmdline: p.cmd,
+      attachments: p.atts.slice().sort((a, b) => a.dev - b.dev).map(a => ({
+        device_index: a.dev, device_uuid: uuidOf(a.dev), kind: a.kind,
+        memory_used_bytes: Math.round(a.memGiB * GI * (1 + (R() - 0.5) * 0.002)),
+        sm_util_pct: a.sm === null ? null : Math.max(0, Math.min(100, Math.round(a.sm + (R() - 0.5) * 8 + Math.sin(tS * 0.4 + a.dev) * 4))),
+        mem_util_pct: a.sm === null ? null : Math.round(a.sm * 0.4),
+      })),
+    })).sort((a, b) => a.pid - b.pid);
+  }
+  // the minutes before the demo's start, made up with a generator of their own (the demo's own
+  // frames stay the same whatever is made up here)
+  const R2 = mulberry32(5);
+  for (let tS = -PREFILL_S; tS < 0; tS += PREFILL_STEP_S) {
+    rec.reading(start / 1000 + tS, { devices: sc.gpus.map(g => gpu(g, tS, R2)), processes: processesAt(tS, R2) }, PREFILL_STEP_S);
   }
   // a traced process as Snapshot.to_json_dict() writes it; a delta's lanes hold only new spans
   function tracedJson(t, isFull, nowUs) {
@@ -262,19 +291,21 @@ function makeDemo(variant) {
       complete: true, kernels: ks, transfers: ts, lanes,
     };
   }
-  return { interval: sc.interval, frame };
+  return { interval: sc.interval, frame, rec };
 }
 
 // Shows the banner and hands the variant's frames to onFrame every interval.
 export function startDemo(variant, onFrame) {
   el.banner.hidden = false;
   if (variant === 'bench') {
-    el.banner.textContent = 'DEMO — synthetic frames (bench)';
+    const scrubbing = new URLSearchParams(location.search).has('scrub');
+    el.banner.textContent = 'DEMO — synthetic frames (bench' + (scrubbing ? ', scrubbing)' : ')');
     bench.on = true;
-    loop.animate = benchStep;
+    loop.animate = scrubbing ? (ts) => { benchStep(ts); benchScrub(ts); } : benchStep;
   }
   setConn('demo', variant);
   const src = makeDemo(variant);
+  setAnswerer(src.rec.answer);
   const tick = () => { onFrame(src.frame()); };
   tick();
   setInterval(tick, src.interval);
@@ -295,4 +326,14 @@ function benchStep(ts) {
     view.s = s; view.x = cssW / 2 - cx * s; view.y = cssH / 2 - cy * s; view.touched = true;
   }
   loop.dirty = true;
+}
+// ?demo=bench&scrub: every animation frame the timeline is dragged to another moment of the last
+// 2-14 s, as a pointer on the track would, and the window breathes between 0.3 and 2 s, so the
+// lanes are exact at times and reduced at others
+function benchScrub(ts) {
+  if (!canRewind()) return;
+  const t = ts / 1000;
+  timeline.drag = true;
+  zoomWindow((0.3 + 1.7 * (1 + Math.sin(t * 0.37)) / 2) / scrub.windowS);
+  seek(agentNow() - 2 - 12 * (1 + Math.sin(t * 0.7)) / 2);
 }

@@ -1,6 +1,6 @@
 // Numbers and names as the page writes them: thousands grouped, bytes, rates, durations, exit
 // statuses, kernel names (short, and from the function name on), the folded roll-up's lines, the
-// time axis's labels, how long ago, and the top bar's counts.
+// time axis's labels, how long ago, wall-clock times, and the top bar's counts.
 //
 // Constraints: pure functions of their arguments (two small caches aside), no DOM. A value that
 // is not available is the caller's to draw as DASH, never 0.
@@ -90,6 +90,19 @@ export function fmtSpan(sec) {
   if (m < 60) return m + ' min ' + Math.round(sec - m * 60) + ' s';
   return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
 }
+// a wall-clock time (seconds since the epoch) in the browser's time zone: "14:03:22", with
+// milliseconds "14:03:22.418", with the day in front when it is not today ("Mon 14:03:22")
+const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+function two(n) { return n < 10 ? '0' + n : String(n); }
+export function fmtClock(sec, ms) {
+  const d = new Date(sec * 1000), today = new Date();
+  let s = two(d.getHours()) + ':' + two(d.getMinutes()) + ':' + two(d.getSeconds());
+  if (ms) s += '.' + String(d.getMilliseconds()).padStart(3, '0');
+  return d.toDateString() === today.toDateString() ? s : DAYS[d.getDay()] + ' ' + s;
+}
+// a window's width, as the timeline writes it: "1.00 s", "250 ms", "2 min 0 s"
+export function fmtWindow(sec) { return sec >= 60 ? fmtSpan(sec) : fmtNs(sec * 1e9); }
+
 // the top bar's line for plain frame f: host, GPUs, processes (every pid on the page once:
 // those holding a GPU and the traced ones), how many are traced and how many of those exited,
 // problems

@@ -3,8 +3,9 @@
 // hit tests (interaction.js, hook.js) all measure against these, so they cannot disagree.
 //
 // The sizes are chosen for the screens the page is used on: at 1280x720, 8 GPUs and 16
-// processes fit at a zoom of about 0.9, where the readings' font (13 world px, canvas.js F.value)
-// is about 12 CSS px. Text that must never be cut (the host's problems, why tracing could not
+// processes fit at a zoom of about 0.88, where the readings' font (13 world px, canvas.js F.value)
+// is 11.5 CSS px. A GPU's utilization, memory and power rows and each row of a process have a
+// sparkline of the last minutes (spark.js) between the bar and the number. Text that must never be cut (the host's problems, why tracing could not
 // start) is wrapped here, and the node grows to hold it.
 //
 // Constraints: world units only; nothing drawn here. Pure functions of the node's data, so a
@@ -13,10 +14,16 @@
 import { COL, F, wrap } from './canvas.js';
 import { retiredLines } from './format.js';
 
-// a GPU: a title band, then one row per reading
-export const DEV_W = 248, DEV_H = 150, DEV_BAND = 30, DEV_ROW0 = 50, DEV_ROW = 18;
-// a process holding GPUs: a title band (name, user, pid), then one row per GPU it holds
-export const PROC_W = 224, PROC_BAND = 26, PROC_ROW0 = 42, PROC_ROW = 19;
+// a GPU: a title band, then one row per reading: its name, a bar, a sparkline (util, memory and
+// power), the number
+export const DEV_W = 264, DEV_H = 150, DEV_BAND = 30, DEV_ROW0 = 50, DEV_ROW = 18;
+export const DEV_BAR_X = 58, DEV_BAR_W = 42, DEV_SPARK_X = 106, DEV_VALUE_ROOM = DEV_W - 166;
+export const SPARK_W = 44, SPARK_H = 11;
+// the rows of a GPU card with a sparkline: [row, metric]
+export const DEV_SPARK_ROWS = [[0, 'utilization_gpu_pct'], [1, 'memory_used_bytes'], [3, 'power_draw_w']];
+// a process holding GPUs: a title band (name, user, pid), then one row per GPU it holds: the GPU,
+// a sparkline of its SM % and memory there, SM %, memory
+export const PROC_W = 232, PROC_BAND = 26, PROC_ROW0 = 42, PROC_ROW = 19, PROC_SPARK_X = 46;
 // the host: a title band, its facts, then its problems, wrapped
 export const HOST_W = 214, HOST_BAND = 30;
 export const LINE_H = 14;
@@ -35,10 +42,17 @@ export function isStrip(tr) { return !!tr && tr.lanes.length > 0; }
 export function procRows(p) { return Math.max(1, p ? p.attachments.length : 0); }
 // baseline of row i of a process card (or of a traced node's left column)
 export function procRowY(n, i) { return n.y + (n.tr && isStrip(n.tr) ? TR_HEAD + 16 : PROC_ROW0) + i * PROC_ROW; }
+// where a sparkline sits: row `row` of GPU card n; row i of a process whose rows are w wide (a
+// traced strip's left column is narrower, and so is its sparkline)
+export function devSparkBox(n, row) { return { x: n.x + DEV_SPARK_X, y: n.y + DEV_ROW0 + row * DEV_ROW - 10, w: SPARK_W, h: SPARK_H }; }
+export function procSparkW(w) { return w >= PROC_W ? SPARK_W : 32; }
+export function procSparkBox(n, i, w) { return { x: n.x + PROC_SPARK_X, y: procRowY(n, i) - 10, w: procSparkW(w), h: SPARK_H }; }
 
-// why a traced process without lanes has none, wrapped for its card
+// why a traced process without lanes has none, wrapped for its card (at a past moment, past.js
+// says why)
 export function tracedNote(info) {
-  const msg = info.cupti_status === 'ok' ? (info.state === 'exited' ? 'no CUDA work was seen' : 'no CUDA work seen yet')
+  const msg = info.past_note ? info.past_note
+    : info.cupti_status === 'ok' ? (info.state === 'exited' ? 'no CUDA work was seen' : 'no CUDA work seen yet')
     : info.cupti_status === 'starting' ? 'tracing is starting…'
     : 'tracing could not start: ' + info.cupti_status;
   const bad = info.cupti_status !== 'ok' && info.cupti_status !== 'starting';

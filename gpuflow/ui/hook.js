@@ -11,7 +11,13 @@ import { conn, demo, el } from './connection.js';
 import { LABEL_W, LANE_H, STATS_X, TRACK_W, TRACK_X, kernelRowY, laneTop } from './geometry.js';
 import { model } from './layout.js';
 import { list } from './list.js';
-import { store } from './store.js';
+import { past } from './past.js';
+import { recorderStats } from './recorder.js';
+import { retained } from './retained.js';
+import { agentNow, momentNow, rangeFrom, rangeTo, scrub } from './scrub.js';
+import { spark } from './spark.js';
+import { shownSnap, shownTraced, store } from './store.js';
+import { timeline, trackRect, xOf } from './timeline.js';
 
 function nodeRect(id) {
   const n = model.nodes.get(id);
@@ -47,13 +53,33 @@ function kernelRow(pid, i) {
   if (!n || n.form !== 'strip' || !(n.tr.info.kernels || [])[i]) return null;
   return pagePoint(n.x + STATS_X + 40, kernelRowY(n, i) - 4);
 }
-// the latest frame's devices and processes, as the page holds them (no spans)
+// the devices and processes of the frame the plane shows (the latest, or a past moment's), as
+// the page holds them (no spans)
 function frameSummary() {
-  const f = store.snap;
+  const f = shownSnap();
   if (!f) return null;
   return { seq: f.seq, devices: f.devices.map(d => ({ index: d.index, lost: !!d.lost })),
     processes: (f.processes || []).map(p => ({ pid: p.pid, name: p.name, devices: p.attachments.map(a => a.device_index) })),
     traced: (f.traced || []).map(t => ({ pid: t.pid, state: t.state, lanes: t.lanes.length })) };
+}
+// the timeline: its state, the moment asked and the moment shown, the range, where the track is
+function timelineState() {
+  const r = trackRect(), shown = store.past;
+  return { mode: scrub.mode, moment: momentNow(), now: agentNow(), windowS: scrub.windowS, gone: scrub.gone,
+    nothingKept: scrub.nothingKept, retained: scrub.retained ? { from: rangeFrom(), to: rangeTo(), said: scrub.retained.to } : null,
+    shown: shown ? { moment: shown.moment, windowS: shown.windowS, width: shown.width } : null, shows: past.shows,
+    track: { x: r.left, y: r.top, w: r.width, h: r.height }, retainedAnswers: retained.answers,
+    texts: ['tl-state', 'tl-moment', 'tl-window', 'tl-retained', 'tl-msg'].map(id => document.getElementById(id).textContent),
+    exports: timeline.exports, lastExport: timeline.lastExport, recorder: Object.assign({}, recorderStats),
+    sparkAnswers: spark.answers, spark: { from: spark.from, to: spark.to } };
+}
+// the lanes of the past window the plane shows, per traced pid: exact seqs or reduced counts
+function pastLanes() {
+  if (!store.past) return null;
+  return [...shownTraced()].map(([pid, t]) => ({ pid, exact: t.past.exact, complete: t.past.complete, execs: t.execs,
+    t0: t.t0, t1: t.t1, kernels: t.info.kernels.map(k => ({ name: k.name, count: k.count })),
+    lanes: t.lanes.map(L => ({ key: L.key, label: L.label, executions: L.executions,
+      seqs: L.buckets ? null : L.spans.map(s => s.seq), buckets: L.buckets ? L.buckets.count.length : null })) }));
 }
 // defines window.__gpuflow, once, from main.js
 export function installHook() {
@@ -87,13 +113,18 @@ export function installHook() {
     return { node: h.node, lane: h.laneObj ? h.laneObj.label : null, tip: el.tip.hidden ? null : el.tip.textContent,
       seq: h.seq === undefined ? null : h.seq, laneLabel: h.laneLabel ? h.laneLabel.label : null,
       kernel: h.kernel ? h.kernel.name : null, transfer: h.transfer ? h.transfer.direction : null,
+      spark: h.spark ? { key: h.spark.key, metrics: h.spark.metrics, t: h.spark.t, values: h.spark.values } : null,
+      bucket: h.bucket ? { count: h.bucket.count, busy_ns: h.bucket.busy_ns, from_us: h.bucket.from_us, width_us: h.bucket.width_us } : null,
       span: s ? { seq: s.seq, kind: s.kind, name: s.name, dur_ns: s.dur_ns, bytes: s.bytes, direction: s.direction, grid: s.grid, block: s.block } : null };
   });
   ro('highlight', () => ui.highlight);
   ro('layout', () => ({ columns: model.cols, sizeKey: model.sizeKey }));
   ro('list', () => ({ open: list.open, key: list.key, dir: list.dir, pids: list.order.slice() }));
   ro('bench', () => ({ draw: bench.draw.slice(), ingest: bench.ingest.slice(), intervals: bench.intervals.slice() }));
+  ro('timeline', timelineState);
+  ro('pastLanes', pastLanes);
   hook.nodeRect = nodeRect;
+  hook.trackX = (t) => xOf(t);
   hook.laneSeqs = (pid) => {
     const t = store.traced.get(pid);
     return t ? t.lanes.map(L => ({ key: L.key, seqs: L.spans.map(s => s.seq) })) : null;

@@ -2,10 +2,11 @@
 //
 // Drag pans, the wheel zooms about the cursor, a click isolates a node (again, or on empty
 // space, clears it), F fits everything or the isolated node and its neighbours, Esc clears, P
-// shows or hides the process list, E saves what the traced lanes show (the isolated process's,
-// if one is) as a Perfetto trace and opens it in Perfetto's UI (perfetto.js). Hovering finds the node, and on a traced strip the span, the
-// lane label, the "not sampled" stretch or the kernel or transfer row under the cursor (binary
-// search on the lane's starts). The card is rebuilt after every draw while the pointer is on the
+// shows or hides the process list; the timeline's keys (space, arrows, End, E) are timeline.js's,
+// which sees every key first. Hovering finds the node, a sparkline and the moment under the
+// cursor in it, and on a traced strip the span, the bucket of a reduced past window, the lane
+// label, the "not sampled" (or, in a past window, "not retained") stretch or the kernel or
+// transfer row under the cursor (binary search on the lane's starts). The card is rebuilt after every draw while the pointer is on the
 // plane (afterDraw()), from the latest frame and the view as it is now: values refresh while it
 // is shown, and when the view moves under a still pointer (F, a new frame's fit) the card follows
 // what is under it, or goes.
@@ -17,12 +18,13 @@
 import { F, canvas, cssH, cssW, markDirty, textIsLegible, toWorld, ui, view } from './canvas.js';
 import { fillCard } from './card.js';
 import { el } from './connection.js';
-import { COUNT_X, KERNEL_ROWS, LANE_H, MAX_LANES_DRAWN, STATS_X, STAT_ROW, STRIP_X, TRACK_W, TRACK_X, kernelRowY,
-  laneTop } from './geometry.js';
+import { COUNT_X, DEV_SPARK_ROWS, KERNEL_ROWS, LANE_H, MAX_LANES_DRAWN, STATS_X, STAT_ROW, STRIP_X, TRACK_W, TRACK_X,
+  TR_LEFT_W, devSparkBox, kernelRowY, laneTop, procSparkBox } from './geometry.js';
 import { firstIndexAtOrAfter } from './lanes.js';
-import { saveAndOpen } from './perfetto.js';
 import { fitTo, litSets, model, rebuild } from './layout.js';
-import { store } from './store.js';
+import { pointAt, seriesOf } from './spark.js';
+import { shownSnap, shownTraced, store } from './store.js';
+import { timelineKey } from './timeline.js';
 import { statsRows } from './traced.js';
 
 let drag = null;
@@ -41,8 +43,32 @@ function hitTest(sx, sy) {
   const n = nodeAt(wx, wy);
   if (!n) return null;
   const hit = { node: n.id };
-  if (n.form === 'strip' && textIsLegible(F.small.px)) stripHit(n, wx, wy, hit);   // its parts, once they are drawn
+  if (!textIsLegible(F.small.px)) return hit;   // its parts, once they are drawn
+  if (sparkHit(n, wx, wy, hit)) return hit;
+  if (n.form === 'strip') stripHit(n, wx, wy, hit);
   return hit;
+}
+// a sparkline under the pointer (a little taller than drawn, so it is easy to point at): its
+// series and the point at the time under the pointer
+function sparkHit(n, wx, wy, hit) {
+  const boxes = [];
+  if (n.kind === 'device') {
+    for (const [row, metric] of DEV_SPARK_ROWS) boxes.push([devSparkBox(n, row), 'device|' + n.data.uuid, [metric], n.data.index]);
+  } else if (n.kind === 'process' && n.data) {
+    const w = n.form === 'strip' ? TR_LEFT_W : n.w;
+    n.data.attachments.forEach((a, i) => boxes.push([procSparkBox(n, i, w), 'process|' + n.pid + '|' + a.device_uuid,
+      ['sm_util_pct', 'memory_used_bytes'], a.device_index]));
+  }
+  for (const [b, key, metrics, device] of boxes) {
+    if (wx < b.x || wx > b.x + b.w || wy < b.y - 3 || wy > b.y + b.h + 3) continue;
+    const main = seriesOf(key, metrics[0]) || seriesOf(key, metrics[1]);
+    const at = pointAt(b, wx, main);
+    hit.spark = { box: b, key, metrics, device, t: at.t, point: at.i >= 0 ? main.t[at.i] : null,
+      values: metrics.map(m => { const s = seriesOf(key, m), j = s && at.i >= 0 ? pointAt(b, wx, s).i : -1;
+        return j >= 0 ? { metric: m, t: s.t[j], res: s.res[j], v: s.v[j], lo: s.lo[j], hi: s.hi[j] } : { metric: m, t: null }; }) };
+    return true;
+  }
+  return false;
 }
 function stripHit(n, wx, wy, hit) {
   const tr = n.tr, lx = wx - n.x;
@@ -68,15 +94,24 @@ function stripHit(n, wx, wy, hit) {
       if (d < bd) { bd = d; best = s; }
       if (b < t - L.maxDurUs - tol) break;
     }
-    if (best && bd <= tol) { hit.span = best; hit.lane = li; hit.laneObj = L; }
-    else if (L.executions > sp.length && (!sp.length || t < sp[0].start_us)) hit.notSampled = L;
+    const ps = tr.past;
+    if (L.buckets) {   // a reduced past window: the bucket under the pointer
+      const b = L.buckets, i = Math.floor((t - b.start_us) / b.width_us);
+      if (i >= 0 && i < b.count.length && b.count[i] > 0) {
+        hit.bucket = { lane: L, laneIndex: li, count: b.count[i], busy_ns: b.busy_ns[i], from_us: b.start_us + i * b.width_us, width_us: b.width_us };
+      }
+    } else if (best && bd <= tol) { hit.span = best; hit.lane = li; hit.laneObj = L; }
+    else if (!ps && L.executions > sp.length && (!sp.length || t < sp[0].start_us)) hit.notSampled = L;
+    if (!hit.span && !hit.bucket && ps && ps.retainedFrom !== null && t < ps.retainedFrom * 1e6) hit.notRetained = ps;
   } else if (lx >= STRIP_X && lx < TRACK_X) hit.laneLabel = tr.lanes[li];
   else if (lx >= COUNT_X && lx < STATS_X) hit.laneLabel = tr.lanes[li];
 }
 function sameHit(a, b) {
   if (!a || !b) return a === b;
   return a.node === b.node && a.span === b.span && a.laneLabel === b.laneLabel && a.notSampled === b.notSampled &&
-    a.kernel === b.kernel && a.transfer === b.transfer;
+    a.kernel === b.kernel && a.transfer === b.transfer && a.notRetained === b.notRetained &&
+    (a.bucket ? b.bucket && a.bucket.from_us === b.bucket.from_us && a.bucket.lane === b.bucket.lane : !b.bucket) &&
+    (a.spark ? b.spark && a.spark.key === b.spark.key && a.spark.metrics[0] === b.spark.metrics[0] && a.spark.point === b.spark.point : !b.spark);
 }
 // the card for what is under the still pointer, after every draw: the frame or the view may have
 // changed under it
@@ -91,7 +126,7 @@ function fitNow() {
   // a layout made for another canvas size (the window changed while the view was the user's)
   // is made again for this one first
   const stale = model.sizeKey !== Math.round(cssW) + 'x' + Math.round(cssH);
-  if (store.snap && stale && !ui.isolated) rebuild(store.snap, store.traced, true);
+  if (shownSnap() && stale && !ui.isolated) rebuild(shownSnap(), shownTraced(), true);
   fitTo(ui.isolated ? litSets(ui.isolated).nodes : null);
   view.touched = !!ui.isolated;
 }
@@ -145,20 +180,11 @@ export function installInteraction(toggleList) {
   window.addEventListener('keydown', (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     if (e.target && (e.target.tagName === 'INPUT' || e.target.tagName === 'TEXTAREA')) return;
+    if (timelineKey(e)) return;
     if (e.key === 'f' || e.key === 'F') fitNow();
     else if (e.key === 'p' || e.key === 'P') toggleList();
-    else if (e.key === 'e' || e.key === 'E') saveShown();
     else if (e.key === 'Escape') { ui.isolated = null; ui.hover = null; hideTip(); markDirty(); }
   });
-}
-
-// E: the time the traced lanes show, of the isolated process or of all, saved and opened in Perfetto
-function saveShown() {
-  const pid = ui.isolated && ui.isolated.startsWith('p:') ? Number(ui.isolated.slice(2)) : null;
-  const shown = [...store.traced].filter(([p, t]) => (pid === null || p === pid) && t.t0 !== null && t.t1 !== null);
-  if (!shown.length) return;
-  const from = Math.min(...shown.map(([, t]) => t.t0)) / 1e6, to = Math.max(...shown.map(([, t]) => t.t1)) / 1e6 + 1e-6;
-  saveAndOpen(from, to, pid).catch((err) => console.warn('GPUFlow: ' + err.message));
 }
 
 function showTip(h) {

@@ -6,7 +6,9 @@
 // visible without claiming the stream was busy. All runs of one colour and shade are filled as
 // one path. Off-screen lanes and spans outside the visible part of the track are skipped (binary
 // search on start), and a dense stretch of a one-colour lane is jumped over using the lane's
-// running sum of durations (store.js keeps both).
+// running sum of durations (store.js keeps both). A lane of a past window reduced to pixel
+// buckets by the recorder (past.js) is drawn bucket by bucket in the reduced colour, each shaded
+// by the share of its time the stream was busy, neighbours of one shade merged.
 //
 // Constraints: this is the page's hot loop (16 lanes × 2,000 spans redrawn every frame in
 // ?demo=bench): no allocation per span, no text, one fill per colour and shade.
@@ -16,7 +18,9 @@ import { LANE_H, MAX_LANES_DRAWN, TRACK_W, TRACK_X, laneTop } from './geometry.j
 
 const SHADES = [1, 0.62, 0.36, 0.2];
 function shadeOf(density) { return density >= 0.5 ? 0 : density >= 0.1 ? 1 : density >= 0.01 ? 2 : 3; }
-const runBuf = [0, 1, 2, 3, 4, 5, 6, 7].map(() => ({ a: new Float64Array(4096), n: 0 }));
+// runs by colour and shade: 0-3 kernels, 4-7 copies and memsets, 8-11 reduced buckets
+const RUN_COLORS = [COL.sm, COL.xfer, COL.reduced];
+const runBuf = Array.from({ length: 12 }, () => ({ a: new Float64Array(4096), n: 0 }));
 function pushRun(bucket, x, y, w, h) {
   const r = runBuf[bucket];
   if (r.n + 4 > r.a.length) { const a = new Float64Array(r.a.length * 2); a.set(r.a); r.a = a; }
@@ -27,6 +31,27 @@ export function firstIndexAtOrAfter(spans, tUs) {
   let lo = 0, hi = spans.length;
   while (lo < hi) { const m = (lo + hi) >> 1; if (spans[m].start_us < tUs) lo = m + 1; else hi = m; }
   return lo;
+}
+// the visible buckets of a reduced lane as runs: [x0, x1) of one shade, neighbours merged
+function bucketRuns(bk, tr, tx0, k, vis0, vis1, sy, lh) {
+  const wu = bk.width_us, count = bk.count, busy = bk.busy_ns;
+  if (!(wu > 0)) return;
+  const first = Math.max(0, Math.floor((tr.t0 + (vis0 - tx0) / k - bk.start_us) / wu));
+  const last = Math.min(count.length - 1, Math.ceil((tr.t0 + (vis1 - tx0) / k - bk.start_us) / wu));
+  let rx0 = -1, rx1 = -1, rs = -1;
+  for (let i = first; i <= last; i++) {
+    if (!(count[i] > 0)) continue;
+    let a = tx0 + (bk.start_us + i * wu - tr.t0) * k, b = a + wu * k;
+    if (a < vis0) a = vis0;
+    if (b > vis1) b = vis1;
+    if (b - a < 1) b = a + 1;
+    const shade = shadeOf(busy[i] / (wu * 1000));
+    drawn.buckets += count[i];
+    if (shade === rs && a <= rx1 + 0.5) { if (b > rx1) rx1 = b; continue; }
+    if (rs >= 0) pushRun(8 + rs, rx0, sy, rx1 - rx0, lh);
+    rx0 = a; rx1 = b; rs = shade;
+  }
+  if (rs >= 0) pushRun(8 + rs, rx0, sy, rx1 - rx0, lh);
 }
 export function drawLanes(n, alpha) {
   const tr = n.tr;
@@ -44,7 +69,9 @@ export function drawLanes(n, alpha) {
   for (let li = 0; li < ny; li++) {
     const L = tr.lanes[li], sp = L.spans, cum = L.cum;
     const sy = view.y + (rowTop + li * LANE_H + 1) * S;
-    if (sy > cssH || sy + lh < 0 || !sp.length) continue;
+    if (sy > cssH || sy + lh < 0) continue;
+    if (L.buckets) { drawn.lanes++; bucketRuns(L.buckets, tr, tx0, k, vis0, vis1, sy, lh); continue; }
+    if (!sp.length) continue;
     drawn.lanes++;
     let i = firstIndexAtOrAfter(sp, tVis0 - L.maxDurUs);
     // current run per colour: [x0, x1, busy px]; index 0 kernels, 1 copies and memsets
@@ -86,11 +113,11 @@ export function drawLanes(n, alpha) {
     if (cx1 >= 0) pushRun(4 + shadeOf(cb / (cx1 - cx0)), cx0, sy, cx1 - cx0, lh);
   }
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  for (let b = 0; b < 8; b++) {
+  for (let b = 0; b < runBuf.length; b++) {
     const r = runBuf[b];
     if (!r.n) continue;
     ctx.globalAlpha = alpha * SHADES[b % 4];
-    ctx.fillStyle = b < 4 ? COL.sm : COL.xfer;
+    ctx.fillStyle = RUN_COLORS[b >> 2];
     ctx.beginPath();
     for (let q = 0; q < r.n; q += 4) ctx.rect(r.a[q], r.a[q + 1], r.a[q + 2], r.a[q + 3]);
     ctx.fill();

@@ -14,7 +14,7 @@
 
 import { markDirty, ui } from './canvas.js';
 import { fmtBytes, fmtPct, isNum } from './format.js';
-import { store } from './store.js';
+import { shownSnap } from './store.js';
 
 export const OPEN_WIDTH = 1680;
 const REFRESH_MS = 500, STORE_KEY = 'gpuflow.processList';
@@ -98,17 +98,19 @@ function samePids(f) {
   for (const t of f.traced || []) { if (!list.rows.has(t.pid)) return false; if (!(f.processes || []).some(p => p.pid === t.pid)) n++; }
   return n === list.rows.size;
 }
-// the rows from the latest frame: now when a process came or went (the list never disagrees with
-// the graph about who is there), and its values (coming from the stream) at most every REFRESH_MS
+// the rows from the frame the plane shows (the latest, or the timeline's past moment): now when a
+// process came or went (the list never disagrees with the graph about who is there), and its
+// values (coming from the stream) at most every REFRESH_MS
 export function updateList(now) {
-  if (!list.open || !store.snap) return;
+  const f = shownSnap();
+  if (!list.open || !f) return;
   const t = performance.now();
-  if (!now && t - list.last < REFRESH_MS && samePids(store.snap)) {
+  if (!now && t - list.last < REFRESH_MS && samePids(f)) {
     if (!list.timer) list.timer = setTimeout(() => { list.timer = 0; updateList(true); }, REFRESH_MS - (t - list.last));
     return;
   }
   list.last = t;
-  const es = entries(store.snap).sort(compareBy(list.key, list.dir));
+  const es = entries(f).sort(compareBy(list.key, list.dir));
   const seen = new Set();
   for (const e of es) {
     let tr = list.rows.get(e.pid);

@@ -8,13 +8,19 @@
 // and memory on each GPU, and its pid) are in the readings' font and queued with an id, so the
 // test hook records the size and box each was drawn at.
 //
+// A GPU's utilization, memory and power rows and each row of a process carry a sparkline of the
+// minutes up to the moment shown (spark.js queues them here and draws them all at once).
+//
 // Constraints: a value that is not available is drawn as a dash through cell(), which records
 // it, never as 0; untrusted strings (names, users, messages) reach the canvas only through
 // text(), fitted or wrapped, never cut mid-word where they must be read whole (geometry.js).
 
 import { COL, F, badge, bar, box, cell, drawn, text, textWidth } from './canvas.js';
 import { DASH, exitText, fmtBytes, fmtPct, fmtRate, isNum, num, retiredText, unitFor } from './format.js';
-import { DEV_BAND, DEV_ROW, DEV_ROW0, HOST_BAND, LINE_H, PROC_BAND, procRowY, tracedNote } from './geometry.js';
+import { DEV_BAND, DEV_BAR_W, DEV_BAR_X, DEV_ROW, DEV_ROW0, DEV_SPARK_ROWS, DEV_VALUE_ROOM, HOST_BAND, LINE_H, PROC_BAND,
+  PROC_SPARK_X, devSparkBox, procRowY, procSparkBox, procSparkW, tracedNote } from './geometry.js';
+import { model } from './layout.js';
+import { queueSpark, seriesOf, sparkBaseline } from './spark.js';
 
 export function drawDevice(n, full) {
   const d = n.data, x = n.x, y = n.y, id = n.id, ty = y + 20;
@@ -45,19 +51,43 @@ export function drawDevice(n, full) {
   let ry = y + DEV_ROW0;
   for (const r of rows) {
     text(r[0], x + 10, ry, F.small, COL.dim);
-    bar(x + 58, ry - 8, 56, 8, r[1], r[2]);
-    text(r[3], x + n.w - 10, ry, F.value, COL.text, 'right', n.w - 132, id + '.' + r[4]);
+    bar(x + DEV_BAR_X, ry - 8, DEV_BAR_W, 8, r[1], r[2]);
+    text(r[3], x + n.w - 10, ry, F.value, COL.text, 'right', DEV_VALUE_ROOM, id + '.' + r[4]);
     ry += DEV_ROW;
   }
+  deviceSparks(n, d);
   // SM clock against the highest seen this session, and the memory clock (both in the hover)
   text('clocks', x + 10, ry, F.small, COL.dim);
-  bar(x + 58, ry - 8, 56, 8, isNum(d.clock_sm_mhz) && n.maxSm > 0 ? d.clock_sm_mhz / n.maxSm : null, COL.clock);
+  bar(x + DEV_BAR_X, ry - 8, DEV_BAR_W, 8, isNum(d.clock_sm_mhz) && n.maxSm > 0 ? d.clock_sm_mhz / n.maxSm : null, COL.clock);
   text(cell(d.clock_sm_mhz, String, id + '.clock_sm_mhz') + ' · ' + cell(d.clock_mem_mhz, v => v + ' MHz', id + '.clock_mem_mhz'),
-    x + n.w - 10, ry, F.body, COL.text, 'right', n.w - 132);
+    x + n.w - 10, ry, F.body, COL.text, 'right', n.w - DEV_BAR_X - DEV_BAR_W - 14);
   ry += DEV_ROW;
   text('PCIe', x + 10, ry, F.small, COL.dim);
   text('tx ' + cell(d.pcie_tx_bytes_per_s, fmtRate, id + '.pcie_tx_bytes_per_s') + ' · rx ' +
     cell(d.pcie_rx_bytes_per_s, fmtRate, id + '.pcie_rx_bytes_per_s'), x + n.w - 10, ry, F.body, COL.text, 'right', n.w - 68);
+}
+// the scale each sparkline of a GPU is drawn against: its row's bar's
+export const SPARK_COLORS = { utilization_gpu_pct: COL.sm, memory_used_bytes: COL.mem, power_draw_w: COL.power, sm_util_pct: COL.sm };
+export function deviceSparkTop(d, metric) {
+  return metric === 'utilization_gpu_pct' ? 100 : metric === 'memory_used_bytes' ? d.memory_total_bytes : d.power_limit_w;
+}
+function deviceSparks(n, d) {
+  const key = 'device|' + d.uuid;
+  for (const [row, metric] of DEV_SPARK_ROWS) {
+    const box = devSparkBox(n, row), s = seriesOf(key, metric);
+    if (!queueSpark(n.id + '.spark.' + metric, box, s, deviceSparkTop(d, metric) || highest(s), SPARK_COLORS[metric], 'line')) sparkBaseline(box);
+  }
+}
+// the greatest reading of a series (a scale for a reading whose limit is not known)
+function highest(s) {
+  let m = 0;
+  if (s) for (let i = 0; i < s.hi.length; i++) if (s.hi[i] > m) m = s.hi[i];
+  return m * 1.1;
+}
+// a GPU's memory, the scale of a process's memory sparkline on it
+export function deviceMemory(index) {
+  const g = model.nodes.get('d:' + index);
+  return g && g.data && isNum(g.data.memory_total_bytes) ? g.data.memory_total_bytes : null;
 }
 function memText(d, id) {
   const u = d.memory_used_bytes, t = d.memory_total_bytes;
@@ -109,11 +139,18 @@ export function drawHolds(n, w) {
     text(exited ? 'holds no GPU (exited)' : 'holds no GPU', x + 10, procRowY(n, 0), F.small, COL.dim);
     return;
   }
+  const sw = procSparkW(w);
   p.attachments.forEach((a, i) => {
     const cid = id + '.gpu' + a.device_index, y = procRowY(n, i);
     text('GPU ' + a.device_index, x + 10, y, F.small, COL.dim);
-    bar(x + 48, y - 8, 32, 7, isNum(a.sm_util_pct) ? a.sm_util_pct / 100 : null, COL.sm);
-    text('SM ' + cell(a.sm_util_pct, fmtPct, cid + '.sm_util_pct'), x + 86, y, F.value, COL.text, 'left', 0, cid + '.sm');
+    // the sparkline of its SM % (area) and memory (line) here; with no history yet, the SM % bar
+    const box = procSparkBox(n, i, w), key = 'process|' + n.pid + '|' + a.device_uuid;
+    const sm = queueSpark(cid + '.spark.sm_util_pct', box, seriesOf(key, 'sm_util_pct'), 100, COL.sm, 'area');
+    const mem = seriesOf(key, 'memory_used_bytes');
+    const memTop = deviceMemory(a.device_index) || highest(mem);
+    const mm = queueSpark(cid + '.spark.memory_used_bytes', box, mem, memTop, COL.mem, 'line');
+    if (!sm && !mm) bar(box.x, y - 8, box.w, 7, isNum(a.sm_util_pct) ? a.sm_util_pct / 100 : null, COL.sm);
+    text('SM ' + cell(a.sm_util_pct, fmtPct, cid + '.sm_util_pct'), x + PROC_SPARK_X + sw + 6, y, F.value, COL.text, 'left', 0, cid + '.sm');
     text(cell(a.memory_used_bytes, fmtBytes, cid + '.memory_used_bytes'), x + w - 10, y, F.value, COL.text, 'right', 0, cid + '.memory');
   });
 }

@@ -24,7 +24,8 @@ import { DEV_BAND, procRowY } from './geometry.js';
 import { drawLanes } from './lanes.js';
 import { litSets, model } from './layout.js';
 import { drawDevice, drawHost, drawProcess } from './nodes.js';
-import { store } from './store.js';
+import { shownSnap } from './store.js';
+import { flushSparks } from './spark.js';
 import { drawTraced } from './traced.js';
 
 const EDGE_ALPHA = [0.4, 0.6, 0.8, 1];   // by SM % quartile; a GPU-to-host edge is level 2
@@ -90,7 +91,7 @@ function drawEdges(lit, dimAlpha, vx0, vy0, vx1, vy1) {
 export function draw() {
   beginDraw();
   const empty = document.getElementById('empty');
-  if (!store.snap) { empty.hidden = false; empty.textContent = emptyText(); return; }
+  if (!shownSnap()) { empty.hidden = false; empty.textContent = emptyText(); return; }
   empty.hidden = true;
   const [vx0, vy0] = toWorld(0, 0), [vx1, vy1] = toWorld(cssW, cssH);
   const full = textIsLegible(F.small.px);
@@ -115,6 +116,7 @@ export function draw() {
     visible.push([n, alpha]);
   }
   ctx.globalAlpha = 1;
+  flushSparks();
   for (const [n, alpha] of visible) if (n.form === 'strip') drawLanes(n, alpha);
   if (!full) drawTitles(visible);
   flushText();

@@ -8,6 +8,10 @@
 // joins up and is dropped. Each lane is trimmed to the sample the agent says it keeps
 // (executions - spans_elided), and never holds more than MAX_KEEP spans whatever the agent says.
 //
+// While the timeline shows a past moment (scrub.js), the plane draws `store.past` (past.js builds
+// it from the recorder's answers) while live frames keep arriving here, so going back to live
+// shows the latest frame at once; shownSnap() and shownTraced() are what the plane shows.
+//
 // Constraints: ingest() never throws, and a frame it cannot apply changes nothing: it is counted
 // as a resync (a delta that does not follow, or cannot be decoded: the caller reconnects for a
 // full frame) or as a bad frame (ignored). Each lane stays ordered by start, with a running sum
@@ -22,7 +26,10 @@ export const APPLIED = 'applied', IGNORED = 'ignored', RESYNC = 'resync';
 export const store = {
   snap: null, lastSeq: null, traced: new Map(), frames: 0, full: 0, delta: 0, resyncs: 0,
   badFrames: 0, reader: nothingRead, receivedAt: 0,   // performance.now() when the latest frame was applied
+  past: null,   // the past moment shown instead: {moment, windowS, frame, traced, ...} (past.js)
 };
+export function shownSnap() { return store.past ? store.past.frame : store.snap; }
+export function shownTraced() { return store.past ? store.past.traced : store.traced; }
 
 // Applies one frame: APPLIED, IGNORED (not a snapshot, counted in badFrames) or RESYNC (a delta
 // that does not follow the frame the page has, or cannot be decoded against it; a new
@@ -98,8 +105,15 @@ function keptLane(key, L, o) {
   }
   const keep = Math.min(MAX_KEEP, Math.max(0, (L.executions | 0) - (L.spans_elided | 0)));
   if (spans.length > keep) spans.splice(0, spans.length - keep);
-  const lane = { key, device: L.device, context: L.context, stream: L.stream, label: String(L.label),
-    executions: L.executions, spans_elided: L.spans_elided, spans, lastSeq, maxDurUs: 0, oneColour: true, end: -Infinity };
+  return laneOf(key, L, spans, lastSeq);
+}
+
+// A lane the drawing can use: `head`'s device, context, stream, label and counts, and `spans`
+// (oldest first), with what the drawing's binary searches need. Also how past.js makes the
+// lanes of a past window.
+export function laneOf(key, head, spans, lastSeq) {
+  const lane = { key, device: head.device, context: head.context, stream: head.stream, label: String(head.label),
+    executions: head.executions, spans_elided: head.spans_elided, spans, lastSeq, maxDurUs: 0, oneColour: true, end: -Infinity };
   let m = 0, kernels = 0, end = -Infinity, sorted = true;
   for (let i = 0; i < spans.length; i++) {
     const sp = spans[i];

@@ -1,0 +1,183 @@
+// The demo's flight recorder (?demo): what an agent's recorder would keep of the demo's frames,
+// answering the page's questions as the agent answers GET api/history and api/window
+// (docs/recorder.md), as JSON text, so the timeline, past moments and sparklines take the same
+// path in demo mode as live (recorder.js parses the text; past.js, spark.js, retained.js read it).
+//
+// It keeps every reading of every demo frame (and of the minutes the demo makes up before its
+// start, so the sparklines and the timeline have a past at once) for HISTORY_S seconds, and every
+// span the demo generates for `retainS` seconds, one column per field as a collector's recorder
+// does. A window answers each lane's spans exactly, or, when a lane has more executions in it
+// than the asked width, per pixel bucket: how many start there and how much of it was busy. A
+// history question with points= is reduced as the agent reduces it (buckets of (to - from) /
+// (points - 1) seconds aligned to multiples of that width: mean, least and greatest).
+//
+// Constraints: loaded only in demo mode, by demo.js; no request leaves the page. Memory is
+// bounded by the retention: columns are compacted as the oldest leave. Times are the demo's wall
+// clock (it stands for the agent's).
+
+import { DIRECTIONS, SPAN_KINDS } from './stream.js';
+
+export const HISTORY_S = 900;
+const DEVICE_METRICS = [['utilization_gpu_pct', '%'], ['utilization_memory_pct', '%'], ['memory_used_bytes', 'bytes'],
+  ['temperature_c', 'C'], ['power_draw_w', 'W'], ['clock_sm_mhz', 'MHz'], ['clock_mem_mhz', 'MHz'],
+  ['pcie_tx_bytes_per_s', 'bytes/s'], ['pcie_rx_bytes_per_s', 'bytes/s']];
+const PROCESS_METRICS = [['memory_used_bytes', 'bytes'], ['sm_util_pct', '%'], ['mem_util_pct', '%']];
+const SPAN_FIELDS = ['seq', 'start_us', 'dur_ns', 'kind', 'name', 'grid_x', 'grid_y', 'grid_z', 'block_x', 'block_y', 'block_z',
+  'bytes', 'direction'];
+
+// a growable column of float64
+function column() { return { a: new Float64Array(256), n: 0, lo: 0 }; }
+function push(c, v) {
+  if (c.n === c.a.length) {
+    const live = c.n - c.lo, b = new Float64Array(Math.max(256, live * 2));   // compact, then grow if needed
+    b.set(c.a.subarray(c.lo, c.n)); c.a = b; c.n = live; c.lo = 0;
+  }
+  c.a[c.n++] = v;
+}
+function first(c, t) {   // index of the first value >= t among the kept ones
+  let lo = c.lo, hi = c.n;
+  while (lo < hi) { const m = (lo + hi) >> 1; if (c.a[m] < t) lo = m + 1; else hi = m; }
+  return lo;
+}
+
+export function makeRecorder(retainS) {
+  const series = new Map();        // entity|metric -> {entity, metric, unit, res, t, v}
+  const traced = new Map();        // pid -> {pid, session, name, lanes: Map key -> lane}
+  let res = 1;
+
+  function point(entity, metric, unit, t, v) {
+    const key = entity.join('|') + '|' + metric;
+    let s = series.get(key);
+    if (!s) { s = { entity, metric, unit, t: column(), v: column() }; series.set(key, s); }
+    push(s.t, t); push(s.v, v === null || v === undefined ? NaN : v);
+  }
+  // the readings of plain frame `f` at time t (seconds); `every` the seconds it stands for
+  function reading(t, f, every) {
+    res = every;
+    for (const d of f.devices) for (const [m, u] of DEVICE_METRICS) point(['device', d.uuid], m, u, t, d[m]);
+    for (const p of f.processes) for (const a of p.attachments) {
+      for (const [m, u] of PROCESS_METRICS) point(['process', String(p.pid), a.device_uuid], m, u, t, a[m]);
+    }
+    for (const s of series.values()) {
+      const keep = first(s.t, t - HISTORY_S);
+      s.t.lo = keep; s.v.lo = keep;
+    }
+  }
+  // one span the demo generated, of lane [device, context, stream, label] of traced process spec
+  function span(spec, L, s) {
+    let p = traced.get(spec.pid);
+    if (!p) { p = { pid: spec.pid, session: spec.session, name: spec.name, lanes: new Map() }; traced.set(spec.pid, p); }
+    const key = L.device + ':' + L.context + ':' + L.stream;
+    let lane = p.lanes.get(key);
+    if (!lane) {
+      lane = { device: L.device, context: L.context, stream: L.stream, label: L.label, names: [], nameIds: new Map(), end: 0, evicted: false };
+      for (const f of SPAN_FIELDS) lane[f] = column();
+      p.lanes.set(key, lane);
+    }
+    let nameId = -1;
+    if (s.name !== null) {
+      nameId = lane.nameIds.get(s.name);
+      if (nameId === undefined) { nameId = lane.names.length; lane.names.push(s.name); lane.nameIds.set(s.name, nameId); }
+    }
+    const g = s.grid || [-1, -1, -1], b = s.block || [-1, -1, -1];
+    const row = [s.seq, s.start_us, s.dur_ns, SPAN_KINDS.indexOf(s.kind), nameId, g[0], g[1], g[2], b[0], b[1], b[2],
+      s.bytes === null ? -1 : s.bytes, s.direction === null ? -1 : DIRECTIONS.indexOf(s.direction)];
+    for (let i = 0; i < SPAN_FIELDS.length; i++) push(lane[SPAN_FIELDS[i]], row[i]);
+    lane.end = Math.max(lane.end, s.start_us + s.dur_ns / 1000);
+    const keep = first(lane.start_us, s.start_us - retainS * 1e6);
+    if (keep > lane.start_us.lo) { lane.evicted = true; for (const f of SPAN_FIELDS) lane[f].lo = keep; }
+  }
+
+  function history(q) {
+    const from = Number(q.from), to = Number(q.to), points = q.points ? Number(q.points) : null;
+    const metrics = q.metrics ? new Set(q.metrics.split(',')) : null;
+    let rFrom = null, rTo = null;
+    const out = [];
+    for (const s of series.values()) {
+      if (s.t.n > s.t.lo) {
+        rFrom = rFrom === null ? s.t.a[s.t.lo] : Math.min(rFrom, s.t.a[s.t.lo]);
+        rTo = rTo === null ? s.t.a[s.t.n - 1] : Math.max(rTo, s.t.a[s.t.n - 1]);
+      }
+      if (metrics && !metrics.has(s.metric)) continue;
+      const a = first(s.t, from), b = first(s.t, to);
+      if (b <= a) continue;
+      const t = Array.from(s.t.a.subarray(a, b)), v = Array.from(s.v.a.subarray(a, b));
+      out.push(points && t.length > points ? reduced(s, t, v, from, to, points)
+        : { entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: res, t, value: v.map(x => (isNaN(x) ? null : x)) });
+    }
+    return { from, to, sources: ['demo'], retained_from: rFrom, retained_to: rTo, series: out, problems: [] };
+  }
+  function reduced(s, t, v, from, to, points) {
+    const width = (to - from) / (points - 1), firstK = Math.floor(from / width), lastK = firstK + points - 1;
+    const out = { entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: Math.max(width, res), t: [], value: [], min: [], max: [] };
+    let i = 0;
+    while (i < t.length) {
+      const k = Math.min(Math.max(Math.floor(t[i] / width), firstK), lastK);
+      let j = i, sum = 0, n = 0, lo = Infinity, hi = -Infinity;
+      while (j < t.length && (k === lastK || t[j] < (k + 1) * width)) {
+        const x = v[j++];
+        if (isNaN(x)) continue;
+        sum += x; n++; if (x < lo) lo = x; if (x > hi) hi = x;
+      }
+      if (j === i) j = i + 1;
+      out.t.push(k * width); out.value.push(n ? sum / n : null); out.min.push(n ? lo : null); out.max.push(n ? hi : null);
+      i = j;
+    }
+    return out;
+  }
+
+  function window_(q) {
+    const from = Number(q.from), to = Number(q.to), width = q.width ? Number(q.width) : null, pid = q.pid ? Number(q.pid) : null;
+    const lo = from * 1e6, hi = to * 1e6, processes = [];
+    for (const p of [...traced.values()].sort((a, b) => a.pid - b.pid)) {
+      if (pid !== null && p.pid !== pid) continue;
+      let rFrom = Infinity, rTo = -Infinity, complete = true;
+      const lanes = [];
+      for (const L of p.lanes.values()) {
+        const st = L.start_us;
+        if (st.n === st.lo) continue;
+        rFrom = Math.min(rFrom, st.a[st.lo]); rTo = Math.max(rTo, L.end);
+        if (L.evicted && st.a[st.lo] > lo) complete = false;
+        const a = first(st, lo), b = first(st, hi), n = b - a;
+        if (n <= 0) continue;
+        const head = { device: L.device, context: L.context, stream: L.stream, label: L.label, executions: n };
+        if (width !== null && n > width) head.buckets = buckets(L, a, b, lo, hi, width);
+        else {
+          const spans = { names: L.names };
+          for (const f of SPAN_FIELDS) spans[f] = Array.from(L[f].a.subarray(a, b));
+          head.spans = spans;
+        }
+        lanes.push(head);
+      }
+      if (rFrom === Infinity) continue;
+      processes.push({ pid: p.pid, session: p.session, name: p.name, retained_from: rFrom / 1e6, retained_to: rTo / 1e6, complete, lanes });
+    }
+    return { from, to, pid, width, sources: ['demo'], processes, problems: [] };
+  }
+  function buckets(L, a, b, lo, hi, width) {
+    const w = (hi - lo) / width, count = new Array(width).fill(0), busy = new Float64Array(width);
+    const st = L.start_us.a, dur = L.dur_ns.a;
+    for (let i = a; i < b; i++) {
+      let j = Math.min(width - 1, Math.floor((st[i] - lo) / w));
+      count[j]++;
+      let begin = st[i];
+      const end = st[i] + dur[i] / 1000;
+      while (j < width && begin < end) {
+        const edge = lo + (j + 1) * w;
+        busy[j] += (Math.min(end, edge) - begin) * 1000;
+        begin = edge; j++;
+      }
+    }
+    return { start_us: lo, width_us: w, count, busy_ns: Array.from(busy, x => Math.min(Math.floor(x), Math.floor(w * 1000))) };
+  }
+
+  // recorder.js's answerer: (path, params) -> Promise of the JSON text the agent would send
+  // (answered in a task of its own, as an answer from the network arrives)
+  function answer(path, params) {
+    return new Promise((resolve, reject) => setTimeout(() => {
+      const doc = path === 'api/history' ? history(params) : path === 'api/window' ? window_(params) : null;
+      if (doc === null) reject(new Error('the demo has no ' + path)); else resolve(JSON.stringify(doc));
+    }, 0));
+  }
+  return { reading, span, answer };
+}

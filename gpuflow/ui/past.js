@@ -1,0 +1,227 @@
+// The plane at a past moment: what past.js asks the recorder for the moment the timeline chose
+// (scrub.js), and the frame it builds from the answers, in the plain form every frame has, so the
+// same layout, drawing, hover and process list show it.
+//
+// * Devices: the live frame's facts (index, name, memory total, power limit: fixed, so not kept
+//   over time) with the readings of GET api/history at the moment: the sample whose stretch holds
+//   it, "—" where none does or it was not available. History is asked in chunks of ±CHUNK_S
+//   around the moment, so dragging within a minute asks nothing more.
+// * Processes: those whose per-GPU readings have a sample at the moment; their names, users and
+//   how they held a GPU are what the page saw in live frames (history keeps numbers only), "—"
+//   for one it never saw.
+// * Traced processes: GET api/window for the chosen window, [moment - window, moment], reduced to
+//   the strip's pixel width (exact once a lane has no more executions than pixels): per lane
+//   its exact spans or its per-pixel buckets, the window's own top kernels and transfers when it
+//   is exact, and whether retention already let part of it go.
+//
+// The plane changes only once both answers hold the moment; until then it shows the moment
+// before. A moment the recorder has let go (scrub.gone) is not asked again: what was shown stays.
+//
+// Constraints: at most one request of each kind in flight (recorder.js), so a drag asks for the
+// latest moment only; the names remembered are bounded (MAX_NAMES pids, oldest forgotten first).
+// No drawing here.
+
+import { dpr, view } from './canvas.js';
+import { fmtClock, isNum } from './format.js';
+import { TRACK_W } from './geometry.js';
+import { channel, historyQuestion, seriesIndex, valueAt, windowQuestion } from './recorder.js';
+import { isPast, momentNow, scrub } from './scrub.js';
+import { laneOf, store } from './store.js';
+import { DIRECTIONS, SPAN_KINDS, kernelOrder } from './stream.js';
+
+export const CHUNK_S = 30;
+const MAX_NAMES = 4096;
+export const DEVICE_READINGS = ['utilization_gpu_pct', 'utilization_memory_pct', 'memory_used_bytes', 'temperature_c',
+  'power_draw_w', 'clock_sm_mhz', 'clock_mem_mhz', 'pcie_tx_bytes_per_s', 'pcie_rx_bytes_per_s'];
+const PROCESS_READINGS = ['memory_used_bytes', 'sm_util_pct', 'mem_util_pct'];
+
+export const past = { chunk: null, chunkAsked: null, window: null, windowKey: '', shows: 0, error: null };
+let onShow = () => {};
+// fn(shown) is called when the plane has a new past moment to show
+export function setOnShow(fn) { onShow = fn; }
+
+// -- what live frames said about processes (history keeps numbers, not names) -------------------
+const names = new Map();
+export function remember(f) {
+  for (const p of f.processes || []) {
+    const kinds = {};
+    for (const a of p.attachments) kinds[a.device_uuid] = a.kind;
+    names.delete(p.pid);
+    names.set(p.pid, { name: p.name, user: p.user, cmdline: p.cmdline, kinds });
+  }
+  while (names.size > MAX_NAMES) names.delete(names.keys().next().value);
+}
+
+// -- asking --------------------------------------------------------------------------------------
+const chunks = channel((q, doc) => {
+  past.chunk = { from: q.from, to: q.to, index: seriesIndex(doc), dataFrom: doc.retained_from, dataTo: doc.retained_to,
+    maxRes: maxResolution(doc) };
+  past.error = null;
+  tryShow();
+}, (q, err) => { past.error = err.message; past.chunkAsked = null; });
+const windows = channel((q, doc) => {
+  past.window = { q, doc };
+  past.error = null;
+  tryShow();
+}, (q, err) => { past.error = err.message; past.windowKey = ''; });
+
+function maxResolution(doc) {
+  let r = 0;
+  for (const s of doc.series || []) if (isNum(s.resolution_s) && s.resolution_s > r) r = s.resolution_s;
+  return r || 1;
+}
+// does the chunk hold the readings of moment t?
+function covers(c, t) {
+  if (!c) return false;
+  if (c.dataTo === null || c.dataTo === undefined) return t >= c.from && t < c.to;   // nothing kept: nothing to wait for
+  const oldest = c.dataFrom !== null && c.dataFrom >= c.from;   // the chunk reaches back past what is kept
+  return (oldest || t >= c.from + CHUNK_S / 4) && t < c.to && t <= c.dataTo + c.maxRes * 1.5;
+}
+// the strip's width in device pixels, in steps of √2 so a zoom asks again only now and then
+export function stripPixels() {
+  const px = Math.max(64, Math.min(4096, TRACK_W * view.s * dpr));
+  return Math.round(Math.pow(2, Math.round(Math.log2(px) * 2) / 2));
+}
+
+// Asks for what the moment the timeline chose needs, if not asked already: the history chunk
+// holding it and the chosen window. Live: forgets the past.
+export function requestMoment() {
+  if (!isPast()) { past.window = null; past.windowKey = ''; return; }
+  if (scrub.gone) return;
+  const t = momentNow(), w = scrub.windowS, width = stripPixels();
+  if (!covers(past.chunk, t) && !(past.chunkAsked && covers(past.chunkAsked, t))) {
+    past.chunkAsked = { from: t - CHUNK_S, to: t + CHUNK_S, dataTo: t, dataFrom: t - CHUNK_S, maxRes: 1 };
+    chunks.ask(historyQuestion(t - CHUNK_S, t + CHUNK_S));
+  }
+  const key = t + '|' + w + '|' + width;
+  if (key === past.windowKey) return;
+  past.windowKey = key;
+  const q = windowQuestion(t - w, t, width);
+  q.moment = t; q.windowS = w;
+  windows.ask(q);
+}
+
+// both answers in: the moment of the latest window, if the chunk holds it
+function tryShow() {
+  const w = past.window;
+  if (!w || !isPast()) return;
+  if (!covers(past.chunk, w.q.moment)) { requestMoment(); return; }
+  const live = store.snap;
+  if (!live) return;
+  const frame = frameAt(live, past.chunk, w.q.moment);
+  const traced = tracedOf(w.doc, w.q, live);
+  frame.traced = [...traced.values()].map(t => t.info);
+  past.shows++;
+  onShow({ moment: w.q.moment, windowS: w.q.windowS, width: w.q.width, frame, traced });
+}
+
+// -- the frame at a moment -------------------------------------------------------------------------
+function frameAt(live, chunk, t) {
+  const ix = chunk.index, byUuid = new Map();
+  const devices = live.devices.map(d => {
+    const m = ix.get('device|' + d.uuid);
+    const out = Object.assign({}, d);
+    let any = false;
+    for (const f of DEVICE_READINGS) {
+      const v = m ? valueAt(m.get(f), t) : undefined;
+      out[f] = isNum(v) ? v : null;
+      if (isNum(v)) any = true;
+    }
+    out.lost = !!d.lost && !any;
+    byUuid.set(d.uuid, d.index);
+    return out;
+  });
+  const procs = new Map();
+  for (const [key, m] of ix) {
+    const parts = key.split('|');
+    if (parts[0] !== 'process' || parts.length !== 3 || !byUuid.has(parts[2])) continue;
+    const pid = Number(parts[1]), uuid = parts[2];
+    if (!Number.isInteger(pid)) continue;
+    const read = {};
+    let held = false;
+    for (const f of PROCESS_READINGS) {
+      const v = valueAt(m.get(f), t);
+      read[f] = isNum(v) ? v : null;
+      if (isNum(v)) held = true;
+    }
+    if (!held) continue;
+    const seen = names.get(pid);
+    let p = procs.get(pid);
+    if (!p) {
+      p = { pid, name: seen ? seen.name : null, user: seen ? seen.user : null, cmdline: seen ? seen.cmdline : null, attachments: [] };
+      procs.set(pid, p);
+    }
+    p.attachments.push({ device_index: byUuid.get(uuid), device_uuid: uuid, kind: seen && seen.kinds[uuid] || null,
+      memory_used_bytes: read.memory_used_bytes, sm_util_pct: read.sm_util_pct, mem_util_pct: read.mem_util_pct });
+  }
+  for (const p of procs.values()) p.attachments.sort((a, b) => a.device_index - b.device_index);
+  const host = Object.assign({}, live.host, { problems: [] });
+  return { schema: live.schema, seq: live.seq, timestamp: t, host, sources: live.sources, devices,
+    processes: [...procs.values()].sort((a, b) => a.pid - b.pid), traced: [], traced_retired: [], past: true };
+}
+
+// -- the traced processes of a window --------------------------------------------------------------
+function spansOf(c) {
+  const n = Array.isArray(c.seq) ? c.seq.length : 0, out = new Array(n), names = c.names || [];
+  for (let i = 0; i < n; i++) {
+    const kind = SPAN_KINDS[c.kind[i]] || 'kernel', k = kind === 'kernel';
+    out[i] = { seq: c.seq[i], kind, start_us: c.start_us[i], dur_ns: c.dur_ns[i], name: c.name[i] >= 0 ? String(names[c.name[i]]) : null,
+      grid: k ? [c.grid_x[i], c.grid_y[i], c.grid_z[i]] : null, block: k ? [c.block_x[i], c.block_y[i], c.block_z[i]] : null,
+      bytes: c.bytes[i] >= 0 ? c.bytes[i] : null, direction: c.direction[i] >= 0 ? DIRECTIONS[c.direction[i]] || null : null };
+  }
+  return out;
+}
+function tracedOf(doc, q, live) {
+  const out = new Map(), liveInfo = new Map((live.traced || []).map(t => [t.pid, t]));
+  for (const p of doc.processes || []) {
+    const lanes = [], laneMap = new Map(), kernels = new Map(), transfers = new Map();
+    let held = 0, execs = 0, exact = true;
+    for (const L of p.lanes || []) {
+      const key = L.device + ':' + L.context + ':' + L.stream, head = { device: L.device, context: L.context,
+        stream: L.stream, label: L.label, executions: L.executions, spans_elided: 0 };
+      let lane;
+      if (L.spans) {
+        const spans = spansOf(L.spans);
+        lane = laneOf(key, head, spans, spans.length ? spans[spans.length - 1].seq : -1);
+        for (const s of spans) tally(s, kernels, transfers);
+        held += spans.length;
+      } else if (L.buckets) {
+        lane = laneOf(key, head, [], -1);
+        const b = L.buckets;
+        lane.buckets = { start_us: b.start_us, width_us: b.width_us, count: b.count || [], busy_ns: b.busy_ns || [] };
+        exact = false;
+      } else continue;
+      execs += L.executions;
+      lanes.push(lane); laneMap.set(key, lane);
+    }
+    lanes.sort((a, b) => a.device - b.device || a.context - b.context || a.stream - b.stream);
+    const now = liveInfo.get(p.pid), same = now && now.session === p.session;
+    const ended = same && now.state === 'exited' && isNum(p.retained_to) && q.moment > p.retained_to + 0.5;
+    const info = { pid: p.pid, session: p.session, name: p.name, state: ended ? 'exited' : 'running',
+      exit_status: ended ? now.exit_status : null, truncated: false, cupti_status: 'ok', cupti_detail: null,
+      records: execs, dropped_ring: 0, dropped_cupti: 0, complete: p.complete !== false,
+      kernels: exact ? [...kernels.values()].sort(kernelOrder) : [], transfers: exact ? [...transfers.values()].sort((a, b) => DIRECTIONS.indexOf(a.direction) - DIRECTIONS.indexOf(b.direction)) : [],
+      lanes: lanes.map(l => ({ device: l.device, context: l.context, stream: l.stream, label: l.label })),
+      past_note: lanes.length ? null : 'nothing in this window' + (isNum(p.retained_from) && isNum(p.retained_to)
+        ? ' (retained ' + fmtClock(p.retained_from) + ' – ' + fmtClock(p.retained_to) + ')' : '') };
+    out.set(p.pid, { info, lanes, laneMap, held, execs, t0: (q.moment - q.windowS) * 1e6, t1: q.moment * 1e6,
+      past: { moment: q.moment, windowS: q.windowS, exact, complete: p.complete !== false,
+        retainedFrom: isNum(p.retained_from) ? p.retained_from : null, retainedTo: isNum(p.retained_to) ? p.retained_to : null } });
+  }
+  return out;
+}
+function tally(s, kernels, transfers) {
+  if (s.kind === 'kernel') {
+    const name = s.name || '(unnamed kernel)';
+    let k = kernels.get(name);
+    if (!k) { k = { name, mangled: null, count: 0, total_ns: 0, min_ns: s.dur_ns, max_ns: s.dur_ns, timed: 0 }; kernels.set(name, k); }
+    k.count++; k.timed++; k.total_ns += s.dur_ns;
+    if (s.dur_ns < k.min_ns) k.min_ns = s.dur_ns;
+    if (s.dur_ns > k.max_ns) k.max_ns = s.dur_ns;
+  } else {
+    const d = s.direction || s.kind;
+    let x = transfers.get(d);
+    if (!x) { x = { direction: d, count: 0, bytes: 0, total_ns: 0 }; transfers.set(d, x); }
+    x.count++; x.bytes += s.bytes || 0; x.total_ns += s.dur_ns;
+  }
+}

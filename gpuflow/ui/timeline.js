@@ -1,0 +1,184 @@
+// The timeline along the bottom of the page: which moment the plane shows and the controls to
+// choose it.
+//
+// Its first row says LIVE, PAUSED, PLAYING or GONE and which moment (wall-clock time and how long
+// ago), has pause/play and live buttons, the track, the chosen window's width, and "Save window"
+// and "Open in Perfetto". The track spans the range the agent's recorder retains (retained.js),
+// oldest to newest, with the GPUs' mean utilization over it, clock ticks, the chosen window as a
+// band ending at the moment, and the moment as a line. Click or drag on it: the plane shows that
+// moment (clamped to what is retained: a moment outside it is never offered); the wheel over it
+// widens or narrows the window. The second row says what is retained, the outcome of the last
+// save (and that opening in Perfetto needs this browser to reach Perfetto's UI), and the help.
+// Keys: space pauses or plays on, ← → step a window back or forth (shift: ten), End goes live,
+// E opens the window in Perfetto.
+//
+// Constraints: DOM text through textContent only; the track is a canvas of its own, redrawn when
+// the state changes and once a second (its newest end is now). State is scrub.js's; the exports
+// are perfetto.js's (window.open runs in the user's gesture, before anything is awaited).
+
+import { COL, ui } from './canvas.js';
+import { demo } from './connection.js';
+import { fmtBytes, fmtClock, fmtSpan, fmtWindow } from './format.js';
+import { download, fetchTrace, saveAndOpen } from './perfetto.js';
+import { retained } from './retained.js';
+import { agentNow, canRewind, chosenWindow, goLive, isPast, momentNow, rangeFrom, rangeTo, scrub, seek, step,
+  togglePause, zoomWindow } from './scrub.js';
+import { store } from './store.js';
+
+const $ = (id) => document.getElementById(id);
+const el = { state: $('tl-state'), pause: $('tl-pause'), live: $('tl-live'), moment: $('tl-moment'), track: $('tl-track'),
+  window: $('tl-window'), save: $('tl-save'), open: $('tl-open'), retained: $('tl-retained'), msg: $('tl-msg') };
+const tctx = el.track.getContext('2d');
+export const PERFETTO_NOTE = 'Open in Perfetto needs this browser to reach ui.perfetto.dev; Save window always works';
+export const timeline = { drag: false, msg: '', exports: 0, lastExport: null };
+
+// -- the track's geometry ------------------------------------------------------------------------
+function trackSpan() {
+  const from = rangeFrom(), to = rangeTo();
+  return from === null || !(to > from) ? null : { from, to };
+}
+export function trackRect() { return el.track.getBoundingClientRect(); }
+// page x of moment t on the track, and the moment at page x
+export function xOf(t) {
+  const s = trackSpan(), r = trackRect();
+  return s ? r.left + (t - s.from) / (s.to - s.from) * r.width : null;
+}
+function timeAt(clientX) {
+  const s = trackSpan(), r = trackRect();
+  return s ? s.from + (clientX - r.left) / r.width * (s.to - s.from) : null;
+}
+
+// -- drawing -------------------------------------------------------------------------------------
+const TICKS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+export function drawTrack() {
+  const r = el.track.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
+  const w = Math.max(1, Math.round(r.width * dpr)), h = Math.max(1, Math.round(r.height * dpr));
+  if (el.track.width !== w || el.track.height !== h) { el.track.width = w; el.track.height = h; }
+  const W = r.width, H = r.height;
+  tctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  tctx.fillStyle = '#0d1117'; tctx.fillRect(0, 0, W, H);
+  const s = trackSpan();
+  el.track.classList.toggle('off', !s);
+  if (!s) { tctx.fillStyle = COL.barBg; tctx.fillRect(0, H - 12, W, 1); return; }
+  const X = (t) => (t - s.from) / (s.to - s.from) * W, bandH = H - 11;
+  tctx.fillStyle = '#1c2330'; tctx.fillRect(0, 0, W, bandH);
+  // the GPUs' mean utilization over the range
+  tctx.fillStyle = COL.sm; tctx.globalAlpha = 0.45; tctx.beginPath();
+  for (const [t, res, v] of retained.overview) {
+    const x0 = Math.max(0, X(t)), x1 = Math.min(W, X(t + res));
+    if (x1 > x0) tctx.rect(x0, bandH - v / 100 * bandH, Math.max(1, x1 - x0), v / 100 * bandH);
+  }
+  tctx.fill(); tctx.globalAlpha = 1;
+  // clock ticks about 90 px apart
+  const step = TICKS.find(k => k / (s.to - s.from) * W >= 90) || 86400;
+  tctx.font = '10px ' + getComputedStyle(document.body).fontFamily; tctx.textBaseline = 'bottom';
+  for (let t = Math.ceil(s.from / step) * step; t <= s.to; t += step) {
+    const x = X(t);
+    tctx.fillStyle = '#30363d'; tctx.fillRect(Math.round(x), bandH, 1, 3);
+    const label = fmtClock(t).replace(step >= 60 ? /:\d\d$/ : /$/, '');
+    const lw = tctx.measureText(label).width;
+    if (x - lw / 2 < 0 || x + lw / 2 > W) continue;
+    tctx.fillStyle = '#8b949e'; tctx.fillText(label, x - lw / 2, H);
+  }
+  // the chosen window and the moment
+  const win = chosenWindow(), past = isPast();
+  const wx0 = X(Math.max(s.from, win.from)), wx1 = X(Math.min(s.to, win.to));
+  tctx.fillStyle = past ? COL.past : COL.sm; tctx.globalAlpha = 0.35;
+  tctx.fillRect(Math.min(wx0, wx1 - 2), 0, Math.max(2, wx1 - wx0), bandH);
+  tctx.globalAlpha = 1;
+  const mx = Math.min(W - 1, Math.max(0, X(momentNow())));
+  tctx.fillStyle = scrub.gone ? COL.err : scrub.mode === 'playing' ? COL.mem : past ? COL.past : COL.sm;
+  tctx.fillRect(Math.round(mx) - 1, 0, 2, bandH);
+}
+
+// -- the words -----------------------------------------------------------------------------------
+const STATE = { live: 'LIVE', paused: 'PAUSED', playing: 'PLAYING' };
+export function render() {
+  const past = isPast(), t = momentNow(), ago = agentNow() - t;
+  el.state.textContent = scrub.gone ? 'GONE' : STATE[scrub.mode];
+  el.state.className = scrub.gone ? 'gone' : scrub.mode;
+  const shown = store.past;
+  const waiting = past && !scrub.gone && (!shown || Math.abs(shown.moment - t) > 1e-6 || shown.windowS !== scrub.windowS);
+  el.moment.textContent = !past ? fmtClock(t) + ' (now)'
+    : fmtClock(t, true) + ' · ' + fmtSpan(Math.max(0, ago)) + ' ago' + (scrub.gone ? ' · no longer retained' : waiting ? ' · asking…' : '');
+  el.moment.className = scrub.gone ? 'gone' : '';
+  el.pause.textContent = scrub.mode === 'paused' ? 'play' : 'pause';
+  el.pause.disabled = !canRewind();
+  el.live.disabled = !past;
+  el.window.textContent = 'window ' + fmtWindow(scrub.windowS);
+  const exportable = canRewind() && !demo && !scrub.gone;
+  el.save.disabled = el.open.disabled = !exportable;
+  const r = scrub.retained;
+  el.retained.textContent = r ? 'retained ' + fmtClock(r.from) + ' – ' + (rangeTo() > r.to ? 'now' : fmtClock(r.to)) + ' (' +
+      fmtSpan(rangeTo() - r.from) + ')' + (retained.sources.length ? ' · ' + retained.sources.join(', ') : '')
+    : scrub.nothingKept ? 'the agent keeps no history: nothing to rewind'
+    : retained.error ? 'could not ask what is retained: ' + retained.error : 'asking the agent what it keeps…';
+  el.msg.textContent = timeline.msg || (demo ? 'demo mode: the demo has no agent to export from' : PERFETTO_NOTE);
+  el.msg.className = timeline.msgBad ? 'bad' : '';
+  drawTrack();
+}
+function say(msg, bad) { timeline.msg = msg; timeline.msgBad = !!bad; render(); }
+
+// -- exporting the chosen window ------------------------------------------------------------------
+// the chosen window, within what is retained, and the isolated process if one is
+function exportRange() {
+  const w = chosenWindow(), from = Math.max(w.from, rangeFrom()), to = Math.min(w.to, rangeTo()) + 1e-6;
+  const pid = ui.isolated && ui.isolated.startsWith('p:') ? Number(ui.isolated.slice(2)) : null;
+  return { from, to, pid };
+}
+// Save window (open false) or Open in Perfetto (true): called in the user's click or key
+export function exportWindow(open) {
+  if (demo) { say('demo mode: the demo has no agent to export from', true); return; }
+  if (!canRewind()) { say('the agent keeps nothing to export', true); return; }
+  if (scrub.gone) { say('this moment is no longer retained: nothing to save', true); return; }
+  const { from, to, pid } = exportRange();
+  const what = fmtWindow(to - from) + ' up to ' + fmtClock(to, true) + (pid !== null ? ' of pid ' + pid : '');
+  timeline.exports++;
+  say((open ? 'opening ' : 'saving ') + what + '…');
+  const done = (r) => {
+    timeline.lastExport = Object.assign({ from, to, pid }, r);
+    say('saved ' + r.fileName + ' (' + fmtBytes(r.bytes) + ')' + (open ? r.opened === true ? ' · opened in Perfetto'
+      : ' · not opened in Perfetto: ' + r.opened : ''), open && r.opened !== true);
+  };
+  const failed = (err) => { timeline.lastExport = { from, to, pid, error: err.message }; say(err.message, true); };
+  if (open) saveAndOpen(from, to, pid).then(done, failed);
+  else fetchTrace(from, to, pid).then((t) => { download(t.buffer, t.fileName); done({ fileName: t.fileName, bytes: t.buffer.byteLength }); }, failed);
+}
+
+// -- input ---------------------------------------------------------------------------------------
+// the keys the timeline takes (interaction.js hands every key here first): true when taken
+export function timelineKey(e) {
+  if (e.key === ' ' || e.code === 'Space') togglePause();
+  else if (e.key === 'ArrowLeft') step(-1, e.shiftKey);
+  else if (e.key === 'ArrowRight') step(1, e.shiftKey);
+  else if (e.key === 'End') goLive();
+  else if (e.key === 'e' || e.key === 'E') exportWindow(true);
+  else return false;
+  e.preventDefault();
+  return true;
+}
+export function installTimeline() {
+  el.track.addEventListener('pointerdown', (e) => {
+    if (e.button !== 0 || !trackSpan()) return;
+    timeline.drag = true;
+    el.track.setPointerCapture(e.pointerId);
+    seek(timeAt(e.clientX));
+  });
+  el.track.addEventListener('pointermove', (e) => { if (timeline.drag) seek(timeAt(e.clientX)); });
+  const up = () => { timeline.drag = false; };
+  el.track.addEventListener('pointerup', up);
+  el.track.addEventListener('pointercancel', up);
+  el.track.addEventListener('wheel', (e) => {
+    e.preventDefault();
+    const dy = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaMode === 2 ? e.deltaY * 400 : e.deltaY;
+    zoomWindow(Math.exp(dy * 0.0015));
+  }, { passive: false });
+  // a button gives its focus back at once, so space and the arrows keep meaning the timeline's keys
+  const button = (b, fn) => b.addEventListener('click', () => { b.blur(); fn(); });
+  button(el.pause, togglePause);
+  button(el.live, goLive);
+  button(el.save, () => exportWindow(false));
+  button(el.open, () => exportWindow(true));
+  new ResizeObserver(() => drawTrack()).observe(el.track);
+  render();
+}
