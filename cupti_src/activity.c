@@ -167,20 +167,42 @@ static int ab_skipped_kind(const CUpti_Activity *rec)
            k == CUPTI_ACTIVITY_KIND_MEMCPY2 || k == CUPTI_ACTIVITY_KIND_MEMSET;
 }
 
+/* Records translated under one hold of the ring's lock (rp_batch_begin): the lock costs a record
+ * a 64th of a lock and unlock instead of one each, and another thread waits at most for 64
+ * records (a few microseconds). */
+#define GF_BATCH_RECORDS 64
+
 /* Every record of one completed buffer into the ring (in an A/B off period: all but the
  * per-launch ones, which are only counted). The buffer is one key epoch of the ring: the name
  * strings its records point at are alive together, so one address is one string, and the text
- * behind each address is compared with the interned one once per buffer, not per record. */
+ * behind each address is compared with the interned one once per buffer, not per record.
+ * CUPTI is called (cuptiActivityGetNextRecord) only while the ring's lock is not held: a thread of
+ * CUPTI's may be waiting for that lock (buffer completion counts its drops into the header) while
+ * holding whatever CUPTI holds. */
 static void translate_buffer(uint8_t *buffer, size_t valid, int ab_off)
 {
     uint64_t n = 0;
     CUpti_Activity *rec = NULL;
+    const CUpti_Activity *batch[GF_BATCH_RECORDS];
+    int more = valid > 0;
     rp_key_epoch_begin(g_gf.ring);
-    while (valid > 0 && g_gf.cupti.ActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS &&
-           rec) {
-        if (!ab_off || !ab_skipped_kind(rec))
-            translate(g_gf.ring, rec);
-        n++;
+    while (more) {
+        unsigned k = 0;
+        while (k < GF_BATCH_RECORDS) {
+            if (g_gf.cupti.ActivityGetNextRecord(buffer, valid, &rec) != CUPTI_SUCCESS || !rec) {
+                more = 0;
+                break;
+            }
+            if (!ab_off || !ab_skipped_kind(rec))
+                batch[k++] = rec;
+            n++;
+        }
+        if (k) {
+            rp_batch_begin(g_gf.ring);
+            for (unsigned i = 0; i < k; i++)
+                translate(g_gf.ring, batch[i]);
+            rp_batch_end(g_gf.ring);
+        }
     }
     if (n) {
         __atomic_add_fetch(&g_gf.records_seen, n, __ATOMIC_RELAXED);

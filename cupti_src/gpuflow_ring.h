@@ -45,6 +45,9 @@
 #define GPUFLOW_NAME_MAX        4096u /* longer names are truncated (flag NAME_TRUNCATED) */
 #define GPUFLOW_MIN_CAPACITY    1024u
 #define GPUFLOW_MAX_CAPACITY    (1u << 26)
+#define GPUFLOW_LAUNCH_ID_MAX   65536u /* launch ids are 1..this; a producer that has defined this
+                                        * many launch configurations gives further ones id 0 (none
+                                        * known), and decoders refuse larger ids */
 
 /*
  * The handover: the producer connects to the agent's SOCK_SEQPACKET Unix socket (its path in

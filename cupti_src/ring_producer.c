@@ -25,24 +25,25 @@ typedef struct rp_launch_entry {
     uint8_t sent;        /* its LAUNCH record is in the ring */
 } rp_launch_entry;
 
-/* One interned name; its id is its index + 1. */
+/* One interned name; its id is its index + 1. What every kernel record reads comes first (the
+ * pointer cache's check, the name's last launch configuration, whether its chunks were sent), so
+ * that the common record compares its launch configuration where it found its name, with no
+ * further lookup; the text and its hash, read when a name is interned, come last. */
 typedef struct rp_name_entry {
-    char *text;          /* owned copy, possibly truncated to GPUFLOW_NAME_MAX, NUL-terminated */
-    uint64_t hash;
-    uint32_t len;
-    uint8_t kind;
-    uint8_t truncated;
-    uint8_t sent;        /* all NAME_CHUNK records of this name are in the ring */
     uint64_t trusted_key;   /* a key found to point at this text in key epoch trusted_epoch */
     uint32_t trusted_epoch; /* 0: none */
     uint32_t launch_id;     /* the launch configuration this kernel name launched with last, once
-                             * its LAUNCH record is in the ring (0: none yet). Only the id, and
-                             * the epoch in 32 bits: the entry stays 40 bytes, every record's
-                             * lookup reads it (a larger one measurably slowed every record);
-                             * the configuration is in r->launches */
+                             * its LAUNCH record is in the ring (0: none yet) ... */
+    rp_launch launch;       /* ... and that configuration, compared with every record's */
+    uint8_t sent;        /* all NAME_CHUNK records of this name are in the ring */
+    uint8_t kind;
+    uint8_t truncated;
+    uint32_t len;
+    char *text;          /* owned copy, possibly truncated to GPUFLOW_NAME_MAX, NUL-terminated */
+    uint64_t hash;
 } rp_name_entry;
 
-_Static_assert(sizeof(rp_name_entry) == 40, "a name entry stays 40 bytes");
+_Static_assert(sizeof(rp_name_entry) == 72, "a name entry: 56 bytes every record reads, 16 it does not");
 
 /* Open-addressing map slot: key (pointer, or hash for the string map) -> id (0 = empty). */
 typedef struct rp_slot {
@@ -58,6 +59,7 @@ typedef struct rp_map {
 
 struct rp_ring {
     pthread_mutex_t lock;
+    uintptr_t batch_owner; /* the thread holding the lock across a batch (rp_batch_begin), or 0 */
     gpuflow_ring_header *hdr;
     gpuflow_record *recs;
     size_t map_size;
@@ -118,6 +120,24 @@ static uint64_t mix64(uint64_t x)
 static void store_u64(volatile uint64_t *p, uint64_t v)
 {
     __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* Take the ring's lock, unless the calling thread holds it across a batch (rp_batch_begin);
+ * returns whether it was taken here (and must be given back with ring_unlock). Only the owner
+ * itself can read its own id in batch_owner, which it sets and clears under the lock. */
+static inline int ring_lock(rp_ring *r)
+{
+    uintptr_t owner = __atomic_load_n(&r->batch_owner, __ATOMIC_RELAXED);
+    if (owner && owner == (uintptr_t)pthread_self())
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    return 1;
+}
+
+static inline void ring_unlock(rp_ring *r, int taken)
+{
+    if (taken)
+        pthread_mutex_unlock(&r->lock);
 }
 
 static int valid_capacity(uint32_t c)
@@ -234,7 +254,8 @@ static inline int launch_key_equal(const rp_launch *a, const rp_launch *b)
     return ((a->w[0] ^ b->w[0]) | (a->w[1] ^ b->w[1]) | (a->w[2] ^ b->w[2]) | (a->w[3] ^ b->w[3])) == 0;
 }
 
-/* The id of launch configuration `k`, interning it if new; 0 on allocation failure. */
+/* The id of launch configuration `k`, interning it if new; 0 on allocation failure or once
+ * GPUFLOW_LAUNCH_ID_MAX configurations are defined. */
 static uint32_t intern_launch(rp_ring *r, const rp_launch *k)
 {
     uint64_t hash = fnv1a((const char *)k, sizeof *k, 0x4c41554e4348ull);
@@ -247,6 +268,8 @@ static uint32_t intern_launch(rp_ring *r, const rp_launch *k)
             j = (j + 1) & (m->cap - 1);
         }
     }
+    if (r->n_launches == GPUFLOW_LAUNCH_ID_MAX)
+        return 0; /* the format's last id is taken: this configuration goes unnamed (id 0) */
     if (r->n_launches == r->launches_cap) {
         uint32_t ncap = r->launches_cap ? r->launches_cap * 2 : 16;
         rp_launch_entry *nv = realloc(r->launches, (size_t)ncap * sizeof *nv);
@@ -518,6 +541,27 @@ static void write_launch(rp_ring *r, uint64_t at, uint32_t id, const rp_launch *
 
 
 
+/* What launch_changed returns beside the id: its LAUNCH record must go in the ring first. */
+#define RP_LAUNCH_DEFINE 0x80000000u
+_Static_assert(GPUFLOW_LAUNCH_ID_MAX < RP_LAUNCH_DEFINE, "a launch id leaves the top bit free");
+
+/* The launch id of a kernel whose configuration is not its name's last one (or whose name has
+ * none yet, or no name): interned, with RP_LAUNCH_DEFINE when its LAUNCH record must go in the
+ * ring before the kernel's. Out of the per-record path: a name launches with one configuration,
+ * as a rule, so this runs once per name and configuration. */
+static __attribute__((noinline)) uint32_t launch_changed(rp_ring *r, rp_name_entry *e,
+                                                        const rp_launch *launch)
+{
+    uint32_t lid = intern_launch(r, launch); /* 0: none (out of memory, or past GPUFLOW_LAUNCH_ID_MAX) */
+    if (lid && !r->launches[lid - 1].sent)
+        return lid | RP_LAUNCH_DEFINE;
+    if (e && lid) {
+        e->launch_id = lid;
+        e->launch = *launch;
+    }
+    return lid;
+}
+
 /* rp_push, and for a kernel (`launch` not NULL) its launch configuration too. */
 static int push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, const char *name,
                 const rp_launch *launch)
@@ -532,9 +576,9 @@ static int push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key,
             rec->body.act.end = 0;
         }
     }
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     if (r->frozen) {
-        pthread_mutex_unlock(&r->lock);
+        ring_unlock(r, taken);
         return 0;
     }
     uint32_t id = 0, nchunks = 0, lid = 0, nlaunch = 0;
@@ -550,20 +594,19 @@ static int push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key,
     if (name_kind != RP_NAME_NONE)
         rec->body.act.u.kernel.name_id = id;
     if (launch) {
-        if (e && e->launch_id && launch_key_equal(&r->launches[e->launch_id - 1].key, launch)) {
+        if (__builtin_expect(e && e->launch_id && launch_key_equal(&e->launch, launch), 1)) {
             lid = e->launch_id; /* as last time, and already defined: the common case */
         } else {
-            lid = intern_launch(r, launch); /* 0 (no configuration) only when out of memory */
-            nlaunch = lid && !r->launches[lid - 1].sent;
-            if (e && lid && !nlaunch)
-                e->launch_id = lid;
+            lid = launch_changed(r, e, launch);
+            nlaunch = lid >> 31;
+            lid &= ~RP_LAUNCH_DEFINE;
         }
         rec->body.act.u.kernel.launch_id = lid;
     }
     uint64_t need = (uint64_t)nchunks + nlaunch + 1;
     if (free_slots(r, need) < need) {
         count_drop(r);
-        pthread_mutex_unlock(&r->lock);
+        ring_unlock(r, taken);
         return 0;
     }
     if (nchunks)
@@ -576,14 +619,16 @@ static int push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key,
         e->sent = 1;
     if (nlaunch) {
         r->launches[lid - 1].sent = 1;
-        if (e)
+        if (e) {
             e->launch_id = lid;
+            e->launch = *launch;
+        }
     }
     if (is_activity(rec->type) && (rec->flags & GPUFLOW_FLAG_NO_TIMING)) {
         r->incomplete++;
         store_u64(&r->hdr->incomplete, r->incomplete);
     }
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
     return 1;
 }
 
@@ -697,14 +742,30 @@ int rp_device(rp_ring *r, uint32_t dev, const char *name)
     return rp_push(r, &rec, RP_NAME_KERNEL, NULL, name ? name : "");
 }
 
-void rp_key_epoch_begin(rp_ring *r)
+void rp_batch_begin(rp_ring *r)
 {
     if (!r)
         return;
     pthread_mutex_lock(&r->lock);
+    __atomic_store_n(&r->batch_owner, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+}
+
+void rp_batch_end(rp_ring *r)
+{
+    if (!r)
+        return;
+    __atomic_store_n(&r->batch_owner, (uintptr_t)0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void rp_key_epoch_begin(rp_ring *r)
+{
+    if (!r)
+        return;
+    int taken = ring_lock(r);
     if (++r->key_epoch == 0) /* wrapped (after 2^32 buffers): 0 means "no epoch" */
         r->key_epoch = 1;
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
 }
 
 int rp_clock_sync(rp_ring *r, uint64_t cupti_ns, uint64_t wall)
@@ -712,12 +773,12 @@ int rp_clock_sync(rp_ring *r, uint64_t cupti_ns, uint64_t wall)
     gpuflow_record rec;
     act_init(&rec, GPUFLOW_REC_CLOCK_SYNC, 0, 0, 0, cupti_ns, wall);
     int ok = rp_push(r, &rec, RP_NAME_NONE, NULL, NULL);
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     if (!r->frozen) { /* latest pair, best effort: the CLOCK_SYNC records are authoritative */
         __atomic_store_n(&r->hdr->clock_cupti_ns, (int64_t)cupti_ns, __ATOMIC_RELAXED);
         __atomic_store_n(&r->hdr->clock_wall_ns, (int64_t)wall, __ATOMIC_RELAXED);
     }
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
     return ok;
 }
 
@@ -726,7 +787,7 @@ int rp_clock_sync(rp_ring *r, uint64_t cupti_ns, uint64_t wall)
 
 void rp_set_status(rp_ring *r, uint32_t status, const char *detail)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     if (!r->frozen) {
         char buf[GPUFLOW_DETAIL_MAX];
         memset(buf, 0, sizeof buf);
@@ -735,7 +796,7 @@ void rp_set_status(rp_ring *r, uint32_t status, const char *detail)
         memcpy(r->hdr->status_detail, buf, sizeof buf);
         __atomic_store_n(&r->hdr->status, status, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
 }
 
 uint32_t rp_status(rp_ring *r)
@@ -745,23 +806,23 @@ uint32_t rp_status(rp_ring *r)
 
 void rp_set_info(rp_ring *r, uint32_t cupti_version, uint32_t flush_ms)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     if (!r->frozen) {
         r->hdr->cupti_version = cupti_version;
         r->hdr->flush_ms = flush_ms;
     }
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
 }
 
 /* Add n to one of the header's counters (and its private copy), unless the ring is frozen. */
 static void add_counter(rp_ring *r, uint64_t *mine, volatile uint64_t *published, uint64_t n)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     if (!r->frozen) {
         *mine += n;
         store_u64(published, *mine);
     }
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
 }
 
 void rp_add_cupti_dropped(rp_ring *r, uint64_t n)
@@ -782,12 +843,12 @@ void rp_add_translate_cpu_ns(rp_ring *r, uint64_t ns)
 
 void rp_mark_exited(rp_ring *r)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     if (!r->frozen) {
         r->frozen = 1;
         __atomic_store_n(&r->hdr->producer_exited, 1u, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
 }
 
 uint64_t rp_head(rp_ring *r)
@@ -802,33 +863,33 @@ uint64_t rp_tail(rp_ring *r)
 
 uint64_t rp_dropped(rp_ring *r)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     uint64_t v = r->dropped;
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
     return v;
 }
 
 uint64_t rp_incomplete(rp_ring *r)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     uint64_t v = r->incomplete;
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
     return v;
 }
 
 uint32_t rp_launches_interned(rp_ring *r)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     uint32_t v = r->n_launches;
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
     return v;
 }
 
 uint32_t rp_names_interned(rp_ring *r)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     uint32_t v = r->n_names;
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
     return v;
 }
 
@@ -837,7 +898,7 @@ uint32_t rp_names_interned(rp_ring *r)
 
 int rp_push_raw(rp_ring *r, const void *rec64)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     int ok = 0;
     if (!r->frozen && free_slots(r, 1) >= 1) {
         memcpy(&r->recs[r->head & r->mask], rec64, GPUFLOW_RECORD_SIZE);
@@ -846,23 +907,23 @@ int rp_push_raw(rp_ring *r, const void *rec64)
     } else if (!r->frozen) {
         count_drop(r);
     }
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
     return ok;
 }
 
 void rp_write_slot(rp_ring *r, uint64_t index, const void *rec64)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     memcpy(&r->recs[index & r->mask], rec64, GPUFLOW_RECORD_SIZE);
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
 }
 
 void rp_set_head(rp_ring *r, uint64_t head)
 {
-    pthread_mutex_lock(&r->lock);
+    int taken = ring_lock(r);
     r->head = head;
     __atomic_store_n(&r->hdr->head, head, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&r->lock);
+    ring_unlock(r, taken);
 }
 
 gpuflow_ring_header *rp_header(rp_ring *r)

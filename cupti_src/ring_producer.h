@@ -111,6 +111,16 @@ int rp_push(rp_ring *r, gpuflow_record *rec, int name_kind, const void *key, con
  */
 void rp_key_epoch_begin(rp_ring *r);
 
+/*
+ * Hold the ring's lock from rp_batch_begin to rp_batch_end, across every push the calling thread
+ * makes in between (translating one CUPTI buffer: one lock for its ~5,000 records instead of one
+ * each, which cost as much as the rest of a record's translation). Other threads' pushes and
+ * header updates wait for rp_batch_end; the calling thread's own calls of this API work as
+ * always. Batches do not nest; a thread must end its batch before it blocks on anything else.
+ */
+void rp_batch_begin(rp_ring *r);
+void rp_batch_end(rp_ring *r);
+
 /* Convenience builders over rp_push. */
 /*
  * A kernel. Its launch configuration (`launch`; NULL: none known, launch id 0) is interned: the KERNEL record

@@ -598,3 +598,68 @@ def test_a_kernel_and_its_launch_record_are_written_together_or_dropped_together
         rd = read_ring(r.fd)
         assert [x["type"] for x in rd.records] == [4, 9, 1]
         assert rd.records[2]["launch"]["static_shared"] == 1024
+
+
+def test_launch_ids_stop_at_the_formats_limit_and_every_kernel_still_counts(producer_lib):
+    """Ids past GPUFLOW_LAUNCH_ID_MAX (65,536) were handed out, and the decoders refuse them: each
+    kernel of a configuration beyond it was an invalid record, missing from the counts. Now such a
+    kernel carries launch id 0 (none known), as a kernel without a configuration does."""
+    from gpuflow.collectors.cupti import _layout as L
+    from gpuflow.collectors.cupti.decoder import RingDecoder
+
+    limit = L.LAUNCH_ID_LIMIT
+    with RingProducer(producer_lib, 4242, 1 << 18) as r:
+        for i in range(limit + 3):   # a kernel launched with ever new dynamic shared memory
+            assert r.kernel_launch(0, 1, 2, 10 + i, 20 + i, "_Z1kv", dynamic_shared=i)
+        assert r.launches == limit
+        kernels = read_ring(r.fd).of_type(rpm.REC_KERNEL)
+        assert [k["launch_id"] for k in kernels[-4:]] == [limit, 0, 0, 0]
+        with mmap_ring(r) as mm:   # and what an agent makes of it
+            dec = RingDecoder(mm)
+            dec.drain()
+            counters = dec.counters()
+            assert counters["invalid_records"] == 0, counters["invalid"]
+            ((_nid, count, *_rest),) = dec.kernels()
+            assert count == limit + 3
+            dec.detach()
+
+
+def mmap_ring(r):
+    import mmap
+    return mmap.mmap(r.fd, os.fstat(r.fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def test_a_batch_holds_the_ring_for_its_thread_while_the_others_wait(producer_lib):
+    """rp_batch_begin/rp_batch_end (one lock for a CUPTI buffer's records): the thread holding the
+    batch pushes and updates the header as always; another thread's push waits for the batch's end,
+    then goes in whole."""
+    with ring(producer_lib) as r:
+        held, release, other_done = threading.Event(), threading.Event(), threading.Event()
+
+        def holder():
+            r.batch_begin()
+            r.key_epoch_begin()
+            assert r.kernel(0, 1, 2, 10, 20, "_Z1kv") and r.memcpy(0, 1, 2, 30, 40, rpm.COPY_HTOD, 64)
+            r.set_status(1, "batch")
+            held.set()
+            release.wait(10)
+            r.batch_end()
+
+        def other():
+            held.wait(10)
+            assert r.clock_sync(5, 6)
+            other_done.set()
+
+        threads = [threading.Thread(target=f, daemon=True) for f in (holder, other)]
+        for t in threads:
+            t.start()
+        assert held.wait(5), "the batch's own calls did not go through"
+        time.sleep(0.3)
+        assert not other_done.is_set()  # read below without the lock: the ring's memory itself
+        assert [x["type"] for x in read_ring(r.fd).records] == [rpm.REC_NAME_CHUNK, rpm.REC_KERNEL, rpm.REC_MEMCPY]
+        release.set()
+        assert other_done.wait(5)
+        for t in threads:
+            t.join(5)
+        assert [x["type"] for x in read_ring(r.fd).records][-1] == rpm.REC_CLOCK_SYNC
+        assert r.header.status == 1

@@ -132,6 +132,8 @@ _SIGNATURES = {
                           + [_int, _u32]),
     "tph_launches": (_u32, [_vp]),
     "tph_key_epoch_begin": (None, [_vp]),
+    "tph_batch_begin": (None, [_vp]),
+    "tph_batch_end": (None, [_vp]),
     "tph_memcpy": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u32, _u64, _u32, _u32]),
     "tph_memset": (_int, [_vp, _u32, _u32, _u32, _u64, _u64, _u64, _u32]),
     "tph_stream_name": (_int, [_vp, _u32, _u32, _u32, _cp]),
@@ -260,6 +262,14 @@ class RingProducer:
     def key_epoch_begin(self) -> None:
         """rp_key_epoch_begin: from here each key stands for one string until the next call."""
         self._lib.tph_key_epoch_begin(self._handle())
+
+    def batch_begin(self) -> None:
+        """rp_batch_begin: the calling thread holds the ring until :meth:`batch_end`; other
+        threads' calls wait (ctypes lets them run meanwhile)."""
+        self._lib.tph_batch_begin(self._handle())
+
+    def batch_end(self) -> None:
+        self._lib.tph_batch_end(self._handle())
 
     def memcpy(self, dev: int, ctx: int, stream: int, start: int, end: int, copy_kind: int,
                nbytes: int, src_dev: int | None = None, dst_dev: int | None = None) -> bool:

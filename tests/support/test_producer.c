@@ -119,6 +119,16 @@ TP_EXPORT void tph_key_epoch_begin(void *hv)
     rp_key_epoch_begin(((tp_handle *)hv)->ring);
 }
 
+TP_EXPORT void tph_batch_begin(void *hv)
+{
+    rp_batch_begin(((tp_handle *)hv)->ring);
+}
+
+TP_EXPORT void tph_batch_end(void *hv)
+{
+    rp_batch_end(((tp_handle *)hv)->ring);
+}
+
 TP_EXPORT int tph_memcpy(void *hv, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t start,
                          uint64_t end, uint32_t copy_kind, uint64_t bytes, uint32_t src_dev,
                          uint32_t dst_dev)
