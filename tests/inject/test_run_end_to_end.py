@@ -42,6 +42,8 @@ def gpuflow_run(fake_cupti, tmp_path, *cmd, extra_env=None):
     done = subprocess.run([sys.executable, "-m", "gpuflow", "run", "--port", "0", "--flush-ms", "10",
                            "--summary-json", str(summary), "--", *cmd], env=env, capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
+    if not summary.exists():
+        pytest.fail(f"gpuflow run wrote no summary (exit {done.returncode}); it printed:\n{done.stderr[-4000:]}")
     doc = json.loads(summary.read_text())
     return done, doc, socket_directories_left(done.stdout)
 

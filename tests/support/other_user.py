@@ -108,6 +108,7 @@ class Victim:
         self.gpuflow_args = gpuflow_args
         self.err_path = folder / "victim.err"
         self.summary_path = folder / "victim.json"
+        self.warmup_path = folder / "victim-warmup.err"
         self.pid = 0
         self._go_w = self._ready_r = -1
 
@@ -124,7 +125,7 @@ class Victim:
                 os.close(self._ready_r)
                 os.environ.clear()
                 os.environ.update(self.environ)
-                _redirect_output(os.open(os.devnull, os.O_WRONLY))
+                _redirect_output(os.open(self.warmup_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
                 main(["run", "--port", "0", "--no-summary", "--", *self.program[:1]])  # the warm-up
                 _become(VICTIM_UID)
                 os.write(ready_w, b"r")
@@ -140,7 +141,11 @@ class Victim:
         os.close(go_r)
         os.close(ready_w)
         if os.read(self._ready_r, 1) != b"r":
-            raise AssertionError("the victim's warm-up run failed")
+            try:
+                said = self.warmup_path.read_text(errors="replace")
+            except FileNotFoundError:
+                said = "(nothing)"
+            raise AssertionError(f"the victim's warm-up run failed; it printed:\n{said[-4000:]}")
 
     def go(self) -> None:
         os.write(self._go_w, b"g")
