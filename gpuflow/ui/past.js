@@ -3,8 +3,8 @@
 // same layout, drawing, hover and process list show it.
 //
 // * Devices: the live frame's facts (index, name, memory total, power limit: fixed, so not kept
-//   over time) with the readings of GET api/history at the moment: the sample whose stretch holds
-//   it, "—" where none does or it was not available. History is asked in chunks of ±CHUNK_S
+//   over time) with the readings of GET api/history at the moment: the last sample at or before
+//   it (recorder.js valueAt), "—" where there is none or it was not available. History is asked in chunks of ±CHUNK_S
 //   around the moment, so dragging within a minute asks nothing more.
 // * Processes: those whose per-GPU readings have a sample at the moment; their names, users and
 //   how they held a GPU are what the page saw in live frames (history keeps numbers only), "—"
@@ -24,7 +24,7 @@
 import { dpr, view } from './canvas.js';
 import { fmtClock, isNum } from './format.js';
 import { TRACK_W } from './geometry.js';
-import { channel, historyQuestion, seriesIndex, valueAt, windowQuestion } from './recorder.js';
+import { STALE_AFTER, channel, historyQuestion, seriesIndex, valueAt, windowQuestion } from './recorder.js';
 import { isPast, momentNow, scrub } from './scrub.js';
 import { laneOf, store } from './store.js';
 import { DIRECTIONS, SPAN_KINDS, kernelOrder } from './stream.js';
@@ -53,9 +53,11 @@ export function remember(f) {
 }
 
 // -- asking --------------------------------------------------------------------------------------
+// the chunk asked last is `chunkAsked` until its answer is in: a moment it will hold is not asked again
 const chunks = channel((q, doc) => {
   past.chunk = { from: q.from, to: q.to, index: seriesIndex(doc), dataFrom: doc.retained_from, dataTo: doc.retained_to,
     maxRes: maxResolution(doc) };
+  if (past.chunkAsked && past.chunkAsked.q === q) past.chunkAsked = null;
   past.error = null;
   tryShow();
 }, (q, err) => { past.error = err.message; past.chunkAsked = null; });
@@ -75,7 +77,7 @@ function covers(c, t) {
   if (!c) return false;
   if (c.dataTo === null || c.dataTo === undefined) return t >= c.from && t < c.to;   // nothing kept: nothing to wait for
   const oldest = c.dataFrom !== null && c.dataFrom >= c.from;   // the chunk reaches back past what is kept
-  return (oldest || t >= c.from + CHUNK_S / 4) && t < c.to && t <= c.dataTo + c.maxRes * 1.5;
+  return (oldest || t >= c.from + CHUNK_S / 4) && t < c.to && t <= c.dataTo + STALE_AFTER(c.maxRes);
 }
 // the strip's width in device pixels, in steps of √2 so a zoom asks again only now and then
 export function stripPixels() {
@@ -90,8 +92,9 @@ export function requestMoment() {
   if (scrub.gone) return;
   const t = momentNow(), w = scrub.windowS, width = stripPixels();
   if (!covers(past.chunk, t) && !(past.chunkAsked && covers(past.chunkAsked, t))) {
-    past.chunkAsked = { from: t - CHUNK_S, to: t + CHUNK_S, dataTo: t, dataFrom: t - CHUNK_S, maxRes: 1 };
-    chunks.ask(historyQuestion(t - CHUNK_S, t + CHUNK_S));
+    const q = historyQuestion(t - CHUNK_S, t + CHUNK_S);
+    past.chunkAsked = { q, from: t - CHUNK_S, to: t + CHUNK_S, dataTo: t, dataFrom: t - CHUNK_S, maxRes: 1 };
+    chunks.ask(q);
   }
   const key = t + '|' + w + '|' + width;
   if (key === past.windowKey) return;

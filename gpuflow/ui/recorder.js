@@ -114,11 +114,13 @@ export function lastAtOrBefore(t, at) {
   while (lo < hi) { const m = (lo + hi) >> 1; if (t[m] <= at) lo = m + 1; else hi = m; }
   return lo - 1;
 }
-// A series' reading at moment `at`: the value of the point whose stretch [t, t + resolution)
-// holds it (NaN: not available then), or undefined when no point does (no reading then).
+// A series' reading at moment `at`: the value of the last point at or before it (NaN: not
+// available then), or undefined when there is none, or it is older than twice its resolution
+// and half a second (a poll a little late still counts; a series that had stopped does not).
+export const STALE_AFTER = (res) => res * 2 + 0.5;
 export function valueAt(s, at) {
   if (!s) return undefined;
   const i = lastAtOrBefore(s.t, at);
-  if (i < 0 || at - s.t[i] > s.res[i] * 1.5) return undefined;
+  if (i < 0 || at - s.t[i] > STALE_AFTER(s.res[i])) return undefined;
   return s.v[i];
 }

@@ -115,11 +115,14 @@ class Agent:
     killed and restarted."""
 
     def __init__(self, port: int, fake: dict[str, str], cwd: Path = ROOT,
-                 plugin: str | None = "gpuflow.testing.fake_collector") -> None:
+                 plugin: str | None = "gpuflow.testing.fake_collector", args: tuple[str, ...] = ()) -> None:
         self.port = port
         self.fake = fake
         self.cwd = cwd
         self.plugin = plugin
+        self.args = args
+        #: the agent's token, when the scenario gives it one: every request here sends it
+        self.token = fake.get("GPUFLOW_TOKEN")
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{port}/"
 
@@ -131,7 +134,7 @@ class Agent:
         env.update(self.fake)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port)]
-            + (["--plugin", self.plugin] if self.plugin else []),
+            + (["--plugin", self.plugin] if self.plugin else []) + list(self.args),
             cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -139,7 +142,7 @@ class Agent:
                 out = self.proc.stdout.read().decode(errors="replace")
                 raise AssertionError(f"agent exited with {self.proc.returncode}:\n{out}")
             try:
-                if requests.get(self.url + "healthz", timeout=1).status_code == 200:
+                if requests.get(self.url + "healthz", headers=self._auth(), timeout=1).status_code == 200:
                     return time.monotonic()
             except requests.RequestException:
                 pass
@@ -162,13 +165,24 @@ class Agent:
                 self.proc.kill()
                 self.proc.wait(5)
 
+    def _auth(self, token: str | None = None) -> dict[str, str]:
+        token = token or self.token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
     def snapshot(self) -> dict:
-        r = requests.get(self.url + "api/snapshot", timeout=5)
+        r = requests.get(self.url + "api/snapshot", headers=self._auth(), timeout=5)
         r.raise_for_status()
         return r.json()
 
     def health(self) -> dict:
-        return requests.get(self.url + "healthz", timeout=5).json()
+        return requests.get(self.url + "healthz", headers=self._auth(), timeout=5).json()
+
+    def get(self, route: str, token: str | None = None, **params) -> dict:
+        """A data route's JSON answer (``api/history``, ``api/window``), ``params`` as given."""
+        r = requests.get(self.url + route, params={k: str(v) for k, v in params.items()}, headers=self._auth(token),
+                         timeout=10)
+        r.raise_for_status()
+        return r.json()
 
 
 class _QuietFiles(http.server.SimpleHTTPRequestHandler):
