@@ -53,6 +53,14 @@ function kernelRow(pid, i) {
   if (!n || n.form !== 'strip' || !(n.tr.info.kernels || [])[i]) return null;
   return pagePoint(n.x + STATS_X + 40, kernelRowY(n, i) - 4);
 }
+// page coordinates of the point `frac` (0: oldest, 1: newest) along drawn sparkline `id`
+// (`d:0.spark.utilization_gpu_pct`, `p:42.gpu0.spark.sm_util_pct`), on its middle line
+function sparkPoint(id, frac) {
+  const b = drawn.sparks.find(s => s.id === id);
+  if (!b) return null;
+  const r = canvas.getBoundingClientRect();
+  return { x: r.left + b.x + Math.min(1, Math.max(0, frac)) * b.w, y: r.top + b.y + b.h / 2 };
+}
 // the devices and processes of the frame the plane shows (the latest, or a past moment's), as
 // the page holds them (no spans)
 function frameSummary() {
@@ -125,6 +133,7 @@ export function installHook() {
   ro('pastLanes', pastLanes);
   hook.nodeRect = nodeRect;
   hook.trackX = (t) => xOf(t);
+  hook.sparkPoint = sparkPoint;
   hook.laneSeqs = (pid) => {
     const t = store.traced.get(pid);
     return t ? t.lanes.map(L => ({ key: L.key, seqs: L.spans.map(s => s.seq) })) : null;

@@ -59,7 +59,7 @@ function batch(color, alpha) {
 // 'line' (with its band) or 'area'; drawn at the context's alpha when queued (a dimmed node's
 // sparklines are dimmed). Returns how many points it drew.
 export function queueSpark(id, box, s, top, color, as) {
-  if (!s || !(top > 0)) return 0;
+  if (!s || !(top > 0)) { drawn.sparks.push(sparkRecord(id, box, 0)); return 0; }
   const t0 = spark.from, kx = box.w / spark.span, ky = box.h / top, base = box.y + box.h;
   const b = batch(color, ctx.globalAlpha), line = as === 'area' ? b.area : b.line;
   let n = 0, open = false, first = 0;
@@ -78,8 +78,12 @@ export function queueSpark(id, box, s, top, color, as) {
     n++;
   }
   if (open) close(line, as, base, first);
-  drawn.sparks.push({ id, points: n, x: view.x + box.x * view.s, y: view.y + box.y * view.s, w: box.w * view.s, h: box.h * view.s });
+  drawn.sparks.push(sparkRecord(id, box, n));
   return n;
+}
+// what the test hook reads of a drawn sparkline: its id, points drawn and box in CSS px
+function sparkRecord(id, box, points) {
+  return { id, points, x: view.x + box.x * view.s, y: view.y + box.y * view.s, w: box.w * view.s, h: box.h * view.s };
 }
 function close(line, as, base, first) {
   if (as === 'area') line.push(line[line.length - 2], base);

@@ -56,9 +56,10 @@ export function drawTrack() {
   if (el.track.width !== w || el.track.height !== h) { el.track.width = w; el.track.height = h; }
   const W = r.width, H = r.height;
   tctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  tctx.fillStyle = '#0d1117'; tctx.fillRect(0, 0, W, H);
   const s = trackSpan();
   el.track.classList.toggle('off', !s);
+  // nothing to rewind (yet): the bar's own colour and a faint line, no track to point at
+  tctx.fillStyle = s ? '#0d1117' : '#161b22'; tctx.fillRect(0, 0, W, H);
   if (!s) { tctx.fillStyle = COL.barBg; tctx.fillRect(0, H - 12, W, 1); return; }
   const X = (t) => (t - s.from) / (s.to - s.from) * W, bandH = H - 11;
   tctx.fillStyle = '#1c2330'; tctx.fillRect(0, 0, W, bandH);
