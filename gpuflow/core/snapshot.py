@@ -49,6 +49,12 @@ class HostInfo:
     driver_version: str | None = None  #: e.g. "580.159.04"
     nvml_version: str | None = None  #: e.g. "13.580.159.04"
     cuda_driver_version: str | None = None  #: e.g. "13.0"
+    #: the NVML collector's own state: NVML initialized and answering (None: no NVML collector)
+    nvml_up: bool | None = None
+    nvml_polls: int | None = None  #: ticks made so far, as of the tick that produced this part
+    nvml_poll_seconds: float | None = None  #: how long the tick that produced these readings took
+    #: ticks or GPU reads that failed so far (a lost GPU, a collector bug, a poll over the interval)
+    nvml_poll_errors: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,96 @@ class Device:
     pcie_tx_bytes_per_s: int | None = None
     pcie_rx_bytes_per_s: int | None = None
     mig_mode: str | None = None  #: "enabled" | "disabled" | None
+    #: NVML GPM means over the last pair of samples, whole GPU (None: GPM not supported, or no
+    #: pair yet); docs/nvml.md, "GPM"
+    gpm: GpmReadings | None = None
+    gpm_instances: tuple[GpmReadings, ...] = ()  #: the same per MIG GPU instance, when MIG is on
+    links: LinkReadings | None = None  #: PCIe and NVLink (None: the GPU is lost)
+    health: HealthReadings | None = None  #: energy, errors, throttling, engines (None: lost)
+
+
+@dataclass(frozen=True, slots=True)
+class GpmReadings:
+    """NVML GPM (GPU performance monitoring, Hopper and newer): device or MIG-instance means over
+    the time between two samples. Not per SM: ``sm_util_pct`` is the share of SMs busy,
+    ``sm_occupancy_pct`` the active warps against the maximum. A metric the GPU does not offer is
+    None, never 0."""
+
+    gpu_instance_id: int | None  #: the MIG GPU instance; None for the whole GPU
+    interval_s: float  #: time between the two samples these means cover
+    graphics_util_pct: float | None = None  #: any graphics or compute engine active
+    sm_util_pct: float | None = None  #: share of SMs busy
+    sm_occupancy_pct: float | None = None  #: active warps against the theoretical maximum
+    integer_util_pct: float | None = None
+    tensor_util_pct: float | None = None  #: any tensor pipe active
+    dram_bw_util_pct: float | None = None  #: DRAM bandwidth against its peak
+    fp64_util_pct: float | None = None
+    fp32_util_pct: float | None = None
+    fp16_util_pct: float | None = None
+    pcie_tx_bytes_per_s: float | None = None  #: from the GPU
+    pcie_rx_bytes_per_s: float | None = None  #: to the GPU
+    nvlink_tx_bytes_per_s: float | None = None  #: all links
+    nvlink_rx_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NvLink:
+    """One NVLink of a GPU."""
+
+    link: int
+    state: str | None = None  #: "up" | "down" | None
+    remote_pci_bus_id: str | None = None  #: what the link reaches (a GPU or an NVSwitch)
+    remote_device_index: int | None = None  #: the peer GPU on this host, if it is one
+    tx_bytes_per_s: float | None = None  #: over the last sampler sweep
+    rx_bytes_per_s: float | None = None
+    tx_bytes_total: int | None = None  #: NVML's cumulative data counter for this link
+    rx_bytes_total: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkReadings:
+    """A GPU's links: PCIe generation and width (current and maximum), its theoretical peak,
+    exact byte counters where NVML has an exact source, and its NVLinks."""
+
+    pcie_gen: int | None = None  #: current generation (drops when idle)
+    pcie_width: int | None = None  #: current lanes
+    pcie_gen_max: int | None = None  #: of the GPU and the slot together
+    pcie_width_max: int | None = None
+    #: theoretical bytes per second per direction at the maximum generation and width
+    pcie_peak_bytes_per_s: float | None = None
+    #: bytes moved since the collector started measuring (GPM rates over contiguous pairs of
+    #: samples); None where no exact source exists
+    pcie_tx_bytes_total: int | None = None
+    pcie_rx_bytes_total: int | None = None
+    #: where Device.pcie_tx/rx_bytes_per_s come from: "gpm" (mean over the last pair of samples)
+    #: or "throughput" (NVML's 20 ms snapshot, taken once per sweep)
+    pcie_rate_source: str | None = None
+    nvlinks: tuple[NvLink, ...] = ()  #: the links NVML reports, by link number
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReadings:
+    """A GPU's health and engine readings; each None where NVML cannot give it."""
+
+    energy_joules: float | None = None  #: since the driver was loaded
+    memory_temperature_c: float | None = None
+    xid_errors: int | None = None  #: critical XID events seen since the collector started
+    xid_last: int | None = None  #: the latest XID code seen
+    ecc_corrected_volatile: int | None = None  #: since the driver was loaded
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None  #: over the GPU's life
+    ecc_uncorrected_aggregate: int | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remap_pending: bool | None = None  #: a remapping waits for a GPU reset
+    remap_failure: bool | None = None  #: a remapping failed
+    pcie_replays: int | None = None  #: PCIe replay counter
+    clock_event_mask: int | None = None  #: NVML's clocks event (throttle) reasons bitmask
+    clock_events: tuple[str, ...] | None = None  #: the same, as names
+    encoder_util_pct: float | None = None
+    decoder_util_pct: float | None = None
+    memory_free_bytes: int | None = None
+    memory_reserved_bytes: int | None = None  #: held by the driver and firmware
 
 
 @dataclass(frozen=True, slots=True)

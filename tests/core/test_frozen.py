@@ -11,7 +11,7 @@ from gpuflow.core.frozen import positional_constructor
 from gpuflow.core.snapshot import Attachment, Device, Process, SnapshotPart
 
 DEVICE = (3, "GPU-1", "NVIDIA H200", "00000000:19:00.0", False, 87, 41, 1 << 34, 150754820096,
-          63, 609.5, 700.0, 1980, 3201, 1_290_000_000, 5_600_000, "disabled")
+          63, 609.5, 700.0, 1980, 3201, 1_290_000_000, 5_600_000, "disabled", None, (), None, None)
 
 
 @pytest.mark.parametrize("cls, values", [

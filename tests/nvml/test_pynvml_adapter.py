@@ -105,8 +105,13 @@ class ScriptedDriver:
         u.gpu, u.memory = (87, 41) if h[1] == 0 else (0, 0)
         return u
 
-    def memory(self, h):
-        m = pynvml.c_nvmlMemory_t()
+    def memory(self, h, version=None):
+        if version is None:
+            m = pynvml.c_nvmlMemory_t()
+        else:  # nvmlDeviceGetMemoryInfo_v2: reserved apart from used
+            assert version == pynvml.nvmlMemory_v2
+            m = pynvml.c_nvmlMemory_v2_t()
+            m.reserved = 497025024
         m.total, m.used = 150754820096, self.used[h[1]]
         m.free = m.total - m.used if m.used != ULLONG_MAX else 0
         return m
@@ -272,3 +277,87 @@ def test_real_nvml_init_without_a_driver():
     assert part.devices == ()
     assert [p.message for p in part.problems] == [
         "NVIDIA driver not found (libnvidia-ml.so.1 could not be loaded): GPUFlow shows no GPUs"]
+
+
+class ScriptedGpm:
+    """GPM, energy, memory temperature and memory v2 as pynvml presents them: real ctypes sample
+    pointers and a real c_nvmlGpmMetricsGet_t filled per metric with its own return code."""
+
+    def __init__(self, driver):
+        self.allocated: set[int] = set()
+        self.taken: dict[int, int] = {}  # sample address → how many times it was filled
+        self.requests = []
+        driver.set("nvmlGpmQueryDeviceSupport", self.support)
+        driver.set("nvmlGpmSampleAlloc", self.alloc)
+        driver.set("nvmlGpmSampleFree", self.free)
+        driver.set("nvmlGpmSampleGet", self.get)
+        driver.set("nvmlGpmMetricsGet", self.metrics)
+        driver.set("nvmlDeviceGetTotalEnergyConsumption", lambda h: 7_200_500)
+        driver.set("nvmlDeviceGetFieldValues", self.fields)
+
+    def support(self, h):
+        s = pynvml.c_nvmlGpmSupport_t()
+        s.isSupportedDevice = 1 if h[1] == 0 else 0  # GPU 1: an older GPU
+        return s
+
+    def alloc(self):
+        sample = pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
+        self.allocated.add(ctypes.addressof(sample.contents))
+        return sample
+
+    def free(self, sample):
+        self.allocated.remove(ctypes.addressof(sample.contents))
+
+    def get(self, h, sample):
+        address = ctypes.addressof(sample.contents)
+        assert address in self.allocated
+        self.taken[address] = self.taken.get(address, 0) + 1
+        return sample
+
+    def metrics(self, request):
+        assert request.version == pynvml.NVML_GPM_METRICS_GET_VERSION
+        assert ctypes.addressof(request.sample1.contents) != ctypes.addressof(request.sample2.contents)
+        self.requests.append(ctypes.addressof(request))
+        answers = {pynvml.NVML_GPM_METRIC_SM_UTIL: (0, 71.0), pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: (0, 62.0),
+                   pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: (0, 1000.0),
+                   pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: (0, 0.0),
+                   pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: (pynvml.NVML_ERROR_INVALID_ARGUMENT, 0.0)}
+        for i in range(request.numMetrics):
+            m = request.metrics[i]
+            m.nvmlReturn, m.value = answers.get(m.metricId, (pynvml.NVML_ERROR_NOT_SUPPORTED, 123.0))
+        return request
+
+    def fields(self, h, ids):
+        out = (pynvml.c_nvmlFieldValue_t * len(ids))()
+        for v, field in zip(out, ids):
+            if field == pynvml.NVML_FI_DEV_MEMORY_TEMP:
+                v.fieldId, v.valueType, v.nvmlReturn = field, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, 0
+                v.value.uiVal = 58
+            else:
+                v.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return out
+
+
+def test_gpm_energy_memory_and_fields_through_the_real_adapter(driver):
+    gpm = ScriptedGpm(driver)
+    now = [100.0]
+    c = NvmlCollector(PynvmlBackend(), AgentConfig(), hostname="box", monotonic=lambda: now[0])
+    for _ in range(3):
+        c.sample_once()
+        c.poll_once()
+        now[0] += 0.5
+    gpu0, gpu1 = c.poll_once().devices
+    assert gpu0.gpm.sm_util_pct == 71.0 and gpu0.gpm.sm_occupancy_pct == 62.0
+    assert gpu0.gpm.pcie_tx_bytes_per_s == 1000.0 * (1 << 20) and gpu0.gpm.pcie_rx_bytes_per_s == 0.0
+    assert gpu0.gpm.nvlink_tx_bytes_per_s is None  # InvalidArgument for that one metric
+    assert gpu0.gpm.fp64_util_pct is None  # NotSupported: the 123.0 beside it is not a reading
+    assert gpu0.links.pcie_rate_source == "gpm" and gpu0.pcie_tx_bytes_per_s == 1000 * (1 << 20)
+    assert gpu0.links.pcie_tx_bytes_total == 3 * 0.5 * 1000 * (1 << 20)  # three pairs of 0.5 s
+    assert len(set(gpm.requests)) == 1  # one request reused, not a new 19 KB struct per call
+    assert gpu1.gpm is None and gpu1.links.pcie_rate_source == "throughput"
+    assert gpu0.health.energy_joules == 7200.5 and gpu0.health.memory_temperature_c == 58
+    assert gpu0.health.memory_reserved_bytes == 497025024
+    assert gpu0.health.ecc_corrected_volatile is None  # not scripted: the driver says Uninitialized
+    assert len(gpm.allocated) == 2
+    c.stop()
+    assert gpm.allocated == set()  # both buffers given back before nvmlShutdown

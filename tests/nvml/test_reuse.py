@@ -15,7 +15,8 @@ from .conftest import by_pid
 
 
 class Clocked:
-    """A collector over a fake scenario with a clock the test moves (1 s per tick)."""
+    """A collector over a fake scenario with clocks the test moves (1 s per tick: a GPM pair every
+    tick, and every tick takes no time, so the parts' own poll durations agree)."""
 
     def __init__(self, scenario: str, forgetful: bool = False) -> None:
         self.now = 1_000.0
@@ -23,7 +24,8 @@ class Clocked:
         self.backend.slow = {}
         self.collector = NvmlCollector(self.backend, AgentConfig(interval_s=1.0),
                                        proc_reader=self.backend.proc_reader,
-                                       clock=lambda: self.now, hostname="h")
+                                       clock=lambda: self.now, monotonic=lambda: self.now,
+                                       hostname="h")
         self.forgetful = forgetful
 
     def tick(self):
@@ -47,11 +49,21 @@ def test_reuse_never_changes_the_part(scenario):
         assert a.devices == b.devices and a.processes == b.processes  # spelled out for the diff
 
 
+def still_gpu7(m: Clocked) -> None:
+    """GPU 7 (MIG, no processes, no load) answers the same every tick once its energy counter is
+    held still (a real one grows every tick, so a real GPU's Device is new every tick) and its
+    GPM instances have their first pair (the second tick)."""
+    counter = m.backend.energy
+    m.backend.energy = lambda h: 3_600_000_000 if h.index == 7 else counter(h)
+    m.tick()
+
+
 def test_unchanged_readings_are_the_same_objects():
     m = Clocked("shared8")
+    still_gpu7(m)
     first = m.tick()
     second = m.tick()
-    # GPU 7 (MIG, no processes, no load) answers the same every tick; GPU 0 runs a job
+    # GPU 7 answers the same every tick (still_gpu7); GPU 0 runs a job
     assert second.devices[7] is first.devices[7]
     assert second.devices[0] is not first.devices[0]
     assert second.devices[0].utilization_gpu_pct is not None
@@ -65,6 +77,7 @@ def test_unchanged_readings_are_the_same_objects():
 
 def test_a_changed_reading_makes_a_new_device_with_it():
     m = Clocked("shared8")
+    still_gpu7(m)
     first = m.tick()
     m.backend.temperature = lambda h: 99 if h.index == 7 else 40
     second = m.tick()

@@ -33,10 +33,46 @@ class Utilization(NamedTuple):
 
 
 class MemoryInfo(NamedTuple):
-    """nvmlDeviceGetMemoryInfo, in bytes (nvidia-smi memory.total/.used)."""
+    """nvmlDeviceGetMemoryInfo_v2 (else the first version, without ``reserved``), in bytes
+    (nvidia-smi memory.total/.used/.free/.reserved)."""
 
     total: int | None
     used: int | None
+    free: int | None = None
+    reserved: int | None = None  #: held by the driver and firmware (v2 only)
+
+
+class PcieLink(NamedTuple):
+    """A PCIe link's generation and width (lanes)."""
+
+    gen: int | None
+    width: int | None
+
+
+class EccCounts(NamedTuple):
+    """nvmlDeviceGetTotalEccErrors for corrected/uncorrected × volatile/aggregate."""
+
+    corrected_volatile: int | None
+    uncorrected_volatile: int | None
+    corrected_aggregate: int | None
+    uncorrected_aggregate: int | None
+
+
+class RemappedRows(NamedTuple):
+    """nvmlDeviceGetRemappedRows."""
+
+    correctable: int | None
+    uncorrectable: int | None
+    pending: int | None  #: 1: a remapping waits for a GPU reset
+    failure: int | None  #: 1: a remapping failed
+
+
+class FieldAnswer(NamedTuple):
+    """One entry of nvmlDeviceGetFieldValues or nvmlGpmMetricsGet: its own NVML return code and
+    value (the value means nothing unless ``code`` is NVML_SUCCESS, 0)."""
+
+    code: int
+    value: float | int
 
 
 class ProcessInfo(NamedTuple):
@@ -131,3 +167,73 @@ class NvmlBackend(Protocol):
 
     def process_utilization(self, handle: Any, last_seen_us: int) -> list[ProcessUtilSample]:
         """Per-process samples newer than ``last_seen_us``; NVMLError_NotFound when there are none."""
+
+    # -- health and links: energy and clock events every tick, the rest in the sampler ----------
+    def energy(self, handle: Any) -> int:
+        """nvmlDeviceGetTotalEnergyConsumption: millijoules since the driver was loaded."""
+
+    def clock_event_reasons(self, handle: Any) -> int:
+        """nvmlDeviceGetCurrentClocksEventReasons (else ...ThrottleReasons): a bitmask."""
+
+    def encoder_utilization(self, handle: Any) -> int:
+        """nvmlDeviceGetEncoderUtilization(...)[0], %."""
+
+    def decoder_utilization(self, handle: Any) -> int:
+        """nvmlDeviceGetDecoderUtilization(...)[0], %."""
+
+    def memory_temperature(self, handle: Any) -> FieldAnswer:
+        """Field NVML_FI_DEV_MEMORY_TEMP (°C)."""
+
+    def ecc_counts(self, handle: Any) -> EccCounts:
+        """nvmlDeviceGetTotalEccErrors, four counters (NotSupported where ECC is off or absent)."""
+
+    def remapped_rows(self, handle: Any) -> RemappedRows:
+        """nvmlDeviceGetRemappedRows (Ampere and newer; NotSupported before)."""
+
+    def pcie_replay_counter(self, handle: Any) -> int:
+        """nvmlDeviceGetPcieReplayCounter."""
+
+    def pcie_link(self, handle: Any) -> PcieLink:
+        """nvmlDeviceGetCurrPcieLinkGeneration / ...Width: the link now (it drops when idle)."""
+
+    def pcie_link_max(self, handle: Any) -> PcieLink:
+        """nvmlDeviceGetMaxPcieLinkGeneration / ...Width: the most the GPU and its slot allow."""
+
+    def nvlink_state(self, handle: Any, link: int) -> int:
+        """nvmlDeviceGetNvLinkState: 1 up, 0 down; NotSupported / InvalidArgument past the last link."""
+
+    def nvlink_remote_bus_id(self, handle: Any, link: int) -> str:
+        """nvmlDeviceGetNvLinkRemotePciInfo(...).busId: what the link reaches."""
+
+    def nvlink_throughput(self, handle: Any, links: tuple[int, ...]) -> list[FieldAnswer]:
+        """One nvmlDeviceGetFieldValues for NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX and _RX of each
+        link (scope = link): cumulative KiB, answers in the order (tx l0, rx l0, tx l1, ...)."""
+
+    def xid_watch(self, handle: Any) -> Any:
+        """nvmlEventSetCreate + nvmlDeviceRegisterEvents(nvmlEventTypeXidCriticalError): a watch."""
+
+    def xid_poll(self, watch: Any) -> list[int]:
+        """The XID codes that arrived on ``watch`` since the last poll (nvmlEventSetWait, 0 ms)."""
+
+    def xid_unwatch(self, watch: Any) -> None:
+        """nvmlEventSetFree."""
+
+    # -- GPM (Hopper and newer) ------------------------------------------------------------------
+    def gpm_supported(self, handle: Any) -> bool:
+        """nvmlGpmQueryDeviceSupport(...).isSupportedDevice."""
+
+    def gpm_alloc(self) -> Any:
+        """nvmlGpmSampleAlloc: a sample buffer, to be given back with :meth:`gpm_free`."""
+
+    def gpm_free(self, sample: Any) -> None:
+        """nvmlGpmSampleFree."""
+
+    def gpm_sample(self, handle: Any, sample: Any, gpu_instance_id: int | None) -> None:
+        """nvmlGpmSampleGet (whole GPU, ``gpu_instance_id`` None) or nvmlGpmMigSampleGet."""
+
+    def gpm_metrics(self, first: Any, second: Any, metric_ids: tuple[int, ...]) -> list[FieldAnswer]:
+        """One nvmlGpmMetricsGet over two samples: each metric's own return code and value."""
+
+    def mig_gpu_instance_ids(self, handle: Any) -> list[int]:
+        """The GPU instance id of each MIG device of this GPU (nvmlDeviceGetMigDeviceHandleByIndex,
+        nvmlDeviceGetGpuInstanceId)."""

@@ -7,8 +7,14 @@ one process with four attachments). :meth:`latest` hands out the same object unt
 produces different readings, so the agent sends a frame only when something changed.
 
 Two threads: the poll thread (init, then a tick every interval: the fast per-device fields, the
-process lists, /proc) and the sampler thread (:mod:`gpuflow.collectors.nvml.sampler`: PCIe
-throughput, MIG mode, per-process utilization, which NVML is slow to give). Each tick's part also
+energy counter and clock event reasons, each GPU's GPM pair, the process lists, /proc) and the
+sampler thread (:mod:`gpuflow.collectors.nvml.sampler`: PCIe
+throughput, MIG mode, per-process utilization, which NVML is slow to give, and the health and
+link readings that need no tick-rate view). Once per init it reads each GPU's identity, its
+maximum PCIe generation and width, whether it has GPM (then two GPM sample buffers), its NVLinks
+and what each reaches, and opens an XID event set; :meth:`stop` gives those back before
+nvmlShutdown. The host part carries the collector's own state (``nvml_up``, ticks, the last
+tick's duration, failures so far) for /metrics. Each tick's part also
 goes into the history (:mod:`gpuflow.collectors.nvml.history`, when the collector has one), stamped
 with the clock's time at the tick's start.
 
@@ -42,7 +48,10 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
+import pynvml
+
 from gpuflow.collectors.nvml.backend import NvmlBackend
+from gpuflow.collectors.nvml.gpm import MIN_GAP_S as GPM_MIN_GAP_S, GpmTracker
 from gpuflow.collectors.nvml.history import HistoryStore
 from gpuflow.collectors.nvml.procinfo import LinuxProcReader, ProcReader, describe_cmdline
 from gpuflow.collectors.nvml.query import DeviceLost, explain_init_error, nvml_query
@@ -51,9 +60,10 @@ from gpuflow.collectors.nvml.readings import (
     attachments_of,
     make_part,
     make_process,
+    pcie_peak_bytes_per_s,
     read_gpu,
 )
-from gpuflow.collectors.nvml.sampler import Sampler
+from gpuflow.collectors.nvml.sampler import Remote, Sampler, SweepTarget
 from gpuflow.testing.ab_period import ab_period_ms, seconds_until_on
 from gpuflow.collectors.nvml.options import DEFAULT_INIT_RETRY_S
 from gpuflow.core.context import AgentConfig
@@ -88,8 +98,11 @@ class NvmlCollector:
         init_retry_s: float = DEFAULT_INIT_RETRY_S,
         extra_problems: tuple[Problem, ...] = (),
         history: HistoryStore | None = None,
+        gpm_gap_s: float = GPM_MIN_GAP_S,
     ) -> None:
         self._b = backend
+        #: GPM pairs are at least this far apart (the benchmark sets 0: a pair every tick)
+        self.gpm_gap_s = gpm_gap_s
         self.history = history  #: the readings over time (None: not kept)
         self.interval_s = config.interval_s
         self._show_cmdline = config.show_cmdline
@@ -100,7 +113,8 @@ class NvmlCollector:
         self._hostname = hostname if hostname is not None else socket.gethostname()
         self._init_retry_s = init_retry_s
         self._extra = extra_problems
-        self.sampler = Sampler(backend, fresh_s=max(2.5 * self.interval_s, 1.0), clock=clock)
+        self.sampler = Sampler(backend, fresh_s=max(2.5 * self.interval_s, 1.0), clock=clock,
+                               monotonic=monotonic)
 
         self._initialized = False
         self._next_init = 0.0  # monotonic time of the next nvmlInit attempt
@@ -108,6 +122,9 @@ class NvmlCollector:
         self._static_problems: tuple[Problem, ...] = ()
         self._host = HostInfo(hostname=self._hostname)
         self._gpus: tuple[GpuState, ...] = ()
+        self._targets: tuple[SweepTarget, ...] = ()  # the GPUs as the sampler sees them
+        self.poll_errors = 0  #: GPU reads that failed, and ticks longer than the interval
+        self._built_host: HostInfo | None = None  # the static host the last built part was made from
         self._busy: frozenset[int] | None = None  # GPUs that had processes at the last tick
         self._busy_list: list[int] | None = None  # the same, as the tick found them
         self._unresolved_streak = 0
@@ -162,6 +179,7 @@ class NvmlCollector:
             return
         self._initialized = False
         self.sampler.forget()
+        self._release_per_init()
         try:
             self._b.shutdown()
         except Exception as exc:  # noqa: BLE001 - shutting down must not raise
@@ -202,6 +220,7 @@ class NvmlCollector:
             try:
                 self.poll_once()
             except Exception:  # noqa: BLE001 - the thread must outlive any bug in one poll
+                self.poll_errors += 1
                 log.exception("NVML poll failed")
             elapsed = self._monotonic() - started
             self._stop.wait(max(MIN_GAP_S, self.interval_s - elapsed))
@@ -231,13 +250,13 @@ class NvmlCollector:
     def sample_once(self) -> None:
         """One sweep of the slow readings (the sampler thread calls this; so may tests)."""
         if self._initialized:
-            self.sampler.sweep(((g.index, g.handle) for g in self._gpus), self._busy)
+            self.sampler.sweep(self._targets, self._busy)
 
     def forget_built(self) -> None:
         """Drop every object the last tick built, so that the next one builds all anew, as when
         every reading changed (the benchmark's worst case; tests compare it with reuse)."""
         for gpu in self._gpus:
-            gpu.readings = gpu.values = gpu.device = gpu.shown = None
+            gpu.readings = gpu.values = gpu.device = gpu.shown = gpu.health = gpu.links = None
             gpu.attached = {}
         self._known_procs = {}
         self._shown_procs = ()
@@ -248,7 +267,8 @@ class NvmlCollector:
         self._poll_started = self._monotonic()
         try:
             if not self._initialized and not self._try_init():
-                part = SnapshotPart(source=SOURCE, host=self._host, problems=self._problems_base())
+                part = SnapshotPart(source=SOURCE, host=replace(self._host, nvml_up=False),
+                                    problems=self._problems_base())
                 return self._publish(part)
             t0 = self._poll_started  # _try_init moves it past a slow init: that is not a slow poll
             history = self.history
@@ -259,6 +279,7 @@ class NvmlCollector:
             if history is not None:  # GPUFlow's own work: not part of "NVML is slow"
                 history.record(at, part.devices, part.processes)
             if elapsed > self.interval_s:
+                self.poll_errors += 1
                 part = replace(part, problems=part.problems + (Problem(SOURCE, severity="warning", message=(
                     f"NVML is slow: the last poll took {elapsed:.2f} s, longer than the "
                     f"{self.interval_s:g} s interval, so readings arrive late")),))
@@ -333,17 +354,51 @@ class NvmlCollector:
                     f"GPU {index} could not be opened through NVML (no permission or not "
                     "supported) and is not shown")))
                 continue
-            gpus.append(GpuState(index, handle, _static(b.uuid, handle) or f"nvml-index-{index}",
-                             _static(b.name, handle), _static(b.pci_bus_id, handle)))
+            gpu = GpuState(index, handle, _static(b.uuid, handle) or f"nvml-index-{index}",
+                           _static(b.name, handle), _static(b.pci_bus_id, handle))
+            self._read_links_and_gpm(gpu)
+            gpus.append(gpu)
         if count == 0:
             problems.append(Problem(SOURCE, "NVML found no NVIDIA GPUs on this machine",
                                     severity="info"))
+        _resolve_peers(gpus)
         self._gpus = tuple(gpus)
+        self._targets = tuple(SweepTarget(g.index, g.handle, g.xid_watch, g.nvlinks, g.gpm)
+                              for g in gpus)
         self._busy = self._busy_list = None
         self._known_procs = {}
         self._shown_procs = ()
         self._built = None
         self._static_problems = tuple(problems)
+
+    def _read_links_and_gpm(self, gpu: GpuState) -> None:
+        """Once per init: the GPU's maximum PCIe link, GPM support (two sample buffers), its
+        NVLinks and what they reach, and an XID event set. Anything NVML cannot give stays None."""
+        b, h = self._b, gpu.handle
+        link = _static(b.pcie_link_max, h)
+        if link is not None:
+            gpu.pcie_max = (link[0], link[1])
+            gpu.pcie_peak = pcie_peak_bytes_per_s(link[0], link[1])
+        if _static(b.gpm_supported, h):
+            gpu.gpm = GpmTracker.open(b)
+        gpu.nvlinks = _discover_nvlinks(b, h)
+        gpu.xid_watch = _static(b.xid_watch, h)
+
+    def _release_per_init(self) -> None:
+        """Give back what init took from NVML (GPM buffers, XID event sets): before nvmlShutdown."""
+        b = self._b
+        for gpu in self._gpus:
+            if gpu.gpm is not None:
+                gpu.gpm.close(b)
+            for tracker in gpu.gpm_instances.values():
+                tracker.close(b)
+            gpu.gpm_instances = {}
+            if gpu.xid_watch is not None:
+                try:
+                    b.xid_unwatch(gpu.xid_watch)
+                except Exception as exc:  # noqa: BLE001 - shutting down must not raise
+                    log.debug("nvmlEventSetFree failed: %r", exc)
+                gpu.xid_watch = None
 
     # -- one tick -------------------------------------------------------------------------------
     # The hot path (docs/nvml.md, "Cost"). readings.py reads each GPU and reuses what did not
@@ -360,16 +415,20 @@ class NvmlCollector:
         last = self._built
         fresh = last is None  # may anything differ from the last part built?
         new = False  # does something certainly differ?
+        now, gap = self._monotonic(), self.gpm_gap_s
         for gpu in self._gpus:
             try:
-                device, attachments = read_gpu(self._b, gpu, self.sampler.get(gpu.index))
+                device, attachments = read_gpu(self._b, gpu, self.sampler.get(gpu.index), now, gap)
                 if attachments:
                     if oldest_us is None:
                         oldest_us = int(self._clock() * 1e6) - int(self.sampler.fresh_s * 1e6)
                     attachments = attachments_of(gpu, attachments, oldest_us)
             except DeviceLost as exc:
+                self.poll_errors += 1
                 gpu.readings = None
                 gpu.attached = {}
+                if gpu.gpm is not None:
+                    gpu.gpm.forget_pair()
                 device, attachments = gpu.lost_device, ()
                 problems.append(Problem(SOURCE, severity="error", message=(
                     f"GPU {gpu.index} ({gpu.name or 'unknown'}, {gpu.uuid}) is lost: NVML says "
@@ -377,6 +436,7 @@ class NvmlCollector:
                     "or a reboot is usually needed (see dmesg for Xid errors).")))
             except Exception as exc:  # noqa: BLE001 - a bug or odd backend: lose this GPU only
                 log.exception("reading GPU %d failed", gpu.index)
+                self.poll_errors += 1
                 gpu.readings = None
                 gpu.attached = {}
                 device, attachments = gpu.blank_device, ()
@@ -407,10 +467,12 @@ class NvmlCollector:
         processes = self._describe(held, problems) if held else self._no_processes()
         problems_t = self._problems_base() + tuple(problems) if problems else self._problems_base()
         if (not fresh and processes is last.processes and problems_t == last.problems
-                and self._host is last.host):
+                and self._host is self._built_host):
             return last, False
-        self._built = part = make_part(SOURCE, self._host, tuple(devices), processes, (),
-                                        problems_t, ())
+        self._built_host = h = self._host
+        host = HostInfo(h.hostname, h.driver_version, h.nvml_version, h.cuda_driver_version, True,
+                        self.polls, self.last_poll_s, self.poll_errors)
+        self._built = part = make_part(SOURCE, host, tuple(devices), processes, (), problems_t, ())
         return part, new
 
     def _no_processes(self) -> tuple[Process, ...]:
@@ -471,6 +533,42 @@ class NvmlCollector:
         if changed or len(out) != len(self._shown_procs):
             self._shown_procs = tuple(out)
         return self._shown_procs
+
+
+def _discover_nvlinks(b: NvmlBackend, handle: Any) -> tuple[Remote, ...]:
+    """The NVLinks NVML answers for (a PCIe GPU has none: every link is NotSupported) and the
+    PCI bus id each reaches; the peer GPU's index is filled in by :func:`_resolve_peers`."""
+    links = []
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            b.nvlink_state(handle, link)
+        except pynvml.NVMLError as exc:
+            if isinstance(exc, (pynvml.NVMLError_GpuIsLost, pynvml.NVMLError_Unknown,
+                                pynvml.NVMLError_FunctionNotFound)):
+                break
+            continue  # NotSupported / InvalidArgument: no such link
+        links.append(Remote(link, _static(b.nvlink_remote_bus_id, handle, link), None))
+    return tuple(links)
+
+
+def _bus_key(bus_id: str | None) -> tuple[int, str] | None:
+    """A PCI bus id in a comparable form: NVML writes the domain with 4 or 8 digits."""
+    if not bus_id or ":" not in bus_id:
+        return None
+    domain, _, rest = bus_id.partition(":")
+    try:
+        return int(domain, 16), rest.lower()
+    except ValueError:
+        return None
+
+
+def _resolve_peers(gpus: list[GpuState]) -> None:
+    """Fill in each NVLink's peer GPU index where its remote bus id is a GPU of this host."""
+    by_bus = {_bus_key(g.pci_bus_id): g.index for g in gpus if _bus_key(g.pci_bus_id) is not None}
+    for g in gpus:
+        if g.nvlinks:
+            g.nvlinks = tuple(r._replace(device_index=by_bus.get(_bus_key(r.pci_bus_id)))
+                              for r in g.nvlinks)
 
 
 def _static(func: Callable[..., Any], *args: Any) -> Any:

@@ -10,7 +10,10 @@ It raises pynvml's real exception classes (``NVMLError_NotSupported``, ``NVMLErr
 collector code run against it as against the real library.
 
 Readings move so a live page looks alive: each GPU's load follows a slow wave plus noise, and
-everything else (power, temperature, clocks, PCIe, per-process SM %) follows the load. A
+everything else (power, temperature, clocks, PCIe, per-process SM %, GPM's means, NVLink traffic,
+the energy counter) follows the load. GPM samples are plain objects that remember which GPU and
+poll they were taken at; :attr:`FakeBackend.gpm_buffers` and :attr:`FakeBackend.xid_watches`
+count what is allocated and not yet given back (tests check that shutdown frees everything). A
 scenario with churn (``churn``) starts short jobs poll after poll, each with a pid of its own.
 Deterministic: the values depend only on the seed and on how many times each GPU has been polled
 (not on wall-clock time); only per-process utilization timestamps come from ``clock``.
@@ -32,7 +35,11 @@ from gpuflow.collectors.nvml.backend import (
     MIG_DISABLE,
     MIG_ENABLE,
     ULLONG_MAX,
+    EccCounts,
+    FieldAnswer,
     MemoryInfo,
+    PcieLink,
+    RemappedRows,
     ProcessInfo,
     ProcessUtilSample,
     Utilization,
@@ -47,7 +54,12 @@ from gpuflow.collectors.nvml.fake_scenarios import (
 )
 from gpuflow.collectors.nvml.procinfo import ProcFacts
 
+KIB = 1024
+
 H200_MEMORY_BYTES = 150_754_820_096
+RESERVED_BYTES = 474 * MIB  #: what the driver and firmware hold, as nvidia-smi shows on an H200
+ENERGY_AT_START_MJ = 3_600_000_000  #: the energy counter when the scenario starts (1 kWh)
+NOT_SUPPORTED, INVALID_ARGUMENT = pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT
 
 #: What NVML cannot say about a whole GPU once it is split into MIG instances.
 _MIG_UNSUPPORTED = frozenset({"utilization", "process_utilization"})
@@ -61,6 +73,27 @@ class FakeHandle:
 
     def __repr__(self) -> str:
         return f"<FakeHandle gpu {self.index}>"
+
+
+class FakeGpmSample:
+    """A GPM sample buffer: which GPU (and MIG instance) and poll it was last filled at."""
+
+    __slots__ = ("index", "gpu_instance_id", "step", "freed")
+
+    def __init__(self) -> None:
+        self.index: int | None = None
+        self.gpu_instance_id: int | None = None
+        self.step = 0
+        self.freed = False
+
+
+class FakeXidWatch:
+    __slots__ = ("index", "delivered", "freed")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.delivered = False
+        self.freed = False
 
 
 class FakeProcReader:
@@ -130,6 +163,9 @@ class FakeBackend:
             for index, kind in p.devices.items():
                 self._on_device[index].append((p, kind))
         self._churned: dict[tuple[int, int], list[tuple[FakeProcess, str]]] = {}  # (GPU, step) →
+        self._integrals: dict[tuple[str, int], tuple[int, float]] = {}  # (what, GPU) → (step, sum)
+        self.gpm_buffers = 0  #: GPM sample buffers allocated and not yet freed
+        self.xid_watches = 0  #: XID event sets created and not yet freed
 
     # -- plumbing -----------------------------------------------------------------------------
     def _enter(self, method: str, handle: FakeHandle | None = None) -> None:
@@ -253,7 +289,8 @@ class FakeBackend:
     def memory(self, handle: FakeHandle) -> MemoryInfo:
         self._enter("memory", handle)
         used = 512 * MIB + sum(self._proc_memory(p, handle.index) for p, _ in self._present(handle.index))
-        return MemoryInfo(H200_MEMORY_BYTES, used)
+        return MemoryInfo(H200_MEMORY_BYTES, used, H200_MEMORY_BYTES - used - RESERVED_BYTES,
+                          RESERVED_BYTES)
 
     def temperature(self, handle: FakeHandle) -> int:
         self._enter("temperature", handle)
@@ -261,7 +298,21 @@ class FakeBackend:
 
     def power_usage(self, handle: FakeHandle) -> int:
         self._enter("power_usage", handle)
-        return round(88_000 + 570_000 * self._now_load(handle.index))
+        return self._power_mw(handle.index, self._steps[handle.index])
+
+    def _power_mw(self, index: int, step: int) -> int:
+        return round(88_000 + 570_000 * self._load(index, step))
+
+    def _integral(self, what: str, index: int, per_poll: Callable[[int, int], float]) -> float:
+        """The sum of ``per_poll(index, step)`` over this GPU's polls so far: a cumulative counter
+        that grows by each poll's rate over one second (deterministic, computed once per poll)."""
+        step = self._steps[index]
+        done, total = self._integrals.get((what, index), (0, 0.0))
+        while done < step:
+            done += 1
+            total += per_poll(index, done)
+        self._integrals[(what, index)] = (done, total)
+        return total
 
     def power_limit(self, handle: FakeHandle) -> int:
         self._enter("power_limit", handle)
@@ -303,6 +354,171 @@ class FakeBackend:
     def pcie_rx(self, handle: FakeHandle) -> int:
         self._enter("pcie_rx", handle)
         return round(9_000_000 * self._now_load(handle.index) ** 3)  # KB/s
+
+    # -- health and links ---------------------------------------------------------------------
+    def energy(self, handle: FakeHandle) -> int:
+        self._enter("energy", handle)
+        return ENERGY_AT_START_MJ + round(self._integral("energy", handle.index, self._power_mw))
+
+    def clock_event_reasons(self, handle: FakeHandle) -> int:
+        self._enter("clock_event_reasons", handle)
+        load = self._now_load(handle.index)
+        if load < 0.05:
+            return pynvml.nvmlClocksEventReasonGpuIdle
+        return pynvml.nvmlClocksEventReasonSwPowerCap if load > 0.9 else 0
+
+    def encoder_utilization(self, handle: FakeHandle) -> int:
+        self._enter("encoder_utilization", handle)
+        return self.scenario.media.get(handle.index, (0, 0))[0]
+
+    def decoder_utilization(self, handle: FakeHandle) -> int:
+        self._enter("decoder_utilization", handle)
+        return self.scenario.media.get(handle.index, (0, 0))[1]
+
+    def memory_temperature(self, handle: FakeHandle) -> FieldAnswer:
+        self._enter("memory_temperature", handle)
+        return FieldAnswer(0, round(36 + 40 * self._now_load(handle.index)))
+
+    def ecc_counts(self, handle: FakeHandle) -> EccCounts:
+        self._enter("ecc_counts", handle)
+        return EccCounts(*self.scenario.ecc.get(handle.index, (0, 0, 0, 0)))
+
+    def remapped_rows(self, handle: FakeHandle) -> RemappedRows:
+        self._enter("remapped_rows", handle)
+        return RemappedRows(*self.scenario.remapped.get(handle.index, (0, 0, 0, 0)))
+
+    def pcie_replay_counter(self, handle: FakeHandle) -> int:
+        self._enter("pcie_replay_counter", handle)
+        return self.scenario.pcie_replays.get(handle.index, 0)
+
+    def pcie_link(self, handle: FakeHandle) -> PcieLink:
+        self._enter("pcie_link", handle)
+        gen, width = self.scenario.pcie
+        return PcieLink(gen if self._now_load(handle.index) > 0.05 else 1, width)  # idle: gen 1
+
+    def pcie_link_max(self, handle: FakeHandle) -> PcieLink:
+        self._enter("pcie_link_max", handle)
+        return PcieLink(*self.scenario.pcie)
+
+    def _links(self, index: int) -> int:
+        peer = self.scenario.nvlink_peers.get(index)
+        return 0 if peer is None else peer[1]
+
+    def nvlink_state(self, handle: FakeHandle, link: int) -> int:
+        self._enter("nvlink_state", handle)
+        count = self._links(handle.index)
+        if not count:
+            raise pynvml.NVMLError(NOT_SUPPORTED)
+        if link >= count:
+            raise pynvml.NVMLError(INVALID_ARGUMENT)
+        return 0 if (handle.index, link) in self.scenario.nvlink_down else 1
+
+    def nvlink_remote_bus_id(self, handle: FakeHandle, link: int) -> str:
+        self._enter("nvlink_remote_bus_id", handle)
+        if link >= self._links(handle.index):
+            raise pynvml.NVMLError(INVALID_ARGUMENT)
+        return self.pci_bus_id(FakeHandle(self.scenario.nvlink_peers[handle.index][0]))
+
+    def _nvlink_kib_per_poll(self, index: int, step: int) -> float:
+        """KiB one up link of this GPU moves in a poll's second: ~22 GB/s at full load."""
+        return 21_000_000 * self._load(index, step)
+
+    def nvlink_throughput(self, handle: FakeHandle, links: tuple[int, ...]) -> list[FieldAnswer]:
+        self._enter("nvlink_throughput", handle)
+        index, count = handle.index, self._links(handle.index)
+        kib = self._integral("nvlink", index, self._nvlink_kib_per_poll)
+        out = []
+        for link in links:
+            if link >= count:
+                out += [FieldAnswer(INVALID_ARGUMENT, 0)] * 2
+            elif (index, link) in self.scenario.nvlink_down:
+                out += [FieldAnswer(0, 0)] * 2
+            else:
+                out += [FieldAnswer(0, round(kib * 0.8)), FieldAnswer(0, round(kib))]  # tx, rx
+        return out
+
+    def xid_watch(self, handle: FakeHandle) -> FakeXidWatch:
+        self._enter("xid_watch", handle)
+        self.xid_watches += 1
+        return FakeXidWatch(handle.index)
+
+    def xid_poll(self, watch: FakeXidWatch) -> list[int]:
+        self._enter("xid_poll", FakeHandle(watch.index))
+        if watch.freed:
+            raise pynvml.NVMLError(INVALID_ARGUMENT)
+        event = self.scenario.xid_events.get(watch.index)
+        if event is None or watch.delivered or self._steps[watch.index] < event[0]:
+            return []
+        watch.delivered = True
+        return [event[1]]
+
+    def xid_unwatch(self, watch: FakeXidWatch) -> None:
+        self._enter("xid_unwatch")
+        if watch.freed:
+            raise pynvml.NVMLError(INVALID_ARGUMENT)
+        watch.freed = True
+        self.xid_watches -= 1
+
+    # -- GPM ----------------------------------------------------------------------------------
+    def gpm_supported(self, handle: FakeHandle) -> bool:
+        self._enter("gpm_supported", handle)
+        return self.scenario.gpm
+
+    def gpm_alloc(self) -> FakeGpmSample:
+        self._enter("gpm_alloc")
+        self.gpm_buffers += 1
+        return FakeGpmSample()
+
+    def gpm_free(self, sample: FakeGpmSample) -> None:
+        self._enter("gpm_free")
+        if sample.freed:
+            raise pynvml.NVMLError(INVALID_ARGUMENT)
+        sample.freed = True
+        self.gpm_buffers -= 1
+
+    def gpm_sample(self, handle: FakeHandle, sample: FakeGpmSample, gpu_instance_id: int | None) -> None:
+        self._enter("gpm_sample", handle)
+        mig = handle.index in self.scenario.mig_enabled
+        if not self.scenario.gpm or (mig and gpu_instance_id is None):
+            raise pynvml.NVMLError(NOT_SUPPORTED)  # in MIG mode, GPM is per GPU instance
+        if sample.freed or (gpu_instance_id is not None and gpu_instance_id not in self._instances(handle.index)):
+            raise pynvml.NVMLError(INVALID_ARGUMENT)
+        sample.index, sample.gpu_instance_id, sample.step = handle.index, gpu_instance_id, self._steps[handle.index]
+
+    def gpm_metrics(self, first: FakeGpmSample, second: FakeGpmSample,
+                    metric_ids: tuple[int, ...]) -> list[FieldAnswer]:
+        self._enter("gpm_metrics", None if second.index is None else FakeHandle(second.index))
+        if first.index is None or first.index != second.index or first.freed or second.freed:
+            raise pynvml.NVMLError(INVALID_ARGUMENT)
+        index, gi = second.index, second.gpu_instance_id
+        load = self.scenario.mig_instances.get(gi, 0.0) if gi is not None else self._load(index, second.step)
+        mib = 1 << 20
+        values = {1: 100 * load, 2: 95 * load, 3: 62 * load, 4: 6 * load, 5: 55 * load, 10: 40 * load,
+                  11: 0.5 * load, 12: 18 * load, 13: 9 * load}
+        if gi is None:
+            values[20] = 2_400_000 * KIB * load ** 2 / mib  # MiB/s, as the throughput call's
+            values[21] = 9_000_000 * KIB * load ** 3 / mib
+            if self._links(index):
+                up = self._links(index) - sum(1 for i, _ in self.scenario.nvlink_down if i == index)
+                values[61] = up * self._nvlink_kib_per_poll(index, second.step) * 0.8 * KIB / mib
+                values[60] = up * self._nvlink_kib_per_poll(index, second.step) * KIB / mib
+        out = []
+        for metric in metric_ids:
+            value = values.get(metric)
+            if metric in self.scenario.gpm_not_offered or value is None:
+                out.append(FieldAnswer(NOT_SUPPORTED, 0.0))
+            else:
+                out.append(FieldAnswer(0, value))
+        return out
+
+    def _instances(self, index: int) -> tuple[int, ...]:
+        return tuple(sorted(self.scenario.mig_instances)) if index in self.scenario.mig_enabled else ()
+
+    def mig_gpu_instance_ids(self, handle: FakeHandle) -> list[int]:
+        self._enter("mig_gpu_instance_ids", handle)
+        if handle.index not in self.scenario.mig_enabled:
+            raise pynvml.NVMLError(NOT_SUPPORTED)
+        return list(self._instances(handle.index))
 
     def mig_mode(self, handle: FakeHandle) -> int:
         self._enter("mig_mode", handle)

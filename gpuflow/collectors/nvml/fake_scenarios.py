@@ -20,6 +20,9 @@ CHURN_FIRST_PID = 20_000  #: the ``churn`` scenario's n-th short job (from 0) ha
 OPTIONAL_FIELDS = frozenset({
     "utilization", "temperature", "power_usage", "power_limit", "clock_sm", "clock_mem",
     "pcie_tx", "pcie_rx", "mig_mode", "process_utilization",
+    "energy", "clock_event_reasons", "encoder_utilization", "decoder_utilization",
+    "memory_temperature", "ecc_counts", "remapped_rows", "pcie_replay_counter", "pcie_link",
+    "pcie_link_max", "xid_watch", "gpm_supported",
 })
 
 
@@ -53,6 +56,24 @@ class Scenario:
     #: every this many polls a short job starts on the next GPU in turn (0: none) ...
     churn_every: int = 0
     churn_life: int = 0  #: ... and holds it for this many polls; its pid is CHURN_FIRST_PID + its number
+    gpm: bool = True  #: GPM supported (Hopper and newer); False: an older GPU
+    #: GPM metric ids answered per metric with NotSupported (code 3) on every GPU
+    gpm_not_offered: frozenset[int] = frozenset()
+    pcie: tuple[int, int] = (5, 16)  #: maximum PCIe generation and width
+    #: NVLink pairs: GPU → (peer GPU, links between them); a GPU not listed has no NVLink
+    nvlink_peers: dict[int, tuple[int, int]] = field(default_factory=dict)
+    nvlink_down: frozenset[tuple[int, int]] = frozenset()  #: (GPU, link) pairs that are down
+    #: GPU → (after this many polls, XID code): one critical XID event
+    xid_events: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: GPU → ECC counters (corrected volatile, uncorrected volatile, corrected aggregate,
+    #: uncorrected aggregate); others 0
+    ecc: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    #: GPU → remapped rows (correctable, uncorrectable, pending, failure); others 0
+    remapped: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    pcie_replays: dict[int, int] = field(default_factory=dict)  #: GPU → PCIe replay counter
+    media: dict[int, tuple[int, int]] = field(default_factory=dict)  #: GPU → encoder, decoder %
+    #: MIG GPU instance id → how busy it is (0..1), on every GPU in mig_enabled
+    mig_instances: dict[int, float] = field(default_factory=dict)
 
 
 def _job(pid, name, user, argv, devices, mem, busy, kind="compute") -> FakeProcess:
@@ -71,7 +92,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     ),
     Scenario(
         "shared8", "8 GPUs: a job on 4 of them, a server on 2, a compute+graphics app, an idle "
-        "notebook, a display server; GPU 7 in MIG mode", gpus=8,
+        "notebook, a display server; GPU 7 in MIG mode (three GPU instances); NVLink bridges "
+        "between GPUs 0-1, 2-3, 4-5 and 6-7 (4 links each, GPU 3's link 3 down); an XID 31 on "
+        "GPU 5; ECC errors and a remapped row on GPU 3", gpus=8,
         processes=(
             _TRAIN,
             _SERVE,
@@ -83,6 +106,23 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                  kind="graphics"),
         ),
         mig_enabled=frozenset({7}),
+        mig_instances={1: 0.6, 2: 0.0, 5: 0.25},
+        nvlink_peers={0: (1, 4), 1: (0, 4), 2: (3, 4), 3: (2, 4), 4: (5, 4), 5: (4, 4), 6: (7, 4),
+                      7: (6, 4)},
+        nvlink_down=frozenset({(3, 3)}),
+        xid_events={5: (4, 31)},
+        ecc={3: (2, 0, 14, 0)},
+        remapped={3: (1, 0, 0, 0)},
+        pcie_replays={2: 3},
+        media={6: (12, 7)},
+    ),
+    Scenario(
+        "oldgpu", "2 older GPUs (Volta, PCIe gen 3): no GPM (NotSupported: SM activity, occupancy "
+        "and GPM's PCIe rates are null), no row remapping, no memory temperature; NVLink between "
+        "them (6 links)", gpus=2, gpu_name="Tesla V100-SXM2-32GB",
+        processes=(_job(4800, "python", "alice", ["python", "train.py"], (0, 1), 12 * GIB, 0.8),),
+        gpm=False, pcie=(3, 16), nvlink_peers={0: (1, 6), 1: (0, 6)},
+        unsupported=frozenset({"remapped_rows", "memory_temperature"}),
     ),
     Scenario(
         "wddm", "2 GPUs as Windows/WSL2 (WDDM) shows them: per-process memory and utilization "

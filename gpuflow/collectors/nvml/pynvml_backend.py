@@ -8,7 +8,14 @@ this adapter picks the newest the driver has and remembers the choice:
   their newest version unversioned), falling back on ``NVMLError_FunctionNotFound``;
 * per-process utilization: ``nvmlDeviceGetProcessesUtilizationInfo`` (drivers ≥ 550) →
   ``nvmlDeviceGetProcessUtilization``, falling back on FunctionNotFound or
-  ArgumentVersionMismatch.
+  ArgumentVersionMismatch;
+* memory: ``nvmlDeviceGetMemoryInfo_v2`` (free and reserved too) → the first version;
+* clock event reasons: ``nvmlDeviceGetCurrentClocksEventReasons`` → the older
+  ``...ClocksThrottleReasons``.
+
+GPM (``nvmlGpmMetricsGet``) fills one ``c_nvmlGpmMetricsGet_t`` of ~19 KB: the adapter keeps one
+per thread and set of metric ids instead of allocating it for every call, and reads back only
+the entries it asked for, each with its own return code (:class:`FieldAnswer`).
 
 Constraints: importing this module must not load libnvidia-ml (pynvml loads it in nvmlInit), so
 ``pip install`` and imports work on machines without a driver. Measured on an H200 (driver 580):
@@ -19,11 +26,21 @@ per-process utilization call ~1.7 ms and nvmlDeviceGetPcieThroughput ~20 ms (NVM
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import pynvml
 
-from gpuflow.collectors.nvml.backend import MemoryInfo, ProcessInfo, ProcessUtilSample, Utilization
+from gpuflow.collectors.nvml.backend import (
+    EccCounts,
+    FieldAnswer,
+    MemoryInfo,
+    PcieLink,
+    ProcessInfo,
+    ProcessUtilSample,
+    RemappedRows,
+    Utilization,
+)
 
 # NOTE: NVMLError_ArgumentVersionMismatch appeared in nvidia-ml-py 12.550; older bindings lack it.
 _ARGUMENT_VERSION_MISMATCH = getattr(pynvml, "NVMLError_ArgumentVersionMismatch",
@@ -58,6 +75,10 @@ class PynvmlBackend:
             "nvmlDeviceGetGraphicsRunningProcesses",
         ))
         self._use_util_info = hasattr(pynvml, "nvmlDeviceGetProcessesUtilizationInfo")
+        self._memory_v2 = getattr(pynvml, "nvmlMemory_v2", None)
+        self._clock_events = _first_available(("nvmlDeviceGetCurrentClocksEventReasons",
+                                               "nvmlDeviceGetCurrentClocksThrottleReasons"))
+        self._gpm_requests = threading.local()  #: per thread: metric ids → a reusable request
 
     # -- library and system -------------------------------------------------------------------
     def init(self) -> None:
@@ -97,8 +118,15 @@ class PynvmlBackend:
         return _new(Utilization, (u.gpu, u.memory))
 
     def memory(self, handle: Any) -> MemoryInfo:
+        if self._memory_v2 is not None:
+            try:
+                m = pynvml.nvmlDeviceGetMemoryInfo(handle, self._memory_v2)
+            except (pynvml.NVMLError_FunctionNotFound, _ARGUMENT_VERSION_MISMATCH):
+                self._memory_v2 = None
+            else:
+                return _new(MemoryInfo, (m.total, m.used, m.free, m.reserved))
         m = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        return _new(MemoryInfo, (m.total, m.used))
+        return _new(MemoryInfo, (m.total, m.used, m.free, None))
 
     def temperature(self, handle: Any) -> int:
         return pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
@@ -156,3 +184,139 @@ class PynvmlBackend:
                 return [ProcessUtilSample(s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in samples]
         samples = pynvml.nvmlDeviceGetProcessUtilization(handle, last_seen_us)
         return [ProcessUtilSample(s.pid, s.timeStamp, s.smUtil, s.memUtil) for s in samples]
+
+    # -- health and links ---------------------------------------------------------------------
+    def energy(self, handle: Any) -> int:
+        return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+
+    def clock_event_reasons(self, handle: Any) -> int:
+        fns = self._clock_events
+        while True:
+            if not fns:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            try:
+                return fns[0](handle)
+            except pynvml.NVMLError_FunctionNotFound:
+                if len(fns) == 1:
+                    raise
+                del fns[0]
+
+    def encoder_utilization(self, handle: Any) -> int:
+        return pynvml.nvmlDeviceGetEncoderUtilization(handle)[0]
+
+    def decoder_utilization(self, handle: Any) -> int:
+        return pynvml.nvmlDeviceGetDecoderUtilization(handle)[0]
+
+    def memory_temperature(self, handle: Any) -> FieldAnswer:
+        (v,) = pynvml.nvmlDeviceGetFieldValues(handle, [pynvml.NVML_FI_DEV_MEMORY_TEMP])
+        return _new(FieldAnswer, (v.nvmlReturn, _field_value(v)))
+
+    def ecc_counts(self, handle: Any) -> EccCounts:
+        get = pynvml.nvmlDeviceGetTotalEccErrors
+        corr, unc = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+        vol, agg = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
+        return _new(EccCounts, (get(handle, corr, vol), get(handle, unc, vol),
+                                get(handle, corr, agg), get(handle, unc, agg)))
+
+    def remapped_rows(self, handle: Any) -> RemappedRows:
+        return _new(RemappedRows, tuple(pynvml.nvmlDeviceGetRemappedRows(handle)))
+
+    def pcie_replay_counter(self, handle: Any) -> int:
+        return pynvml.nvmlDeviceGetPcieReplayCounter(handle)
+
+    def pcie_link(self, handle: Any) -> PcieLink:
+        return _new(PcieLink, (pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handle),
+                               pynvml.nvmlDeviceGetCurrPcieLinkWidth(handle)))
+
+    def pcie_link_max(self, handle: Any) -> PcieLink:
+        return _new(PcieLink, (pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle),
+                               pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle)))
+
+    def nvlink_state(self, handle: Any, link: int) -> int:
+        return pynvml.nvmlDeviceGetNvLinkState(handle, link)
+
+    def nvlink_remote_bus_id(self, handle: Any, link: int) -> str:
+        return _text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
+
+    def nvlink_throughput(self, handle: Any, links: tuple[int, ...]) -> list[FieldAnswer]:
+        tx, rx = pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+        ids = [pair for link in links for pair in ((tx, link), (rx, link))]
+        return [_new(FieldAnswer, (v.nvmlReturn, _field_value(v)))
+                for v in pynvml.nvmlDeviceGetFieldValues(handle, ids)]
+
+    def xid_watch(self, handle: Any) -> Any:
+        events = pynvml.nvmlEventSetCreate()
+        try:
+            pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, events)
+        except pynvml.NVMLError:
+            pynvml.nvmlEventSetFree(events)
+            raise
+        return events
+
+    def xid_poll(self, watch: Any) -> list[int]:
+        codes: list[int] = []
+        while len(codes) < _XID_PER_POLL:
+            try:
+                data = pynvml.nvmlEventSetWait(watch, 0)
+            except pynvml.NVMLError_Timeout:
+                break
+            if data.eventType == pynvml.nvmlEventTypeXidCriticalError:
+                codes.append(data.eventData)
+        return codes
+
+    def xid_unwatch(self, watch: Any) -> None:
+        pynvml.nvmlEventSetFree(watch)
+
+    # -- GPM ----------------------------------------------------------------------------------
+    def gpm_supported(self, handle: Any) -> bool:
+        return bool(pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+
+    def gpm_alloc(self) -> Any:
+        return pynvml.nvmlGpmSampleAlloc()
+
+    def gpm_free(self, sample: Any) -> None:
+        pynvml.nvmlGpmSampleFree(sample)
+
+    def gpm_sample(self, handle: Any, sample: Any, gpu_instance_id: int | None) -> None:
+        if gpu_instance_id is None:
+            pynvml.nvmlGpmSampleGet(handle, sample)
+        else:
+            pynvml.nvmlGpmMigSampleGet(handle, gpu_instance_id, sample)
+
+    def gpm_metrics(self, first: Any, second: Any, metric_ids: tuple[int, ...]) -> list[FieldAnswer]:
+        requests = getattr(self._gpm_requests, "by_ids", None)
+        if requests is None:
+            requests = self._gpm_requests.by_ids = {}
+        request = requests.get(metric_ids)
+        if request is None:
+            request = requests[metric_ids] = pynvml.c_nvmlGpmMetricsGet_t()
+            request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(metric_ids)
+            for i, metric in enumerate(metric_ids):
+                request.metrics[i].metricId = metric
+        request.sample1 = first
+        request.sample2 = second
+        pynvml.nvmlGpmMetricsGet(request)
+        metrics = request.metrics
+        return [_new(FieldAnswer, (m.nvmlReturn, m.value)) for m in metrics[:len(metric_ids)]]
+
+    def mig_gpu_instance_ids(self, handle: Any) -> list[int]:
+        ids = []
+        for i in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+            try:
+                mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+            except pynvml.NVMLError_NotFound:
+                continue  # no MIG device at this index
+            ids.append(pynvml.nvmlDeviceGetGpuInstanceId(mig))
+        return ids
+
+
+#: At most this many XID events are taken per device and poll (a storm waits for the next poll).
+_XID_PER_POLL = 64
+
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def _field_value(v: Any) -> float | int:
+    """A c_nvmlFieldValue_t's value by its valueType (NVML_VALUE_TYPE_*)."""
+    return getattr(v.value, _VALUE_MEMBERS.get(v.valueType, "ullVal"))

@@ -122,6 +122,33 @@ def scrub(value: Any) -> Any:
     return value
 
 
+#: Per-entry return codes (field values, GPM metrics) that mean "this one is not offered here".
+_ENTRY_UNAVAILABLE = frozenset({pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT,
+                                pynvml.NVML_ERROR_NO_PERMISSION, pynvml.NVML_ERROR_NOT_FOUND,
+                                getattr(pynvml, "NVML_ERROR_NO_DATA", 21)})
+_ENTRY_LOST = frozenset({pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_UNKNOWN})
+
+
+def entry_value(code: int, value: Any, what: str) -> Any:
+    """One entry of an answer that carries a return code per entry (nvmlDeviceGetFieldValues,
+    nvmlGpmMetricsGet): its value, or None when that entry is not available.
+
+    ``code`` 0 gives the value (a sentinel gives None); NotSupported, InvalidArgument (an id this
+    driver does not know: pynvml defines GPM ids beyond what driver 580 answers), NoPermission,
+    NotFound and NoData give None silently; GPU_IS_LOST and Unknown raise :class:`DeviceLost`;
+    any other code gives None and one log line per ``what`` and code.
+    """
+    if code == 0:
+        return None if (type(value) is int and (value == UINT_MAX or value == ULLONG_MAX)) else value
+    if code in _ENTRY_UNAVAILABLE:
+        return None
+    if code in _ENTRY_LOST:
+        raise DeviceLost(pynvml.NVMLError(code))
+    _log_once(entry_value, f"{what}:{code}", f"NVML answered code {code} for {what} (%s); "
+              "that reading stays empty")
+    return None
+
+
 def _log_once(func: Callable[..., Any], kind: str, message: str) -> None:
     name = getattr(func, "__qualname__", None) or repr(func)
     key = (name, kind)

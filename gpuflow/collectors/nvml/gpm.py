@@ -1,0 +1,168 @@
+"""NVML GPM (GPU performance monitoring): a rolling pair of samples per GPU or MIG instance.
+
+GPM (Hopper and newer) gives device-wide (or MIG-instance-wide) means over the time between two
+samples: the share of SMs busy, SM occupancy, tensor/DRAM/FP activity, PCIe and NVLink bytes per
+second. Nothing in it is per SM or per process. The call sequence (docs/nvml.md, "GPM"):
+``nvmlGpmQueryDeviceSupport`` once per init, two buffers from ``nvmlGpmSampleAlloc``, then each
+tick ``nvmlGpmSampleGet`` into the spare buffer and one ``nvmlGpmMetricsGet`` over (previous,
+new) for every wanted id; the new sample becomes the previous one. The driver refreshes its
+counters about every 100 ms, so a pair closer than :data:`MIN_GAP_S` is not taken: the tick
+keeps the last means until the gap is there (a ``--interval`` below 100 ms rolls every other
+tick or so). Each metric has its own return code: one the GPU or driver does not offer
+(NotSupported, or InvalidArgument for an id this driver does not know) is None, never 0.
+
+PCIe byte totals: the per-second PCIe means of contiguous pairs, times each pair's length,
+summed since the tracker started: the bytes that crossed the link, as exact as GPM's rates
+(the GPU check compares them with a program's own copy bytes, docs/gpu-metrics.md).
+
+Constraints: on the poll thread only (the tick); two NVML calls per GPU and tick when a pair is
+taken, none otherwise; the buffers are given back (:meth:`GpmTracker.close`) before
+nvmlShutdown, and a tracker that lost its GPU starts a new pair when the GPU answers again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+
+from gpuflow.collectors.nvml.backend import NvmlBackend
+from gpuflow.collectors.nvml.query import DeviceLost, entry_value, failed_query
+from gpuflow.core.frozen import positional_constructor
+from gpuflow.core.snapshot import GpmReadings
+
+MIB = 1 << 20
+MIN_GAP_S = 0.1  #: NVML's GPM refresh period: a pair closer than this says nothing new
+
+#: (NVML_GPM_METRIC_* id, scale to GpmReadings' unit), in GpmReadings' field order after
+#: gpu_instance_id and interval_s. GPM's PCIe and NVLink rates are MiB/s.
+METRICS: tuple[tuple[int, float], ...] = (
+    (1, 1.0),     # GRAPHICS_UTIL → graphics_util_pct
+    (2, 1.0),     # SM_UTIL → sm_util_pct
+    (3, 1.0),     # SM_OCCUPANCY → sm_occupancy_pct
+    (4, 1.0),     # INTEGER_UTIL → integer_util_pct
+    (5, 1.0),     # ANY_TENSOR_UTIL → tensor_util_pct
+    (10, 1.0),    # DRAM_BW_UTIL → dram_bw_util_pct
+    (11, 1.0),    # FP64_UTIL
+    (12, 1.0),    # FP32_UTIL
+    (13, 1.0),    # FP16_UTIL
+    (20, MIB),    # PCIE_TX_PER_SEC → pcie_tx_bytes_per_s
+    (21, MIB),    # PCIE_RX_PER_SEC → pcie_rx_bytes_per_s
+    (61, MIB),    # NVLINK_TOTAL_TX_PER_SEC → nvlink_tx_bytes_per_s
+    (60, MIB),    # NVLINK_TOTAL_RX_PER_SEC → nvlink_rx_bytes_per_s
+)
+METRIC_IDS: tuple[int, ...] = tuple(m for m, _ in METRICS)
+_SCALES = tuple(s for _, s in METRICS)
+_NAMES = {1: "GRAPHICS_UTIL", 2: "SM_UTIL", 3: "SM_OCCUPANCY", 4: "INTEGER_UTIL", 5: "ANY_TENSOR_UTIL",
+          10: "DRAM_BW_UTIL", 11: "FP64_UTIL", 12: "FP32_UTIL", 13: "FP16_UTIL",
+          20: "PCIE_TX_PER_SEC", 21: "PCIE_RX_PER_SEC", 61: "NVLINK_TOTAL_TX_PER_SEC",
+          60: "NVLINK_TOTAL_RX_PER_SEC"}
+_WHAT = tuple(f"GPM metric {_NAMES[m]}" for m in METRIC_IDS)
+_PCIE_TX, _PCIE_RX = METRIC_IDS.index(20), METRIC_IDS.index(21)
+
+make_gpm = positional_constructor(GpmReadings)
+
+
+class GpmTracker:
+    """One GPU's (or MIG instance's) rolling pair of GPM samples and what the last pair gave."""
+
+    __slots__ = ("gpu_instance_id", "_samples", "_have_previous", "_previous_t", "latest",
+                 "pcie_tx_bytes", "pcie_rx_bytes", "pcie_exact", "broken")
+
+    def __init__(self, samples: list[Any], gpu_instance_id: int | None = None) -> None:
+        self.gpu_instance_id = gpu_instance_id
+        self._samples = samples  #: [previous, spare]
+        self._have_previous = False
+        self._previous_t = 0.0
+        self.latest: GpmReadings | None = None  #: the means of the last pair
+        self.pcie_tx_bytes: float | None = None  #: bytes summed over the pairs so far
+        self.pcie_rx_bytes: float | None = None
+        #: whether GPM gives this GPU's PCIe rates (None: no pair yet); the sampler keeps NVML's
+        #: slow throughput call for GPUs where it does not
+        self.pcie_exact: bool | None = None
+        #: closed, or a sample could not be taken (NotSupported): no more tries this init
+        self.broken = False
+
+    @classmethod
+    def open(cls, b: NvmlBackend, gpu_instance_id: int | None = None) -> GpmTracker | None:
+        """Two sample buffers, or None when NVML cannot give them."""
+        samples: list[Any] = []
+        try:
+            for _ in range(2):
+                samples.append(b.gpm_alloc())
+        except pynvml.NVMLError as exc:
+            for s in samples:
+                _free(b, s)
+            failed_query(exc, b.gpm_alloc)
+            return None
+        return cls(samples, gpu_instance_id)
+
+    def close(self, b: NvmlBackend) -> None:
+        """Give the buffers back (before nvmlShutdown); the tracker is done."""
+        for s in self._samples:
+            _free(b, s)
+        self._samples = []
+        self.broken = True
+
+    def forget_pair(self) -> None:
+        """Start a new pair at the next roll (the GPU was lost, or not sampled for a while)."""
+        self._have_previous = False
+
+    def roll(self, b: NvmlBackend, handle: Any, now: float, min_gap_s: float = MIN_GAP_S) -> GpmReadings | None:
+        """Take a sample if the last one is at least ``min_gap_s`` old and evaluate the pair.
+
+        :returns: the means of the latest pair (the same object while no new pair was taken), or
+            None before the first pair and when GPM does not answer.
+        :raises DeviceLost: the GPU stopped answering (the next roll starts a new pair).
+        """
+        if self.broken:
+            return None
+        if self._have_previous and now - self._previous_t < min_gap_s:
+            return self.latest
+        previous, spare = self._samples
+        try:
+            b.gpm_sample(handle, spare, self.gpu_instance_id)
+        except pynvml.NVMLError as exc:
+            self._have_previous = False
+            if isinstance(exc, pynvml.NVMLError_NotSupported):
+                self.close(b)  # e.g. the whole GPU in MIG mode: its buffers go back at once
+            failed_query(exc, b.gpm_sample)  # raises DeviceLost for a lost GPU
+            self.latest = None
+            return None
+        self._samples = [spare, previous]
+        if not self._have_previous:
+            self._have_previous = True
+            self._previous_t = now
+            return self.latest
+        interval = now - self._previous_t
+        self._previous_t = now
+        try:
+            answers = b.gpm_metrics(previous, spare, METRIC_IDS)
+        except pynvml.NVMLError as exc:
+            self.latest = failed_query(exc, b.gpm_metrics)  # None, or DeviceLost raised
+            return None
+        values = [None] * len(METRIC_IDS)
+        try:
+            for i, (code, value) in enumerate(answers):
+                v = entry_value(code, value, _WHAT[i])
+                if v is not None:
+                    values[i] = v * _SCALES[i] if v >= 0 else None
+        except DeviceLost:
+            self._have_previous = False
+            raise
+        tx, rx = values[_PCIE_TX], values[_PCIE_RX]
+        if self.gpu_instance_id is None:
+            self.pcie_exact = tx is not None and rx is not None
+            if tx is not None:
+                self.pcie_tx_bytes = (self.pcie_tx_bytes or 0.0) + tx * interval
+            if rx is not None:
+                self.pcie_rx_bytes = (self.pcie_rx_bytes or 0.0) + rx * interval
+        self.latest = make_gpm(self.gpu_instance_id, interval, *values)
+        return self.latest
+
+
+def _free(b: NvmlBackend, sample: Any) -> None:
+    try:
+        b.gpm_free(sample)
+    except Exception:  # noqa: BLE001 - giving a buffer back must not raise
+        pass
