@@ -2,11 +2,14 @@
 
 A private ``CollectorRegistry`` holds one custom collector whose ``collect()`` reads the board's
 latest snapshot, so exited processes simply stop appearing (no stale labelled gauges to remove).
-Names use the ``gpuflow_`` prefix and base units (ratios 0–1, bytes, watts, celsius, hertz,
-seconds); device series carry the labels ``gpu`` (index), ``uuid`` and ``name``. A reading the
-snapshot has as null is *absent* from the output, never 0. Per-process and traced-process
-series (labels ``pid``, ``process``, ``user``) only appear with ``metrics_per_process``: they are
-high-cardinality and say who runs what.
+Names use the ``gpuflow_`` prefix and base units (ratios 0–1, bytes, joules, watts, celsius,
+hertz, seconds; counters end in ``_total``); device series carry the labels ``gpu`` (index),
+``uuid``, ``name``, ``pci_bus_id`` and ``Hostname`` (:mod:`gpuflow.transport.metrics_gpu` holds
+their table and its dcgm-exporter counterparts; docs/metrics.md). A reading the snapshot has as
+null is *absent* from the output, never 0. The agent's own series: ``gpuflow_build_info``,
+``gpuflow_nvml_up`` and the NVML collector's ticks, last tick duration and failures (from the
+snapshot's host). Per-process and traced-process series (labels ``pid``, ``process``, ``user``)
+only appear with ``metrics_per_process``: they are high-cardinality and say who runs what.
 
 Constraints: runs on a server thread per scrape; O(size of the snapshot); no locks beyond the
 board's; the Host/token middleware applies as for every route.
@@ -14,6 +17,7 @@ board's; the Host/token middleware applies as for every route.
 
 from __future__ import annotations
 
+import platform
 from typing import Any, Callable, Iterator
 
 import falcon
@@ -21,30 +25,14 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
+import gpuflow
 from gpuflow.core.snapshot import Snapshot
+from gpuflow.transport.metrics_gpu import GPU_LABELS, device_labels, gpu_families
 
-GPU_LABELS = ["gpu", "uuid", "name"]
 PROC_LABELS = GPU_LABELS + ["pid", "process", "user"]
 TRACED_LABELS = ["pid", "session", "process"]
 #: the pid label of a session's roll-up of older exited processes (snapshot.RetiredTraced)
 FOLDED_PID = "folded"
-
-#: (metric name, help, Device field, scale to base units)
-DEVICE_GAUGES: tuple[tuple[str, str, str, float], ...] = (
-    ("gpuflow_gpu_utilization_ratio", "GPU busy fraction over the last sample period (0-1)",
-     "utilization_gpu_pct", 0.01),
-    ("gpuflow_gpu_memory_utilization_ratio", "Memory controller busy fraction (0-1)",
-     "utilization_memory_pct", 0.01),
-    ("gpuflow_gpu_memory_used_bytes", "Device memory in use", "memory_used_bytes", 1),
-    ("gpuflow_gpu_memory_total_bytes", "Device memory installed", "memory_total_bytes", 1),
-    ("gpuflow_gpu_temperature_celsius", "GPU core temperature", "temperature_c", 1),
-    ("gpuflow_gpu_power_watts", "Power draw", "power_draw_w", 1),
-    ("gpuflow_gpu_power_limit_watts", "Enforced power limit", "power_limit_w", 1),
-    ("gpuflow_gpu_sm_clock_hertz", "SM clock", "clock_sm_mhz", 1e6),
-    ("gpuflow_gpu_memory_clock_hertz", "Memory clock", "clock_mem_mhz", 1e6),
-    ("gpuflow_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput", "pcie_tx_bytes_per_s", 1),
-    ("gpuflow_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput", "pcie_rx_bytes_per_s", 1),
-)
 
 #: (metric name, help, Attachment field, scale)
 PROCESS_GAUGES: tuple[tuple[str, str, str, float], ...] = (
@@ -109,6 +97,29 @@ class SnapshotCollector:
         g.add_metric([], snap.timestamp)
         yield g
         h = snap.host
+        g = GaugeMetricFamily("gpuflow_build_info", "GPUFlow's version (value is always 1)",
+                              labels=["version", "python"])
+        g.add_metric([gpuflow.__version__, platform.python_version()], 1)
+        yield g
+        if h.nvml_up is not None:
+            g = GaugeMetricFamily("gpuflow_nvml_up", "1 if the NVML collector has NVML initialized "
+                                  "and answering")
+            g.add_metric([], 1 if h.nvml_up else 0)
+            yield g
+        if h.nvml_polls is not None:
+            c = CounterMetricFamily("gpuflow_nvml_polls", "NVML collector ticks")
+            c.add_metric([], h.nvml_polls)
+            yield c
+        if h.nvml_poll_errors is not None:
+            c = CounterMetricFamily("gpuflow_nvml_poll_errors", "NVML collector failures: GPU reads "
+                                    "that failed and ticks longer than the interval")
+            c.add_metric([], h.nvml_poll_errors)
+            yield c
+        if h.nvml_poll_seconds is not None:
+            g = GaugeMetricFamily("gpuflow_nvml_poll_duration_seconds", "How long the NVML "
+                                  "collector's latest tick took")
+            g.add_metric([], h.nvml_poll_seconds)
+            yield g
         g = GaugeMetricFamily("gpuflow_driver_info", "NVIDIA driver versions (value is always 1)",
                               labels=["driver_version", "cuda_driver_version", "nvml_version"])
         g.add_metric([_s(h.driver_version), _s(h.cuda_driver_version), _s(h.nvml_version)], 1)
@@ -124,7 +135,7 @@ class SnapshotCollector:
 
     def _devices(self, snap: Snapshot) -> Iterator[Metric]:
         info = GaugeMetricFamily("gpuflow_gpu_info", "GPU identity (value is always 1)",
-                                 labels=GPU_LABELS + ["pci_bus_id", "mig_mode"])
+                                 labels=GPU_LABELS + ["mig_mode"])
         lost = GaugeMetricFamily("gpuflow_gpu_lost", "1 if the GPU stopped answering",
                                  labels=GPU_LABELS)
         procs = GaugeMetricFamily("gpuflow_gpu_processes", "Processes holding the GPU",
@@ -133,30 +144,28 @@ class SnapshotCollector:
         for p in snap.processes:
             for a in p.attachments:
                 per_gpu[a.device_uuid] = per_gpu.get(a.device_uuid, 0) + 1
-        families = [GaugeMetricFamily(name, doc, labels=GPU_LABELS)
-                    for name, doc, _, _ in DEVICE_GAUGES]
+        host = _s(snap.host.hostname)
         for d in snap.devices:
-            labels = [str(d.index), d.uuid, _s(d.name)]
-            info.add_metric(labels + [_s(d.pci_bus_id), _s(d.mig_mode)], 1)
+            labels = device_labels(d, host)
+            info.add_metric(labels + [_s(d.mig_mode)], 1)
             lost.add_metric(labels, 1 if d.lost else 0)
             procs.add_metric(labels, per_gpu.get(d.uuid, 0))
-            for family, (_, _, attr, scale) in zip(families, DEVICE_GAUGES):
-                value = _scaled(getattr(d, attr), scale)
-                if value is not None:
-                    family.add_metric(labels, value)
         yield info
         yield lost
         yield procs
-        yield from families
+        yield from gpu_families(snap)
 
     def _processes(self, snap: Snapshot) -> Iterator[Metric]:
-        names = {d.uuid: _s(d.name) for d in snap.devices}
+        host = _s(snap.host.hostname)
+        devices = {d.uuid: d for d in snap.devices}
         families = [GaugeMetricFamily(name, doc, labels=PROC_LABELS)
                     for name, doc, _, _ in PROCESS_GAUGES]
         for p in snap.processes:
             for a in p.attachments:
-                labels = [str(a.device_index), a.device_uuid, names.get(a.device_uuid, ""),
-                          str(p.pid), _s(p.name), _s(p.user)]
+                d = devices.get(a.device_uuid)
+                gpu = ([str(a.device_index), a.device_uuid, "", "", host] if d is None
+                       else device_labels(d, host))
+                labels = gpu + [str(p.pid), _s(p.name), _s(p.user)]
                 for family, (_, _, attr, scale) in zip(families, PROCESS_GAUGES):
                     value = _scaled(getattr(a, attr), scale)
                     if value is not None:

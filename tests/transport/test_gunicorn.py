@@ -150,7 +150,7 @@ def test_snapshot_and_metrics_over_http(server):
     status, headers, body = http_get(server.port, "/metrics")
     text = body.decode()
     assert status == 200
-    assert 'gpuflow_gpu_utilization_ratio{gpu="0",name="GPUFlow Fake GPU",' in text
+    assert 'gpuflow_gpu_utilization_ratio{Hostname="fakehost",gpu="0",name="GPUFlow Fake GPU",' in text
     assert "gpuflow_process_" not in text
 
 

@@ -31,10 +31,11 @@ def one(samples, name, **labels):
     return found[0]
 
 
-def test_device_series_in_base_units_with_gpu_uuid_name_labels():
+def test_device_series_in_base_units_with_gpu_uuid_name_bus_and_host_labels():
     m = scrape(board_with(make_snapshot(seq=5)))
     s = one(m, "gpuflow_gpu_utilization_ratio", gpu="0")
-    assert s.labels == {"gpu": "0", "uuid": "GPU-a", "name": "Test GPU"}
+    assert s.labels == {"gpu": "0", "uuid": "GPU-a", "name": "Test GPU",
+                        "pci_bus_id": "00000000:19:00.0", "Hostname": "h"}
     assert s.value == pytest.approx(0.87)
     assert one(m, "gpuflow_gpu_memory_utilization_ratio", gpu="0").value == pytest.approx(0.41)
     assert one(m, "gpuflow_gpu_memory_used_bytes", gpu="0").value == 21 << 30
@@ -44,7 +45,9 @@ def test_device_series_in_base_units_with_gpu_uuid_name_labels():
     assert one(m, "gpuflow_gpu_power_limit_watts", gpu="0").value == 700
     assert one(m, "gpuflow_gpu_sm_clock_hertz", gpu="0").value == 1980e6
     assert one(m, "gpuflow_gpu_memory_clock_hertz", gpu="0").value == 3201e6
-    assert one(m, "gpuflow_gpu_pcie_tx_bytes_per_second", gpu="0").value == 1000
+    # PCIe is a _bytes_total counter now (test_gpu_metrics.py); the per-second gauges are gone
+    assert not [n for n in m if n.startswith("gpuflow_gpu_pcie_") and n.endswith("_per_second")
+                and "peak" not in n]
     assert one(m, "gpuflow_gpu_info", gpu="0").labels["pci_bus_id"] == "00000000:19:00.0"
     assert one(m, "gpuflow_gpu_lost", gpu="1").value == 1
     assert one(m, "gpuflow_gpu_lost", gpu="0").value == 0
@@ -61,7 +64,7 @@ def test_null_readings_are_absent_not_zero():
     for name in ("gpuflow_gpu_temperature_celsius", "gpuflow_gpu_utilization_ratio",
                  "gpuflow_gpu_power_watts", "gpuflow_gpu_memory_used_bytes"):
         assert [s.labels["gpu"] for s in m[name]] == ["0"], name
-    assert "gpuflow_gpu_pcie_rx_bytes_per_second" not in m
+    assert "gpuflow_gpu_pcie_receive_bytes_total" not in m  # no GPM: no exact byte counter
 
 
 def test_per_process_series_only_with_the_setting():
@@ -71,7 +74,8 @@ def test_per_process_series_only_with_the_setting():
     s = one(m, "gpuflow_process_gpu_memory_used_bytes", gpu="0", pid="4242")
     assert s.value == 3 << 30
     assert s.labels == {"gpu": "0", "uuid": "GPU-a", "name": "Test GPU", "pid": "4242",
-                        "process": "train", "user": "alice"}
+                        "process": "train", "user": "alice", "pci_bus_id": "00000000:19:00.0",
+                        "Hostname": "h"}
     assert one(m, "gpuflow_process_sm_utilization_ratio", gpu="0").value == pytest.approx(0.34)
     assert "gpuflow_process_memory_utilization_ratio" not in m  # None everywhere
     assert [s.labels["gpu"] for s in m["gpuflow_process_gpu_memory_used_bytes"]] == ["0"]
