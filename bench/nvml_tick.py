@@ -1,6 +1,7 @@
 """Benchmark: one NVML collector tick against a bare-pynvml refresh of the same fields.
 
     python bench/nvml_tick.py                  # on a machine with NVIDIA GPUs
+    python bench/nvml_tick.py --gpm            # ... with a GPM pair in every tick
     python bench/nvml_tick.py --fake shared8   # anywhere: against the fake backend
 
 Both sides run in this one process, interleaved (tick, floor, floor, tick, ...), many times;
@@ -9,7 +10,16 @@ with its error and sentinel mapping, the process lists, /proc for each GPU proce
 Snapshot objects and the change check. The *floor* makes the same NVML calls straight through
 pynvml (each in a plain ``try``, no mapping, no fallbacks, no dataclasses) and the same /proc
 reads, keeping the results in plain lists and tuples - the least any Python tool must do to
-know the same things.
+know the same things. Every tick reads the energy counter and the clock event reasons and
+memory through nvmlDeviceGetMemoryInfo_v2; so does the floor.
+
+GPM: the collector takes a pair of GPM samples at most every 100 ms, so back-to-back ticks would
+almost never include one. Without ``--gpm`` the benchmark turns GPM pairs off (neither side
+makes GPM calls); with ``--gpm`` the collector takes a pair in every tick (its minimum gap set to
+0) and the floor makes the same two calls per GPU (and per MIG instance): ``nvmlGpmSampleGet``
+into the spare buffer and one ``nvmlGpmMetricsGet`` for the same 13 ids into a request it reuses,
+reading each metric's return code and value. That is the tick's cost at an interval of 100 ms or
+more, where every tick takes a pair.
 
 The tick builds a frozen object only where readings changed since the last tick. Ticks made
 back to back (as here) often see the same readings on a real GPU, while at a 1 s interval a busy
@@ -17,12 +27,13 @@ GPU's readings change every tick; so the ``rebuilt`` line also times ticks that 
 object anew (``forget_built()`` first: everything the last tick built is dropped), the cost of
 a tick in which every reading changed.
 
-The slow readings (PCIe throughput, MIG mode, per-process utilization) are made by the
-collector's background sampler, not by the tick; they are measured the same way on a line of
-their own (sweep vs bare calls), fewer times because PCIe throughput blocks ~20 ms per counter.
+The slow readings (PCIe throughput where GPM does not give it exactly, MIG mode, per-process
+utilization, and the health and link readings) are made by the collector's background sampler,
+not by the tick; they are measured the same way on a line of their own (sweep vs bare calls),
+fewer times because PCIe throughput blocks ~20 ms per counter.
 
-Goals (docs/nvml.md states them and what was measured): ratio ≤ 1.2; tick ≤ 1 ms per GPU. The
-last line is exactly ``tick_ms=<x> floor_ms=<y> ratio=<x/y>``.
+Goals (docs/nvml.md states them and what was measured): ratio ≤ 1.2 (≤ 1.3 with ``--gpm``);
+tick ≤ 1 ms per GPU. The last line is exactly ``tick_ms=<x> floor_ms=<y> ratio=<x/y>``.
 
 Constraints: runs under the GPU machine's Python with GPUFlow importable (installed, or the
 repository on PYTHONPATH) and only nvidia-ml-py and pluggy of its dependencies: imports nothing
@@ -42,6 +53,7 @@ from typing import Any, Callable
 
 from gpuflow.collectors.nvml.collector import NvmlCollector
 from gpuflow.collectors.nvml.fake_backend import FakeBackend, scenario_names
+from gpuflow.collectors.nvml.gpm import METRIC_IDS
 from gpuflow.collectors.nvml.procinfo import read_small_file
 from gpuflow.core.context import AgentConfig
 
@@ -67,19 +79,26 @@ def _guarded(f: Callable[..., Any], *args: Any) -> Any:
 
 
 def floor_refresh(calls: list[Callable[[Any], Any]], lists: list[Callable[[Any], Any]],
-                  handles: list[Any], read: Callable[[int], Any]) -> Callable[[], Any]:
+                  handles: list[Any], read: Callable[[int], Any],
+                  gpm: list[Callable[[], Any] | None] | None = None) -> Callable[[], Any]:
     """The floor: straight calls, each in its own try (free in CPython 3.11+ unless it raises:
     cheaper than one list comprehension, and a field that raises is not asked twice); a field
-    that raises is None. ``calls`` take a handle; ``lists`` return (pid, memory) lists."""
+    that raises is None. ``calls`` take a handle; ``lists`` return (pid, memory) lists;
+    ``gpm[i]``, where given, takes GPU i's GPM pair(s)."""
 
     def refresh() -> Any:
         out, pids = [], set()
-        for h in handles:
+        for i, h in enumerate(handles):
             row = []
             for f in calls:
                 try:
                     row.append(f(h))
                 except Exception:  # noqa: BLE001 - NVMLError of any kind: the field is unknown
+                    row.append(None)
+            if gpm is not None and gpm[i] is not None:
+                try:
+                    row.append(gpm[i]())
+                except Exception:  # noqa: BLE001
                     row.append(None)
             procs = []
             for lf in lists:
@@ -95,7 +114,37 @@ def floor_refresh(calls: list[Callable[[Any], Any]], lists: list[Callable[[Any],
     return refresh
 
 
-def pynvml_floor(handles: list[Any]) -> Callable[[], Any]:
+def pynvml_gpm_pair(h: Any, gpu_instance_id: int | None = None) -> Callable[[], Any]:
+    """Bare GPM for one GPU (or MIG instance): two buffers, one request reused, a pair per call."""
+    import pynvml as N
+
+    samples = [N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()]
+    if gpu_instance_id is None:
+        N.nvmlGpmSampleGet(h, samples[0])
+    else:
+        N.nvmlGpmMigSampleGet(h, gpu_instance_id, samples[0])
+    request = N.c_nvmlGpmMetricsGet_t()
+    request.version = N.NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(METRIC_IDS)
+    for i, metric in enumerate(METRIC_IDS):
+        request.metrics[i].metricId = metric
+    n = len(METRIC_IDS)
+
+    def pair() -> Any:
+        previous, spare = samples
+        if gpu_instance_id is None:
+            N.nvmlGpmSampleGet(h, spare)
+        else:
+            N.nvmlGpmMigSampleGet(h, gpu_instance_id, spare)
+        request.sample1, request.sample2 = previous, spare
+        N.nvmlGpmMetricsGet(request)
+        samples[0], samples[1] = spare, previous
+        return [(m.nvmlReturn, m.value) for m in request.metrics[:n]]
+
+    return pair
+
+
+def pynvml_floor(handles: list[Any], gpm: bool) -> Callable[[], Any]:
     import pynvml as N
 
     def util(h):
@@ -103,41 +152,136 @@ def pynvml_floor(handles: list[Any]) -> Callable[[], Any]:
         return u.gpu, u.memory
 
     def mem(h):
-        m = N.nvmlDeviceGetMemoryInfo(h)
-        return m.used, m.total
+        m = N.nvmlDeviceGetMemoryInfo(h, N.nvmlMemory_v2)
+        return m.used, m.total, m.free, m.reserved
 
     calls = [util, mem,
              lambda h: N.nvmlDeviceGetTemperature(h, N.NVML_TEMPERATURE_GPU),
              N.nvmlDeviceGetPowerUsage, N.nvmlDeviceGetEnforcedPowerLimit,
              lambda h: N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_SM),
-             lambda h: N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_MEM)]
+             lambda h: N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_MEM),
+             N.nvmlDeviceGetTotalEnergyConsumption, N.nvmlDeviceGetCurrentClocksEventReasons]
     lists = [lambda h: [(p.pid, p.usedGpuMemory) for p in N.nvmlDeviceGetComputeRunningProcesses_v3(h)],
              lambda h: [(p.pid, p.usedGpuMemory) for p in N.nvmlDeviceGetGraphicsRunningProcesses_v3(h)]]
-    return floor_refresh(calls, lists, handles, read_proc)
+    pairs = None
+    if gpm:
+        pairs = []
+        for h in handles:
+            try:
+                supported = N.nvmlGpmQueryDeviceSupport(h).isSupportedDevice
+            except N.NVMLError:
+                supported = 0
+            pairs.append(pynvml_gpm_pair(h) if supported else None)
+    return floor_refresh(calls, lists, handles, read_proc, pairs)
 
 
-def fake_floor(b: FakeBackend, handles: list[Any]) -> Callable[[], Any]:
+def fake_floor(b: FakeBackend, handles: list[Any], gpm: bool) -> Callable[[], Any]:
     calls = [b.utilization, b.memory, b.temperature, b.power_usage, b.power_limit, b.clock_sm,
-             b.clock_mem]
+             b.clock_mem, b.energy, b.clock_event_reasons]
     lists = [lambda h: [(p.pid, p.used_memory) for p in b.compute_processes(h)],
              lambda h: [(p.pid, p.used_memory) for p in b.graphics_processes(h)]]
-    return floor_refresh(calls, lists, handles, b.proc_reader.read)
+    pairs = None
+    if gpm:
+        def fake_pairs(h: Any) -> Callable[[], Any] | None:
+            mig = h.index in b.scenario.mig_enabled
+            if not b.scenario.gpm:
+                return None
+            owners = list(b.mig_gpu_instance_ids(h)) if mig else [None]
+            buffers = {gi: [b.gpm_alloc(), b.gpm_alloc()] for gi in owners}
+            for gi in owners:
+                b.gpm_sample(h, buffers[gi][0], gi)
+
+            def pair() -> Any:
+                out = []
+                for gi, pair_of in buffers.items():
+                    previous, spare = pair_of
+                    b.gpm_sample(h, spare, gi)
+                    out.append(b.gpm_metrics(previous, spare, METRIC_IDS))
+                    pair_of[0], pair_of[1] = spare, previous
+                return out
+
+            return pair
+
+        pairs = [fake_pairs(h) for h in handles]
+    return floor_refresh(calls, lists, handles, b.proc_reader.read, pairs)
 
 
-def slow_floor_pynvml(handles: list[Any], busy: set[int]) -> Callable[[], Any]:
+def slow_floor_pynvml(handles: list[Any], busy: set[int], exact_pcie: set[int]) -> Callable[[], Any]:
+    """The sampler's calls, bare: PCIe throughput where GPM does not give it exactly, MIG mode,
+    per-process utilization where busy, and the health and link readings."""
     import pynvml as N
+
+    corr, unc = N.NVML_MEMORY_ERROR_TYPE_CORRECTED, N.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    vol, agg = N.NVML_VOLATILE_ECC, N.NVML_AGGREGATE_ECC
+    events = []
+    for h in handles:
+        try:
+            es = N.nvmlEventSetCreate()
+            N.nvmlDeviceRegisterEvents(h, N.nvmlEventTypeXidCriticalError, es)
+            events.append(es)
+        except N.NVMLError:
+            events.append(None)
+
+    def xids(es: Any) -> list[int]:
+        codes = []
+        while es is not None:
+            try:
+                codes.append(N.nvmlEventSetWait(es, 0).eventData)
+            except N.NVMLError:
+                break
+        return codes
 
     def sweep() -> Any:
         since = int(time.time() * 1e6) - 1_000_000
         out = []
         for i, h in enumerate(handles):
-            row = [_guarded(N.nvmlDeviceGetPcieThroughput, h, N.NVML_PCIE_UTIL_TX_BYTES),
-                   _guarded(N.nvmlDeviceGetPcieThroughput, h, N.NVML_PCIE_UTIL_RX_BYTES),
-                   _guarded(N.nvmlDeviceGetMigMode, h)]
+            row = [_guarded(N.nvmlDeviceGetMigMode, h),
+                   _guarded(N.nvmlDeviceGetEncoderUtilization, h),
+                   _guarded(N.nvmlDeviceGetDecoderUtilization, h),
+                   _guarded(N.nvmlDeviceGetFieldValues, h, [N.NVML_FI_DEV_MEMORY_TEMP]),
+                   _guarded(N.nvmlDeviceGetTotalEccErrors, h, corr, vol),
+                   _guarded(N.nvmlDeviceGetTotalEccErrors, h, unc, vol),
+                   _guarded(N.nvmlDeviceGetTotalEccErrors, h, corr, agg),
+                   _guarded(N.nvmlDeviceGetTotalEccErrors, h, unc, agg),
+                   _guarded(N.nvmlDeviceGetRemappedRows, h),
+                   _guarded(N.nvmlDeviceGetPcieReplayCounter, h),
+                   _guarded(N.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                   _guarded(N.nvmlDeviceGetCurrPcieLinkWidth, h),
+                   xids(events[i])]
+            if i not in exact_pcie:
+                row += [_guarded(N.nvmlDeviceGetPcieThroughput, h, N.NVML_PCIE_UTIL_TX_BYTES),
+                        _guarded(N.nvmlDeviceGetPcieThroughput, h, N.NVML_PCIE_UTIL_RX_BYTES)]
             if i in busy:
                 row.append(_guarded(N.nvmlDeviceGetProcessesUtilizationInfo, h, since))
             out.append(row)
         return out
+
+    return sweep
+
+
+def slow_floor_fake(b: FakeBackend, handles: list[Any], busy: set[int], exact_pcie: set[int],
+                    collector: NvmlCollector) -> Callable[[], Any]:
+    """The sampler's calls on the fake, bare (NVLink and MIG instances as the sampler makes them)."""
+    targets = {t.index: t for t in collector._targets}
+
+    def sweep() -> Any:
+        for i, h in enumerate(handles):
+            for f in (b.mig_mode, b.encoder_utilization, b.decoder_utilization, b.memory_temperature,
+                      b.ecc_counts, b.remapped_rows, b.pcie_replay_counter, b.pcie_link):
+                _guarded(f, h)
+            t = targets[i]
+            if t.xid_watch is not None:
+                _guarded(b.xid_poll, t.xid_watch)
+            if t.nvlinks:
+                _guarded(b.nvlink_throughput, h, tuple(r.link for r in t.nvlinks))
+                for r in t.nvlinks:
+                    _guarded(b.nvlink_state, h, r.link)
+            if i in b.scenario.mig_enabled:
+                _guarded(b.mig_gpu_instance_ids, h)
+            if i not in exact_pcie:
+                _guarded(b.pcie_tx, h), _guarded(b.pcie_rx, h)
+            if i in busy:
+                _guarded(b.process_utilization, h, 0)
 
     return sweep
 
@@ -163,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=2000, help="ticks and floors each (default 2000)")
     parser.add_argument("--sweeps", type=int, default=10, help="sampler sweeps and bare sweeps each")
     parser.add_argument("--json", metavar="FILE", help="also write the last part as snapshot JSON")
+    parser.add_argument("--gpm", action="store_true",
+                        help="a GPM pair in every tick, and the same GPM calls in the floor")
     args = parser.parse_args(argv)
 
     if args.fake:
@@ -175,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
         from gpuflow.collectors.nvml.pynvml_backend import PynvmlBackend
 
         backend, proc_reader = PynvmlBackend(), None
-    collector = NvmlCollector(backend, AgentConfig(interval_s=1.0), proc_reader=proc_reader)
+    # without --gpm no GPM pair after the first sample (an infinite gap); with it, one every tick
+    collector = NvmlCollector(backend, AgentConfig(interval_s=1.0), proc_reader=proc_reader,
+                              gpm_gap_s=0.0 if args.gpm else float("inf"))
     first = collector.poll_once()  # initializes NVML, fetches handles and static facts
     if not first.devices:
         print("no GPUs:", "; ".join(p.message for p in first.problems))
@@ -193,7 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pid {p.pid} {p.name} ({p.user}): {len(p.attachments)} GPU(s), "
               f"{a.memory_used_bytes} B, SM {a.sm_util_pct} %")
 
-    floor = fake_floor(backend, handles) if args.fake else pynvml_floor(handles)
+    floor = fake_floor(backend, handles, args.gpm) if args.fake else pynvml_floor(handles, args.gpm)
+    gpm_gpus = sum(1 for g in collector._gpus if g.gpm is not None and not g.gpm.broken)
+    print(f"GPM: {'a pair every tick' if args.gpm else 'off (no pairs)'}; {gpm_gpus} of {n} GPU(s) "
+          "support it" + (f" (+{sum(len(g.gpm_instances) for g in collector._gpus)} MIG instances)"
+                          if args.gpm else ""))
     for _ in range(50):  # warm-up: caches, branch predictors, CPU clocks
         collector.poll_once()
         floor()
@@ -208,14 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     rebuilt, floors2 = interleaved(rebuilt_tick, floor, args.reps)
     rebuilt_ms, floor2_ms = statistics.median(rebuilt) * 1e3, statistics.median(floors2) * 1e3
 
+    exact_pcie = {g.index for g in collector._gpus if g.gpm is not None and g.gpm.pcie_exact}
     if args.fake:
-        def slow_floor() -> None:
-            for i, h in enumerate(handles):
-                _guarded(backend.pcie_tx, h), _guarded(backend.pcie_rx, h), _guarded(backend.mig_mode, h)
-                if i in busy:
-                    _guarded(backend.process_utilization, h, 0)
+        slow_floor = slow_floor_fake(backend, handles, busy, exact_pcie, collector)
     else:
-        slow_floor = slow_floor_pynvml(handles, busy)
+        slow_floor = slow_floor_pynvml(handles, busy, exact_pcie)
     sweeps, bare = interleaved(collector.sample_once, slow_floor, args.sweeps)
     print(f"every object rebuilt (as when every reading changed): rebuilt_ms={rebuilt_ms:.4f} "
           f"floor_ms={floor2_ms:.4f} ratio={rebuilt_ms / floor2_ms:.3f}")
