@@ -176,33 +176,35 @@ static int ab_skipped_kind(const CUpti_Activity *rec)
  * per-launch ones, which are only counted). The buffer is one key epoch of the ring: the name
  * strings its records point at are alive together, so one address is one string, and the text
  * behind each address is compared with the interned one once per buffer, not per record.
- * CUPTI is called (cuptiActivityGetNextRecord) only while the ring's lock is not held: a thread of
- * CUPTI's may be waiting for that lock (buffer completion counts its drops into the header) while
- * holding whatever CUPTI holds. */
+ *
+ * One pass: each record is translated as soon as cuptiActivityGetNextRecord returns it, with the
+ * ring's lock held across up to GF_BATCH_RECORDS of them. Walking a batch first and translating it
+ * after (so as to call CUPTI only without the lock) cost the H200 host ~40 % more per record: the
+ * walk is a chain of dependent loads through the buffer, whose misses translation no longer hides.
+ * Holding the lock across cuptiActivityGetNextRecord is safe because that function only reads
+ * the buffer: in CUDA 13's libcupti its success and end-of-buffer paths are a table lookup of the
+ * record's size by kind, with no lock taken and nothing called out (docs/inject.md, "Locks"). */
 static void translate_buffer(uint8_t *buffer, size_t valid, int ab_off)
 {
     uint64_t n = 0;
     CUpti_Activity *rec = NULL;
-    const CUpti_Activity *batch[GF_BATCH_RECORDS];
     int more = valid > 0;
     rp_key_epoch_begin(g_gf.ring);
     while (more) {
         unsigned k = 0;
+        rp_batch_begin(g_gf.ring);
         while (k < GF_BATCH_RECORDS) {
             if (g_gf.cupti.ActivityGetNextRecord(buffer, valid, &rec) != CUPTI_SUCCESS || !rec) {
                 more = 0;
                 break;
             }
-            if (!ab_off || !ab_skipped_kind(rec))
-                batch[k++] = rec;
+            if (!ab_off || !ab_skipped_kind(rec)) {
+                translate(g_gf.ring, rec);
+                k++;
+            }
             n++;
         }
-        if (k) {
-            rp_batch_begin(g_gf.ring);
-            for (unsigned i = 0; i < k; i++)
-                translate(g_gf.ring, batch[i]);
-            rp_batch_end(g_gf.ring);
-        }
+        rp_batch_end(g_gf.ring);
     }
     if (n) {
         __atomic_add_fetch(&g_gf.records_seen, n, __ATOMIC_RELAXED);

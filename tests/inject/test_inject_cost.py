@@ -55,7 +55,7 @@ def test_a_baseline_is_built_from_its_own_sources_and_timed_alternately(tmp_path
     shutil.copytree(ROOT / "cupti_src", tmp_path / "cupti_src")
     slow = tmp_path / "cupti_src" / "activity.c"
     text = slow.read_text()
-    marker = "translate(g_gf.ring, batch[i]);"
+    marker = "translate(g_gf.ring, rec);"
     assert marker in text
     slow.write_text(text.replace(marker, "{ " + marker + " for (volatile int spin = 0; spin < 1000; spin++) ; }"))
     out = run("--rounds", "3", "--names", "5", "--baseline-src", str(tmp_path), "--pairs", "3")
