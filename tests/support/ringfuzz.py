@@ -12,6 +12,9 @@ rings here and judge them here.
   (each step's result or exception type and message, then every accessor's output), after
   checking invariants any correct decoder holds (see :func:`check_invariants`).
 * :func:`compare` plays it against both twins; they must observe exactly the same.
+* A case may also retain (``Case.retention``: the flight recorder's budget and chunk size): the
+  twins must then retain the same records, evict the same chunks and answer the same windows,
+  exact and reduced (:func:`recorded`).
 * :func:`random_case` draws a case from a ``random.Random``: malformed headers, wrong versions,
   torn and impossible records, wraparound at every offset, name chunks out of order / overlapping
   / oversized, torn counters, and mutations of valid, producer-shaped rings.
@@ -141,6 +144,8 @@ class Case:
     caps: dict[str, int] = field(default_factory=dict)  # max_names, max_name_bytes, ... (decoder defaults)
     steps: list[tuple[Any, ...]] = field(default_factory=lambda: [("drain", None)])
     readonly: bool = False
+    #: (budget bytes, max chunk records) of a Retention the decoder writes into; None: none
+    retention: tuple[int, int] | None = None
 
     def build(self) -> bytearray | bytes:
         cap = self.capacity
@@ -187,8 +192,11 @@ def run_case(cls: type, case: Case) -> list[Any]:
     Exceptions other than the expected ring errors propagate (the caller counts them as crashes).
     """
     buf = case.build()
+    kwargs: dict[str, Any] = {}
+    if case.retention is not None:
+        kwargs["retention"] = retention_class(cls)(*case.retention)
     try:
-        dec = cls(buf, lane_span_cap=case.lane_span_cap, **case.caps)
+        dec = cls(buf, lane_span_cap=case.lane_span_cap, **case.caps, **kwargs)
     except Exception as exc:  # noqa: BLE001 - judged by the caller
         if type(exc).__name__ not in EXPECTED_ERRORS:
             raise
@@ -223,6 +231,8 @@ def run_case(cls: type, case: Case) -> list[Any]:
             else:  # pragma: no cover - a bug in the generator
                 raise ValueError(f"unknown step {step!r}")
         out = snapshot(dec)
+        if case.retention is not None:
+            out["recorded"] = recorded(dec)
         tail_poked = any(s[0] == "poke" and s[1] < OFF["tail"] + 8 and s[1] + len(s[2]) > OFF["tail"]
                          for s in case.steps)
         check_invariants(out, tail0=tail0, decoded=decoded, lane_span_cap=case.lane_span_cap,
@@ -232,6 +242,41 @@ def run_case(cls: type, case: Case) -> list[Any]:
         dec.detach()
     observed.append(("detached", dec.detached, dec.header() == out["header"]))
     return observed
+
+
+def retention_class(cls: type) -> type:
+    """The Retention of a decoder twin."""
+    from gpuflow.collectors.cupti import decoder as decoder_mod
+
+    return decoder_mod.RetentionC if cls.is_compiled else decoder_mod.RetentionPy
+
+
+#: the whole placeable range, in wall-clock microseconds
+WHOLE_US = (1 << 62) // 1000
+
+
+def recorded(dec: Any) -> dict[str, Any]:
+    """What a retaining decoder kept and answers: its figures, the budget's, and windows (the whole
+    range exact and in a few bucket widths, the middle of what is retained, by the ring's clock)."""
+    retained = dec.retained()
+    clock = dec.clock()
+    offsets = [0]
+    if clock is not None and abs(clock[1] - clock[0]) < 1 << 62:
+        offsets.append(clock[1] - clock[0])
+    windows: dict[Any, Any] = {}
+    for offset in offsets:
+        for width in (None, 1, 3):   # a window of 2^62 ns in at most 3 buckets (edges below 2^64)
+            windows[("whole", offset, width)] = dec.window(0, WHOLE_US, offset, width)
+        if retained["from_ns"] is not None:
+            lo = max(0, (retained["from_ns"] + offset) // 1000)
+            hi = min(WHOLE_US, (retained["to_ns"] + offset) // 1000 + 1)
+            if lo < hi:
+                mid = (lo + hi) // 2
+                a, b = lo + (mid - lo) // 2, mid + 1
+                for width in (None, 3, 64):
+                    if (b - a) * 1000 * (width or 1) < 1 << 64:
+                        windows[("middle", offset, width)] = dec.window(a, b, offset, width)
+    return {"retained": retained, "budget": dec.retention.figures(), "windows": windows}
 
 
 def _asked_ids(dec: Any) -> list[int]:
@@ -641,7 +686,11 @@ def random_case(rng: random.Random) -> tuple[str, Case]:
         steps.append(("drain", None))
     if rng.random() < 0.05:  # a slot rewritten after it was published (torn write)
         steps.insert(0, ("write", tail0 + rng.randrange(max(1, len(records))), rng.randbytes(64)))
-    return family, Case(capacity=cap, tail0=tail0, records=records, lane_span_cap=lane_cap, caps=caps, steps=steps)
+    retention = None
+    if rng.random() < 0.5:   # retaining: a budget of a few small chunks (evicting), or a roomy one
+        retention = (rng.choice((1 << 14, 30_000, 1 << 16, 1 << 30)), rng.choice((16, 16, 32, 1024)))
+    return family, Case(capacity=cap, tail0=tail0, records=records, lane_span_cap=lane_cap, caps=caps, steps=steps,
+                        retention=retention)
 
 
 def _small_caps(rng: random.Random) -> dict[str, int]:

@@ -8,5 +8,7 @@ from typing import Any
 from gpuflow.collectors.cupti.protocol import RingDecoder as _RingDecoderProtocol
 
 RingDecoder: type[_RingDecoderProtocol]
+Retention: Any
+RETAIN_CONSTANTS: dict[str, int]
 LIMITS: dict[str, int]
 HEADER_CONSTANTS: dict[str, Any]

@@ -10,7 +10,9 @@ most half full, 16-byte slots; a one-entry last-lane cache in front of it measur
 with interleaved streams, the usual case in CUPTI buffers), each lane holding a circular buffer
 of its most recent spans in 48-byte slots (a raw record plus its seq took 72: the smaller slots
 halved the cost of span sampling on a 2.1 GHz Xeon host). Python objects are made
-only by the accessors, at frame time.
+only by the accessors, at frame time. With a ``Retention`` (the flight recorder), every timed
+execution is also written, in the same pass, into its process's retained columns
+(``_retain.pxi``), which window queries read from other threads.
 
 Caps (docs/decoder.md, "Caps"): at most ``max_names`` names get a slot (a name beyond is marked in
 a bitmap and its kernels count together in ``other``), a name keeps at most ``max_name_bytes``
@@ -24,6 +26,7 @@ the ring is bounds-checked before it indexes anything; not thread-safe (one cons
 call while a drain is running in another thread raises RuntimeError rather than racing).
 """
 
+cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, UINT64_MAX
 from libc.stdlib cimport calloc, free, malloc, realloc
@@ -117,6 +120,9 @@ cdef struct SpanSlot:           # 48 bytes: only what a span shows (a raw record
     uint16_t block_z
     uint8_t type
     int8_t direction
+
+include "_retain_types.pxi"
+
 
 cdef struct Lane:
     uint32_t device
@@ -239,6 +245,8 @@ cdef struct State:
     int saturated
     uint32_t n_pending
     int oom
+    # the flight recorder's columns of this process (_retain.pxi)
+    Store store
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -580,11 +588,16 @@ cdef inline int32_t lane_get(State *s, uint32_t dev, uint32_t ctx, uint32_t stre
     if li < 0:
         if s.n_lanes >= s.max_lanes:
             return -1
+        if s.store.ret != NULL:     # a window query reads the lanes' keys under this lock
+            pthread_mutex_lock(&s.store.ret.lock)
         p = grow(s.lanes, &s.lanes_alloc, s.n_lanes + 1, sizeof(Lane))
+        if p != NULL:
+            s.lanes = <Lane *>p
+        if s.store.ret != NULL:
+            pthread_mutex_unlock(&s.store.ret.lock)
         if p == NULL:
             s.oom = 1
             return -1
-        s.lanes = <Lane *>p
         li = <int32_t>s.n_lanes
         if map_insert(&s.lane_map, dev, ctx, stream, li) != 0:
             s.oom = 1
@@ -610,6 +623,8 @@ cdef inline void execution(State *s, const gpuflow_record *r, uint64_t seq, int 
         return
     lane = &s.lanes[li]
     lane.executions += 1
+    if timed and s.store.ret != NULL:
+        r_retain(s, r, seq, <uint32_t>li, direction)
     if not timed or s.cap == 0:
         return
     if lane.count < s.cap:
@@ -842,6 +857,7 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
             s.have_sync = 1
             s.sync_cupti = r.body.act.start
             s.sync_wall = r.body.act.end
+            r_set_offset(&s.store, r.body.act.start, r.body.act.end)
         elif r.type == GPUFLOW_REC_DEVICE:
             set_device(s, &r, seq)
         elif r.type == GPUFLOW_REC_LAUNCH:
@@ -853,8 +869,12 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
     return n
 
 
+include "_retain.pxi"
+
+
 cdef void state_free(State *s) noexcept nogil:
     cdef uint32_t i
+    r_store_free(&s.store)
     if s.pages != NULL:
         for i in range(<uint32_t>N_PAGES):
             free(s.pages[i])
@@ -893,6 +913,7 @@ cdef tuple span_tuple(const SpanSlot *slot):
             None, None, slot.word, _DIRECTIONS[slot.direction])
 
 
+@cython.no_gc_clear     # __dealloc__ hands its chunks back to the Retention it still holds
 cdef class RingDecoder:
     """Drains one ring and keeps its complete aggregates and per-lane span samples.
 
@@ -912,6 +933,7 @@ cdef class RingDecoder:
     cdef readonly str session
     cdef object _final_header
     cdef object _caps
+    cdef Retention _retention
 
     is_compiled = True
 
@@ -923,9 +945,11 @@ cdef class RingDecoder:
 
     def __init__(self, buffer, *, lane_span_cap=L.DEFAULT_LANE_SPAN_CAP, max_names=L.DEFAULT_MAX_NAMES,
                  max_name_bytes=L.DEFAULT_MAX_NAME_BYTES, max_lanes=L.DEFAULT_MAX_LANES,
-                 max_pending_names=L.DEFAULT_MAX_PENDING_NAMES):
+                 max_pending_names=L.DEFAULT_MAX_PENDING_NAMES, retention=None):
         lane_span_cap = L.check_lane_span_cap(lane_span_cap)
         caps = L.check_caps(max_names, max_name_bytes, max_lanes, max_pending_names)
+        if retention is not None and not isinstance(retention, Retention):
+            raise TypeError("retention must be this twin's Retention or None")
         if self.has_view:
             raise RuntimeError("RingDecoder.__init__ called twice")
         info = L.validate_header(buffer)
@@ -962,6 +986,13 @@ cdef class RingDecoder:
         self.st.names[0].text = <char *>malloc(1)
         if self.st.names[0].text == NULL:
             raise MemoryError()
+        if retention is not None:
+            self._retention = retention
+            self.st.store.ret = self._retention.state()
+            self.st.store.next_capacity = RL.first_capacity(self._retention.max_chunk_records)
+            pair = RL.header_pair(L.read_header(buffer))
+            if pair is not None:
+                r_set_offset(&self.st.store, pair[0], pair[1])
 
     def __dealloc__(self):
         state_free(&self.st)
@@ -1019,10 +1050,13 @@ cdef class RingDecoder:
                 limit = max_records
                 n = limit
         self.busy = 1
+        self.st.store.writing = 1
         try:
             with nogil:
                 done = drain_range(&self.st, self.recs, self._capacity - 1, tail, n)
+                r_publish(&self.st.store)
         finally:
+            self.st.store.writing = 0
             self.busy = 0
         self._records += done
         self._tail = tail + done
@@ -1043,6 +1077,23 @@ cdef class RingDecoder:
             self.recs = NULL
             PyBuffer_Release(&self.view)
             self.has_view = 0
+
+    # -- the flight recorder (any thread) ---------------------------------------------------
+    @property
+    def retention(self):
+        return self._retention
+
+    def retained(self):
+        """What this process retains (see the Python twin); None when retention is off."""
+        return r_figures(&self.st)
+
+    def window(self, lo_us, hi_us, offset_ns, width=None):
+        """The retained executions starting in [lo_us, hi_us) (see the Python twin)."""
+        return r_window(&self.st, lo_us, hi_us, offset_ns, width)
+
+    def drop_retained(self):
+        """Hand this process's chunks back to the budget (the collector forgets the process)."""
+        r_store_free(&self.st.store)
 
     # -- accessors (frame time) --------------------------------------------------------------
     def kernels(self):

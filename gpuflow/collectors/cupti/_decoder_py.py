@@ -5,7 +5,8 @@ Used where the compiled decoder is unavailable (no compiler at install time, PyP
 run every case through both twins and require equal output. docs/decoder.md explains the rules.
 
 Constraints: same public API and byte-for-byte the same numbers as the compiled twin, including
-its table limits, saturation and invalid-record accounting. Memory ordering: Python cannot issue
+its table limits, saturation and invalid-record accounting, and the flight recorder's retained
+columns (``_retain_py``, with a ``Retention``). Memory ordering: Python cannot issue
 an acquire load, so this twin relies on the platform's ordering for the ``head`` read (x86-64 is
 fine); the compiled twin uses real acquire/release atomics.
 """
@@ -18,6 +19,8 @@ from collections import deque
 from typing import Any
 
 from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti._retain_layout import check_window
+from gpuflow.collectors.cupti._retain_py import Retention, Store
 from gpuflow.collectors.cupti.errors import RingDetached
 
 _U16 = struct.Struct("<H")
@@ -52,9 +55,12 @@ class RingDecoder:
     def __init__(self, buffer: Any, *, lane_span_cap: int = L.DEFAULT_LANE_SPAN_CAP,
                  max_names: int = L.DEFAULT_MAX_NAMES, max_name_bytes: int = L.DEFAULT_MAX_NAME_BYTES,
                  max_lanes: int = L.DEFAULT_MAX_LANES,
-                 max_pending_names: int = L.DEFAULT_MAX_PENDING_NAMES) -> None:
+                 max_pending_names: int = L.DEFAULT_MAX_PENDING_NAMES,
+                 retention: Retention | None = None) -> None:
         lane_span_cap = L.check_lane_span_cap(lane_span_cap)
         self._caps = L.check_caps(max_names, max_name_bytes, max_lanes, max_pending_names)
+        if retention is not None and not isinstance(retention, Retention):
+            raise TypeError("retention must be this twin's Retention or None")
         info = L.validate_header(buffer)
         mv = memoryview(buffer).cast("B")
         if mv.readonly:
@@ -85,7 +91,9 @@ class RingDecoder:
         self._names_folded = 0
         self._names_cut = 0
         self._names_unfinished = 0
-        self._lanes: dict[tuple[int, int, int], list[Any]] = {}  # key -> [executions, deque, name id]
+        # key -> [executions, deque, name id, index (creation order: the retained columns' lane)]
+        self._lanes: dict[tuple[int, int, int], list[Any]] = {}
+        self._lane_keys: list[tuple[int, int, int]] = []
         self._contexts: dict[tuple[int, int], int] = {}
         self._devices: dict[int, int] = {}
         self._sync: tuple[int, int] | None = None
@@ -94,6 +102,9 @@ class RingDecoder:
         self._launches: dict[int, tuple[Any, ...]] = {}
         # kernel name id -> (launch id, registers) of its latest launch with a known configuration
         self._last_launch: dict[int, tuple[int, int]] = {}
+        # the flight recorder's columns of this process (_retain_py), None: retention off
+        self._retention = retention
+        self._store = None if retention is None else Store(retention, L.read_header(mv))
 
     # -- identity --------------------------------------------------------------------------
     @property
@@ -146,8 +157,16 @@ class RingDecoder:
             n = max(0, min(n, max_records))
         record = self._record
         base, mask, size = L.HEADER_SIZE, self._mask, L.RECORD_SIZE
-        for seq in range(tail, tail + n):
-            record(mv, base + (seq & mask) * size, seq)
+        store = self._store
+        if store is not None:
+            store.writing = True
+        try:
+            for seq in range(tail, tail + n):
+                record(mv, base + (seq & mask) * size, seq)
+        finally:
+            if store is not None:
+                store.publish()
+                store.writing = False
         self._records += n
         self._tail = tail + n
         L.U64.pack_into(mv, L.OFF_TAIL, self._tail)
@@ -199,7 +218,8 @@ class RingDecoder:
         if lane is None:
             if len(self._lanes) >= self._caps.max_lanes:
                 return None
-            lane = self._lanes[key] = [0, deque(maxlen=self._cap), 0]
+            lane = self._lanes[key] = [0, deque(maxlen=self._cap), 0, len(self._lane_keys)]
+            self._lane_keys.append(key)
         return lane
 
     def _record(self, mv: memoryview, off: int, seq: int) -> None:
@@ -231,7 +251,7 @@ class RingDecoder:
             if launch_id:
                 self._last_launch[name_id] = (launch_id, regs)
             span = (seq, "kernel", start, end, name_id, (gx, gy, gz), (bx, by, bz), None, None)
-            self._execution((dev, ctx, stream), timed, span)
+            self._execution((dev, ctx, stream), timed, span, gx, (name_id, launch_id, gy, gz, bx, by, bz, L.REC_KERNEL, -1))
         elif rtype == L.REC_MEMCPY or rtype == L.REC_MEMSET:
             (_t, flags, dev, start, end, ctx, stream, _corr, copy_kind, src_kind, dst_kind, nbytes,
              src_dev, dst_dev, _value, _graph) = _COPY.unpack_from(mv, off)
@@ -251,7 +271,7 @@ class RingDecoder:
                 d[1] += 1
                 d[3] = self._add(d[3], end - start)
             span = (seq, kind, start, end, 0, None, None, nbytes, L.DIRECTIONS[direction])
-            self._execution((dev, ctx, stream), timed, span)
+            self._execution((dev, ctx, stream), timed, span, 0, (nbytes, 0, 0, 0, 0, 0, 0, rtype, direction))
         elif rtype == L.REC_NAME_CHUNK:
             self._name_chunk(mv, off, seq)
         elif rtype == L.REC_STREAM_NAME:
@@ -273,6 +293,8 @@ class RingDecoder:
         elif rtype == L.REC_CLOCK_SYNC:
             (_t, _flags, _dev, cupti_ns, wall_ns, *_rest) = _KERNEL.unpack_from(mv, off)
             self._sync = (cupti_ns, wall_ns)
+            if self._store is not None:
+                self._store.set_offset(cupti_ns, wall_ns)
         elif rtype == L.REC_LAUNCH:
             self._launch(mv, off, seq)
         elif rtype == L.REC_DEVICE:
@@ -303,13 +325,18 @@ class RingDecoder:
         elif known != launch:
             self._bad(L.INV_BAD_LAUNCH, seq)
 
-    def _execution(self, key: tuple[int, int, int], timed: bool, span: tuple[Any, ...]) -> None:
+    def _execution(self, key: tuple[int, int, int], timed: bool, span: tuple[Any, ...], grid_x: int,
+                   shape: tuple[int, ...]) -> None:
+        """One kernel, copy or memset on its lane; ``grid_x`` and ``shape`` (without the lane) are
+        what the retained columns keep of it (_retain_py.Store.retain)."""
         lane = self._lane(key)
         if lane is None:
             self._lane_overflow += 1
             return
         lane[0] += 1
         if timed:
+            if self._store is not None:
+                self._store.retain(span[0], span[2], span[3], grid_x, (*shape[:7], lane[3], *shape[7:]))
             lane[1].append(span)
 
     def _name_chunk(self, mv: memoryview, off: int, seq: int) -> None:
@@ -354,6 +381,38 @@ class RingDecoder:
             self._bad(L.INV_NAME_CONFLICT, seq)
         return None
 
+    # -- the flight recorder (any thread) ---------------------------------------------------
+    @property
+    def retention(self) -> Retention | None:
+        return self._retention
+
+    def retained(self) -> dict[str, Any] | None:
+        """What this process retains: ``records``, ``chunks``, ``bytes`` (what they count against
+        the budget), ``from_ns``/``to_ns`` (CUPTI clock: the earliest start and the latest end
+        retained; None: nothing), ``evicted_records`` and ``evicted_through_ns`` (the latest
+        start among them; None: none), ``unplaced`` (timed executions never retained: a time
+        beyond ``_retain_layout.TIME_LIMIT``). None when retention is off."""
+        return None if self._store is None else self._store.figures()
+
+    def window(self, lo_us: int, hi_us: int, offset_ns: int, width: int | None = None) -> list[tuple[Any, ...]]:
+        """The retained executions starting in [lo_us, hi_us) (wall-clock microseconds, CUPTI
+        time + ``offset_ns``) per lane: see ``_retain_py.Store.window``. [] when retention is off."""
+        if self._store is None:
+            check_window(lo_us, hi_us, offset_ns, width)
+            return []
+        return self._store.window(lo_us, hi_us, offset_ns, width, self._lane_keys)
+
+    def drop_retained(self) -> None:
+        """Hand this process's chunks back to the budget (the collector forgets the process)."""
+        if self._store is not None:
+            self._store.free()
+            self._store = None
+
+    def __del__(self) -> None:
+        store = getattr(self, "_store", None)
+        if store is not None:
+            store.free()
+
     # -- accessors (frame time) ------------------------------------------------------------
     def kernels(self) -> list[tuple[int, int, int, int, int | None, int | None]]:
         """``(name_id, count, timed, total_ns, min_ns, max_ns)`` per kernel name seen, by id; the
@@ -383,7 +442,7 @@ class RingDecoder:
         newest = L.check_newest(newest)
         out = []
         for key in sorted(self._lanes):
-            executions, spans, name_id = self._lanes[key]
+            executions, spans, name_id, _index = self._lanes[key]
             if executions == 0:
                 continue
             new = [s for s in spans if s[0] > after_seq] if newest != 0 else []

@@ -1,0 +1,102 @@
+"""The flight recorder's storage rules, shared by both decoder twins (docs/recorder.md, "What is kept").
+
+Every timed kernel, copy and memset a decoder drains is also written, in the same pass, into the
+retained columns of its process: fixed-size chunks of records (the first of a process small, each
+next one twice the previous one's records, up to ``max_chunk_records``), each record 18 bytes
+(start as a signed 32-bit delta from the chunk's first start, duration as 32 bits with a few
+longer ones beside, a shape id, a kernel's grid x, the seq as a 16-bit delta from the previous
+record's) and each chunk's distinct *shapes* (the lane and a kernel's name, grid y/z, block and
+launch id; or the lane and a copy's kind, direction and bytes) once, 32 bytes each, in blocks of
+``SHAPE_BLOCK``. Grid x is a column of its own because it varies the most (it is the problem
+size); the rest of a kernel's launch repeats. What a chunk counts
+against the agent's budget is given by the formula below, the same in both twins, so that both
+evict the same chunks at the same moment: the compiled twin allocates exactly that, and the
+Python twin counts it.
+
+Constraints: no I/O, no state; the compiled twin mirrors these numbers (a test checks them).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+#: bytes per retained record: start delta (4), duration (4), shape id (4), grid x (4), seq delta (2)
+RECORD_BYTES = 18
+#: bytes per distinct shape of a chunk
+SHAPE_BYTES = 32
+#: shapes per block (a block is allocated whole, when its first shape arrives)
+SHAPE_BLOCK = 256
+#: a chunk's fixed bytes: its header, its list of shape blocks and its long durations
+CHUNK_OVERHEAD = 1024
+#: the intern table a chunk has while it is written (4 bytes a slot, kept at most half full)
+HASH_FIRST_SLOTS = 512
+HASH_SLOT_BYTES = 4
+#: durations of at least this many ns are kept beside the column, at most LONG_SLOTS per chunk
+DUR_LONG = 0xFFFFFFFF
+LONG_SLOTS = 8
+#: records per chunk: the first of a process, and the most (the default of max_chunk_records)
+FIRST_CHUNK_RECORDS = 1024
+MAX_CHUNK_RECORDS = 1 << 16
+#: the least and the most a chunk may hold (tests use small chunks to see eviction)
+CHUNK_RECORDS_RANGE = (16, 1 << 16)
+#: CUPTI and wall-clock times beyond this (146 years of nanoseconds) are not placed in time: a
+#: record with a start or end beyond it is not retained, a clock pair beyond it maps nothing
+TIME_LIMIT = 1 << 62
+#: the budget's bounds in bytes (the option is in MiB)
+BUDGET_RANGE = (1 << 14, 1 << 44)
+#: kind codes of the retained columns (SPAN_KINDS' order)
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+
+
+def chunk_bytes(capacity: int, shape_blocks: int, hash_slots: int) -> int:
+    """What a chunk counts against the budget (its hash is freed, and 0, once it is full)."""
+    return CHUNK_OVERHEAD + capacity * RECORD_BYTES + shape_blocks * SHAPE_BLOCK * SHAPE_BYTES \
+        + hash_slots * HASH_SLOT_BYTES
+
+
+def next_capacity(previous_records: int, max_chunk_records: int) -> int:
+    """The records of a process's next chunk: twice what its previous one held, within bounds."""
+    return min(max_chunk_records, max(FIRST_CHUNK_RECORDS if max_chunk_records >= FIRST_CHUNK_RECORDS
+                                      else max_chunk_records, 2 * previous_records))
+
+
+def first_capacity(max_chunk_records: int) -> int:
+    return min(FIRST_CHUNK_RECORDS, max_chunk_records)
+
+
+def header_pair(header: dict[str, Any]) -> tuple[int, int] | None:
+    """The header's clock pair as the retention's first offset (None: none, or not placeable)."""
+    cupti, wall = header["clock_cupti_ns"], header["clock_wall_ns"]
+    if wall == 0 or not 0 <= cupti <= TIME_LIMIT or not 0 <= wall <= TIME_LIMIT:
+        return None
+    return cupti, wall
+
+
+def check_retention(budget_bytes: Any, max_chunk_records: Any) -> tuple[int, int]:
+    """The retention's parameters, checked alike for both twins (TypeError / ValueError)."""
+    budget = operator.index(budget_bytes)
+    chunk = operator.index(max_chunk_records)
+    if not BUDGET_RANGE[0] <= budget <= BUDGET_RANGE[1]:
+        raise ValueError(f"the retention budget must be between {BUDGET_RANGE[0]:,} and "
+                         f"{BUDGET_RANGE[1]:,} bytes, got {budget:,}")
+    low, high = CHUNK_RECORDS_RANGE
+    if not low <= chunk <= high or chunk & (chunk - 1):
+        raise ValueError(f"max_chunk_records must be a power of two between {low} and {high}, got {chunk}")
+    return budget, chunk
+
+
+def check_window(lo_us: Any, hi_us: Any, offset_ns: Any, width: Any) -> tuple[int, int, int, int | None]:
+    """A window query's arguments (wall-clock microseconds, the clock offset, pixels or None)."""
+    lo, hi, offset = operator.index(lo_us), operator.index(hi_us), operator.index(offset_ns)
+    if width is not None:
+        width = operator.index(width)
+        if not 1 <= width <= 1 << 20:
+            raise ValueError(f"width must be between 1 and {1 << 20}, got {width}")
+    if not 0 <= lo < hi <= TIME_LIMIT // 1000:
+        raise ValueError(f"the window must be 0 <= from < to <= {TIME_LIMIT // 1000} us")
+    if not -TIME_LIMIT <= offset <= TIME_LIMIT:
+        raise ValueError("the clock offset is out of range")
+    if (hi - lo) * 1000 * (width or 1) >= 1 << 64:
+        raise ValueError("the window is too long for that many buckets")
+    return lo, hi, offset, width
