@@ -43,9 +43,11 @@ def test_its_options_and_flags():
                                environ={"GPUFLOW_RING_CAPACITY": "2048", "GPUFLOW_RING_SOCKET": "/run/x/ring.sock"})
     assert dict(context.plugin_options(options.OPTIONS)) == {
         "ring_capacity": 4096, "flush_ms": 50, "lane_span_cap": 512, "ring_socket": "/run/x/ring.sock",
-        "max_names": 4096, "max_name_bytes": 4096, "max_lanes": 256, "max_pending_names": 16}
+        "max_names": 4096, "max_name_bytes": 4096, "max_lanes": 256, "max_pending_names": 16,
+        "retain_mb": 256, "retain_s": None}
     flags = {o.flag: o.commands for o in plugin.declare_options().options if o.flag}
-    assert flags == {"--ring-capacity": ("watch", "run"), "--flush-ms": ("run",)}
+    assert flags == {"--ring-capacity": ("watch", "run"), "--flush-ms": ("run",), "--retain-mb": ("watch", "run"),
+                     "--retain-s": ("watch", "run")}
 
 
 @pytest.mark.parametrize("given,message", [
@@ -56,6 +58,11 @@ def test_its_options_and_flags():
     ({"ring_socket": "ring.sock"}, "must be an absolute path"),
     ({"ring_socket": "/" + "x" * 107}, "longer than 107 bytes"),
     ({"ring_socket": "/a\0b"}, "must be an absolute path"),
+    ({"retain_mb": -1}, r"between 0 \(no retention\)"),
+    ({"retain_mb": "lots"}, "whole number of MiB"),
+    ({"retain_s": 0}, "more than 0 and at most"),
+    ({"retain_s": "nan"}, "more than 0 and at most"),
+    ({"retain_s": 8 * 86400}, "more than 0 and at most"),
 ])
 def test_wrong_options_are_refused_by_the_plugin(given, message):
     context = CollectorContext(AgentConfig(options={"cupti": given}), environ={})

@@ -14,7 +14,9 @@ One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
 3. rebuild the part (at most every 50 ms, at once when a process exits) and ``notify`` the agent;
    the part is the *same object* while nothing changed;
 4. a finished ring is detached, unmapped and its connection closed after its final TracedProcess
-   was built; its decoder is dropped (the TracedProcess holds everything the snapshot needs);
+   was built; its decoder is dropped (the TracedProcess holds everything the snapshot needs), or,
+   with the flight recorder on, kept by its recorder entry (gpuflow.collectors.cupti.recorder)
+   until its last retained chunk is evicted;
 5. once more than ``EXITED_KEPT`` processes have exited, the oldest exited ones are folded into the
    session's RetiredTraced roll-up (gpuflow.collectors.cupti.retire): their complete totals stay in the
    snapshot, their lanes leave it. Memory and the per-frame cost stay bounded however many CUDA
@@ -49,8 +51,10 @@ from gpuflow.collectors.cupti.handover import Handover, Refusal, RingSocket, tru
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.collectors.cupti.traced_builder import TracedBuilder
 from gpuflow.collectors.cupti.errors import RingError, RingFormatError
-from gpuflow.collectors.cupti.options import DEFAULT_LANE_SPAN_CAP
+from gpuflow.collectors.cupti.options import DEFAULT_LANE_SPAN_CAP, DEFAULT_RETAIN_MB
+from gpuflow.collectors.cupti.recorder import Recorded, Recorder, retention_for
 from gpuflow.collectors.cupti.retire import fold
+from gpuflow.core.recorded import WindowPart
 from gpuflow.core.snapshot import Problem, RetiredTraced, SnapshotPart, TracedProcess
 
 log = logging.getLogger("gpuflow.cupti")
@@ -85,6 +89,7 @@ class _Ring:
     traced: TracedProcess | None = None
     counters: dict[str, Any] = field(default_factory=dict)
     header_key: tuple[Any, ...] = ()
+    recorded: Recorded | None = None  # its flight recorder entry (None: retention off)
 
 
 class CuptiCollector:
@@ -98,6 +103,8 @@ class CuptiCollector:
     :param caps: the decoders' caps (docs/decoder.md, "Caps"); each one a ring reaches is a Problem.
     :param drain_max_records: the most records one pass takes from one ring (None: all published).
     :param decoder_class: defaults to the selected decoder (compiled when available).
+    :param retain_bytes: the flight recorder's budget, all traced processes together (0: off).
+    :param retain_s: the most seconds it keeps (None: what the budget holds).
     """
 
     def __init__(self, session: str, ring_socket: RingSocket, notify: Callable[[], None] = lambda: None, *,
@@ -105,7 +112,8 @@ class CuptiCollector:
                  drain_max_records: int | None = None,
                  decoder_class: type[RingDecoder] | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
-                 drain_interval_s: float = DRAIN_INTERVAL_S) -> None:
+                 drain_interval_s: float = DRAIN_INTERVAL_S,
+                 retain_bytes: int = DEFAULT_RETAIN_MB << 20, retain_s: float | None = None) -> None:
         self.session = session
         self.ring_socket = ring_socket
         self._trusted = trusted_uids()
@@ -134,6 +142,10 @@ class CuptiCollector:
         self._poll_lock = threading.Lock()
         self._stopped = False
         self.rings_seen = 0
+        #: the flight recorder (None: retention off); its window answers take the poll lock only to
+        #: look up a name defined since the last build
+        self.recorder = (Recorder(SOURCE, retention_for(self._decoder_class, retain_bytes), retain_s, self._poll_lock)
+                         if retain_bytes else None)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -163,6 +175,8 @@ class CuptiCollector:
         finally:
             for ring in self._rings.values():
                 self._release(ring)
+            if self.recorder is not None:
+                self.recorder.stop()
             for handover in self._deferred:
                 handover.close()
             self._deferred = []
@@ -187,6 +201,10 @@ class CuptiCollector:
     def part(self) -> SnapshotPart:
         """The latest part: the same object until something changes."""
         return self._part
+
+    def window(self, start_s: float, end_s: float, pid: int | None, width_px: int | None) -> WindowPart | None:
+        """The retained executions in [start_s, end_s) (any thread; the ``query_window`` hook)."""
+        return None if self.recorder is None else self.recorder.window(start_s, end_s, pid, width_px)
 
     @property
     def saw_cuda(self) -> bool:
@@ -221,6 +239,8 @@ class CuptiCollector:
                 self._dirty = False
                 self._notify()
                 changed = True
+            if self.recorder is not None:
+                self.recorder.after_pass(self._clock_ns())
             return changed
 
     def _accept(self) -> bool:
@@ -258,8 +278,9 @@ class CuptiCollector:
             handover.close()
             return self._refuse(Refusal("not_a_ring", f"pid {handover.pid}: its ring was refused: {exc}",
                                         handover.pid, handover.uid))
+        retention = {} if self.recorder is None else {"retention": self.recorder.retention}
         try:
-            dec = self._decoder_class(mapped.mmap, lane_span_cap=self._cap, **self._caps._asdict())
+            dec = self._decoder_class(mapped.mmap, lane_span_cap=self._cap, **self._caps._asdict(), **retention)
         except RingError as exc:
             mapped.close()
             handover.close()
@@ -267,8 +288,11 @@ class CuptiCollector:
                                         handover.pid, handover.uid))
         if known is not None:
             self._fold(handover.pid)   # the pid came back: ours was released when it finished
-        self._rings[handover.pid] = _Ring(pid=handover.pid, handover=handover, name=name, mapped=mapped,
-                                          decoder=dec, builder=TracedBuilder(handover.pid, self.session, self._cap))
+        builder = TracedBuilder(handover.pid, self.session, self._cap)
+        ring = self._rings[handover.pid] = _Ring(pid=handover.pid, handover=handover, name=name, mapped=mapped,
+                                                 decoder=dec, builder=builder)
+        if self.recorder is not None:
+            ring.recorded = self.recorder.track(handover.pid, self.session, name, dec, builder)
         self.rings_seen += 1
         return True
 
@@ -301,6 +325,8 @@ class CuptiCollector:
                 changed = dec.drain(self._drain_max) > 0
                 if changed:
                     mapped.release_consumed(dec.tail)
+                if ring.recorded is not None:
+                    Recorder.note_clock(ring.recorded, dec.clock())
             except RingFormatError as exc:
                 ring.error = str(exc)
                 ring.truncated = True
@@ -358,6 +384,8 @@ class CuptiCollector:
             ring = self._rings[pid]
             if ring.state == "running":  # programs rename themselves (prctl, setproctitle)
                 ring.name = rings.process_name(pid) or ring.name
+                if ring.recorded is not None:
+                    ring.recorded.name = ring.name
             status = self._exit_status(pid) if ring.state == "exited" else None
             if ring.mapped is not None or ring.traced is None:
                 builder, dec = ring.builder, ring.decoder
@@ -369,7 +397,9 @@ class CuptiCollector:
                 ring.traced = replace(ring.traced, exit_status=status)
             if ring.finished and ring.mapped is not None:
                 self._release(ring)  # after its final TracedProcess was built
-                ring.decoder = ring.builder = None
+                ring.decoder = ring.builder = None   # its flight recorder entry keeps them while it retains
+                if ring.recorded is not None:
+                    ring.recorded.running = False
                 self._released_order.append(pid)
         while len(self._released_order) > EXITED_KEPT:
             self._fold(self._released_order[0])

@@ -1,5 +1,6 @@
 """The CUPTI collector's options: ring capacity, flush period, spans kept per lane, the ring socket,
-and the caps on what one traced process's ring can make the agent hold.
+the caps on what one traced process's ring can make the agent hold, and the flight recorder's
+retention (``--retain-mb``, ``--retain-s``: docs/recorder.md).
 
 Declared through the ``declare_options`` hook (gpuflow.core.options), so ``gpuflow watch``/``run``
 offer ``--ring-capacity`` and ``run`` offers ``--flush-ms``, ``get_app()`` reads
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuflow.collectors.cupti import _layout
+from gpuflow.collectors.cupti import _layout, _retain_layout
 from gpuflow.core.options import Option, PluginOptions
 
 KEY = "cupti"
@@ -104,6 +105,37 @@ def caps(values: Any) -> _layout.Caps:
     return _layout.Caps(**{option.name: values[option.name] for option in CAP_OPTIONS})
 
 
+#: the flight recorder's budget: MiB of retained executions, all traced processes together
+DEFAULT_RETAIN_MB = 256
+#: its bounds: 0 switches retention off; at most 16 TiB (_retain_layout.BUDGET_RANGE)
+MAX_RETAIN_MB = _retain_layout.BUDGET_RANGE[1] >> 20
+#: the longest --retain-s: a week, the longest range the window API takes
+MAX_RETAIN_S = 7 * 86_400
+
+
+def retain_mb(value: Any) -> int:
+    """MiB the retained executions may take: 0 (off) or 1 .. MAX_RETAIN_MB."""
+    number = _integer(value, "MiB")
+    if not 0 <= number <= MAX_RETAIN_MB:
+        raise ValueError(f"must be between 0 (no retention) and {MAX_RETAIN_MB:,} MiB, got {number:,}")
+    return number
+
+
+def retain_s(value: Any) -> float | None:
+    """Seconds retained at most (None: as long as the budget allows): a number in (0, a week]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a number of seconds, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, got {value!r}") from None
+    if not 0 < number <= MAX_RETAIN_S:   # NaN fails too
+        raise ValueError(f"must be more than 0 and at most {MAX_RETAIN_S:,} seconds (a week), got {value!r}")
+    return number
+
+
 def ring_socket(value: Any) -> str:
     """Where the agent listens for rings: an absolute path that fits a Unix socket address."""
     if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
@@ -126,5 +158,11 @@ OPTIONS = PluginOptions(KEY, (
            "listen for the rings of programs started with GPUFlow's injection environment on this "
            "socket, in a directory only you can enter (a gunicorn deployment; gpuflow run makes its own)",
            env="GPUFLOW_RING_SOCKET"),
+    Option("retain_mb", retain_mb, DEFAULT_RETAIN_MB,
+           f"MiB of traced executions the flight recorder keeps, all processes together, oldest out first "
+           f"(default {DEFAULT_RETAIN_MB}; 0: none)", flag="--retain-mb", env="GPUFLOW_RETAIN_MB", metavar="MB"),
+    Option("retain_s", retain_s, None,
+           "seconds of traced executions the flight recorder keeps at most (default: what --retain-mb holds)",
+           flag="--retain-s", env="GPUFLOW_RETAIN_S", metavar="S"),
     *CAP_OPTIONS,
 ))

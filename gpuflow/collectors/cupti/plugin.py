@@ -13,6 +13,8 @@ Hooks, each the only way the rest of GPUFlow reaches this collector:
   session to take rings for (a launch's, or the ``ring_socket`` option's); otherwise nothing starts
   and ``produce_snapshot`` returns None;
 * ``process_exited`` — the launched program's exit status, shown on its traced process;
+* ``query_window`` — the traced executions the flight recorder retains in a window
+  (gpuflow.collectors.cupti.recorder; ``--retain-mb``, ``--retain-s``), also after ``stop_collecting``;
 * ``doctor_checks`` — injection library, libcupti, decoder, the ring transport.
 
 Constraints: module-level hook implementations, per-agent state only in ``context.slots``; never
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from gpuflow.core.context import CollectorContext
     from gpuflow.core.doctor import DoctorCheck
     from gpuflow.core.options import PluginOptions
+    from gpuflow.core.recorded import WindowPart
     from gpuflow.core.snapshot import SnapshotPart
 
 SLOT = "cupti"
@@ -99,7 +102,8 @@ def start_collecting(context: CollectorContext) -> None:
         session = secrets.token_hex(8)
         ring_socket = RingSocket.at(Path(options["ring_socket"]))
     state.collector = CuptiCollector(session, ring_socket, context.notify, lane_span_cap=options["lane_span_cap"],
-                                     caps=caps(options), drain_max_records=options["ring_capacity"])
+                                     caps=caps(options), drain_max_records=options["ring_capacity"],
+                                     retain_bytes=options["retain_mb"] << 20, retain_s=options["retain_s"])
     state.collector.start()
 
 
@@ -107,6 +111,13 @@ def start_collecting(context: CollectorContext) -> None:
 def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
     collector = get_collector(context)
     return None if collector is None else collector.part()
+
+
+@hookimpl
+def query_window(context: CollectorContext, start_s: float, end_s: float, pid: int | None,
+                 width_px: int | None) -> WindowPart | None:
+    collector = get_collector(context)
+    return None if collector is None else collector.window(start_s, end_s, pid, width_px)
 
 
 @hookimpl

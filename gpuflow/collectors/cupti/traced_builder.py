@@ -203,6 +203,18 @@ class TracedBuilder:
         #: C++ names shown mangled because the demangled text reached ``demangled_chars``
         self.names_past_demangled_budget = 0
 
+    # -- what the flight recorder's answers borrow (any thread: plain dict reads) -------------
+    def shown_name(self, name_id: int) -> str | None:
+        """A kernel name as the snapshot shows it, if it is shown by its own name (None: not built
+        yet, or counted among the other kernel names)."""
+        shown = self._display.get(name_id)
+        return None if shown is None or (shown == OTHER_KERNELS and name_id != L.OTHER_NAME_ID) else shown
+
+    def label(self, key: tuple[int, int, int]) -> str | None:
+        """A lane's label as the last build gave it (None: not built yet)."""
+        cache = self._lanes.get(key)
+        return None if cache is None else cache.label
+
     @staticmethod
     def _name(decoder: RingDecoder, name_id: int) -> tuple[str, int] | None:
         """One name from the decoder (never all of them: 4,096 names of 4 KiB are 16 MiB of text)."""
