@@ -41,26 +41,26 @@ function first(c, t) {   // index of the first value >= t among the kept ones
 }
 
 export function makeRecorder(retainS) {
-  const series = new Map();        // entity|metric -> {entity, metric, unit, res, t, v}
+  const series = new Map();        // entity|metric -> {entity, metric, unit, t, v, r}: r the seconds each reading stands for
   const traced = new Map();        // pid -> {pid, session, name, lanes: Map key -> lane}
-  let res = 1;
+  let every = 1;                   // the seconds the readings being recorded stand for
 
   function point(entity, metric, unit, t, v) {
     const key = entity.join('|') + '|' + metric;
     let s = series.get(key);
-    if (!s) { s = { entity, metric, unit, t: column(), v: column() }; series.set(key, s); }
-    push(s.t, t); push(s.v, v === null || v === undefined ? NaN : v);
+    if (!s) { s = { entity, metric, unit, t: column(), v: column(), r: column() }; series.set(key, s); }
+    push(s.t, t); push(s.v, v === null || v === undefined ? NaN : v); push(s.r, every);
   }
-  // the readings of plain frame `f` at time t (seconds); `every` the seconds it stands for
-  function reading(t, f, every) {
-    res = every;
+  // the readings of plain frame `f` at time t (seconds), each standing for `seconds`
+  function reading(t, f, seconds) {
+    every = seconds;
     for (const d of f.devices) for (const [m, u] of DEVICE_METRICS) point(['device', d.uuid], m, u, t, d[m]);
     for (const p of f.processes) for (const a of p.attachments) {
       for (const [m, u] of PROCESS_METRICS) point(['process', String(p.pid), a.device_uuid], m, u, t, a[m]);
     }
     for (const s of series.values()) {
       const keep = first(s.t, t - HISTORY_S);
-      s.t.lo = keep; s.v.lo = keep;
+      s.t.lo = keep; s.v.lo = keep; s.r.lo = keep;
     }
   }
   // one span the demo generated, of lane [device, context, stream, label] of traced process spec
@@ -99,15 +99,22 @@ export function makeRecorder(retainS) {
         rTo = rTo === null ? s.t.a[s.t.n - 1] : Math.max(rTo, s.t.a[s.t.n - 1]);
       }
       if (metrics && !metrics.has(s.metric)) continue;
+      // one series per resolution, as the agent answers its roll-ups and its samples apart (the
+      // minutes made up before the demo began are one reading a second, its own frames faster)
       const a = first(s.t, from), b = first(s.t, to);
-      if (b <= a) continue;
-      const t = Array.from(s.t.a.subarray(a, b)), v = Array.from(s.v.a.subarray(a, b));
-      out.push(points && t.length > points ? reduced(s, t, v, from, to, points)
-        : { entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: res, t, value: v.map(x => (isNaN(x) ? null : x)) });
+      for (let i = a; i < b;) {
+        const res = s.r.a[i];
+        let j = i + 1;
+        while (j < b && s.r.a[j] === res) j++;
+        const t = Array.from(s.t.a.subarray(i, j)), v = Array.from(s.v.a.subarray(i, j));
+        out.push(points && t.length > points ? reduced(s, t, v, res, from, to, points)
+          : { entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: res, t, value: v.map(x => (isNaN(x) ? null : x)) });
+        i = j;
+      }
     }
     return { from, to, sources: ['demo'], retained_from: rFrom, retained_to: rTo, series: out, problems: [] };
   }
-  function reduced(s, t, v, from, to, points) {
+  function reduced(s, t, v, res, from, to, points) {
     const width = (to - from) / (points - 1), firstK = Math.floor(from / width), lastK = firstK + points - 1;
     const out = { entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: Math.max(width, res), t: [], value: [], min: [], max: [] };
     let i = 0;

@@ -261,7 +261,8 @@ def test_the_wheel_over_the_track_narrows_the_window_until_it_is_exact(page, bus
     assert lanes["exact"] and tl["moment"] == t
     (strip,) = hook(page, "drawn")["strips"]
     assert all(-tl["windowS"] * 1e6 <= tick["rel_us"] <= 0 for tick in strip["axis"])
-    assert lanes["t1"] - lanes["t0"] == pytest.approx(tl["windowS"] * 1e6)
+    # t0 and t1 are µs since the epoch (~1.8e15): a double holds them to 0.25 µs
+    assert lanes["t1"] - lanes["t0"] == pytest.approx(tl["windowS"] * 1e6, abs=0.5)
     window = busy_agent.get("api/window", **{"from": t - tl["windowS"], "to": t})
     (served,) = window["processes"]
     assert {l["key"]: l["seqs"] for l in lanes["lanes"]} == {
@@ -369,6 +370,22 @@ def test_a_demo_scrubs_on_its_own_recorder(page, agent):
     assert tl["texts"][0] == "PAUSED" and "min" in tl["texts"][1]
     assert page.locator("#demo-banner").is_visible()
     assert "demo mode" in tl["texts"][4] and page.locator("#tl-save").is_disabled()
+
     sparks = {s["id"]: s["points"] for s in hook(page, "drawn")["sparks"]}
     assert sparks["d:0.spark.utilization_gpu_pct"] > 20
     assert hook(page, "counts")["devices"] == 8
+
+
+def test_the_demos_made_up_minutes_read_whole_at_any_moment(page, agent):
+    # the minutes the demo makes up before it began hold a reading a second, its own frames one
+    # every 100 ms: each reading stands for its own stretch, so every moment of them has the GPUs'
+    # readings and the processes (before, every reading was taken to stand for 100 ms, and most
+    # moments between two made-up readings showed dashes and no process)
+    page.goto(agent.url + "?demo=traced")
+    tl = retained_for(page, 300)
+    for ago in (290.3, 241.7, 188.9, 133.4, 61.8):
+        click_track_at(page, tl["now"] - ago)
+        shown(page)
+        until(page, "!window.__gpuflow.pendingDraw")
+        assert not [c for c in hook(page, "drawn")["dashCells"] if c.startswith("d:")], ago
+        assert {p["pid"] for p in page.evaluate("window.__gpuflow.frame()")["processes"]} == {31337, 31455}, ago
