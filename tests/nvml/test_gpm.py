@@ -1,6 +1,8 @@
 """GPM through the collector and the fake backend: a rolling pair of samples at least 100 ms apart,
 per MIG instance where MIG is on, every metric NVML does not offer null (never 0), each metric's
-own return code honoured, PCIe byte totals summed from contiguous pairs, the buffers freed."""
+own return code honoured, PCIe byte totals summed from contiguous pairs, the buffers freed, and
+GRAPHICS_UTIL evaluated at most once every 10 s of the collector's clock (the fake records which
+ids it was asked when), its latest value held in between."""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ import pytest
 from gpuflow.collectors.nvml.collector import NvmlCollector
 from gpuflow.collectors.nvml.fake_backend import FakeBackend
 from gpuflow.collectors.nvml.fake_scenarios import SCENARIOS
-from gpuflow.collectors.nvml.gpm import METRIC_IDS, MIN_GAP_S
+from gpuflow.collectors.nvml.gpm import FAST_IDS, GRAPHICS_EVERY_S, METRIC_IDS, MIN_GAP_S
 from gpuflow.collectors.nvml.query import reset_log_once
 from gpuflow.core.context import AgentConfig
 
+GRAPHICS_UTIL = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL
 GPM_PCTS = ("graphics_util_pct", "sm_util_pct", "sm_occupancy_pct", "integer_util_pct",
             "tensor_util_pct", "dram_bw_util_pct", "fp64_util_pct", "fp32_util_pct", "fp16_util_pct")
 
@@ -213,3 +216,97 @@ def test_metric_ids_are_the_documented_ones():
                           pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC,
                           pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
                           pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC)
+
+
+# -- GRAPHICS_UTIL: ~1.2 ms of the driver's time on an H200, so at most once every 10 s -----------
+
+def asked(s: Stepped, index: int = 0, gi: int | None = None) -> list[tuple[float, tuple[int, ...]]]:
+    """(the collector's clock, metric ids) of each GPM evaluation the fake answered for one GPU
+    or MIG instance (the fake records its own clock, which Stepped shares with the collector)."""
+    return [(t, ids) for t, i, g, ids in s.backend.gpm_asked if i == index and g == gi]
+
+
+def test_graphics_util_is_asked_once_every_10_s_of_the_collectors_clock_the_others_every_pair():
+    s = Stepped("shared8", step_s=1.0)
+    for _ in range(35):  # a pair every tick (the first one's too), 1 s apart
+        s.tick()
+    for index, gi in ((0, None), (6, None), (7, 1), (7, 5)):  # whole GPUs and MIG instances
+        asks = asked(s, index, gi)  # a MIG instance's pairs start a tick later (the sampler finds it)
+        first = asks[0][0]
+        assert [t for t, _ in asks] == [first + k for k in range(len(asks))] and len(asks) >= 34
+        assert all(ids[-len(FAST_IDS):] == FAST_IDS for _, ids in asks)
+        with_graphics = [t for t, ids in asks if GRAPHICS_UTIL in ids]
+        assert with_graphics == [first, first + 10, first + 20, first + 30]
+        assert all(ids == METRIC_IDS for t, ids in asks if t in with_graphics)
+        assert all(ids == FAST_IDS for t, ids in asks if t not in with_graphics)
+
+
+def test_graphics_util_evaluations_are_at_least_10_s_apart_whatever_the_interval():
+    s = Stepped("single", step_s=0.3)
+    for _ in range(120):  # 36 s of pairs 0.3 s apart
+        s.tick()
+    times = [t for t, ids in asked(s) if GRAPHICS_UTIL in ids]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert len(times) == 4 and all(GRAPHICS_EVERY_S <= g < GRAPHICS_EVERY_S + 0.3 for g in gaps)
+    assert s.collector._gpus[0].gpm.graphics_evaluations == 4
+
+
+def test_the_devices_graphics_value_is_the_latest_evaluation_held_between_evaluations():
+    s = Stepped("single", step_s=1.0)
+    held = None
+    changed = 0
+    for _ in range(25):
+        before = len(s.backend.gpm_asked)
+        gpm = s.tick().devices[0].gpm
+        evaluated = GRAPHICS_UTIL in s.backend.gpm_asked[-1][3] and len(s.backend.gpm_asked) > before
+        if evaluated:  # the fake's graphics is 100 × load over the pair, its SM util 95 × load
+            assert gpm.graphics_util_pct == pytest.approx(gpm.sm_util_pct / 0.95)
+            held = gpm.graphics_util_pct
+        else:
+            assert gpm.graphics_util_pct == held
+            changed += gpm.sm_util_pct != pytest.approx(held * 0.95)
+    assert held is not None and held > 0 and changed >= 15  # the other means moved meanwhile
+
+
+def test_graphics_util_the_gpu_does_not_offer_is_null_and_the_other_means_are_not():
+    s = Stepped(scenario("single", gpm_not_offered=frozenset({GRAPHICS_UTIL})))
+    for _ in range(13):
+        gpm = s.tick().devices[0].gpm
+        assert gpm.graphics_util_pct is None and gpm.sm_util_pct is not None
+
+
+def test_a_failed_evaluation_leaves_graphics_util_due_for_the_next_pair(monkeypatch):
+    s = Stepped("single", step_s=1.0)
+    answers = s.backend.gpm_metrics
+    s.tick()  # the first pair: GRAPHICS_UTIL evaluated
+    for _ in range(9):
+        s.tick()  # 10 s later it is due again, and that call fails
+    monkeypatch.setattr(s.backend, "gpm_metrics",
+                        lambda *a: (_ for _ in ()).throw(pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)))
+    assert s.tick().devices[0].gpm is None
+    monkeypatch.setattr(s.backend, "gpm_metrics", answers)
+    gpm = s.tick().devices[0].gpm
+    assert asked(s)[-1][1] == METRIC_IDS and asked(s)[-1][0] == s.now
+    assert gpm.graphics_util_pct == pytest.approx(gpm.sm_util_pct / 0.95)
+
+
+def test_a_gpu_lost_and_back_evaluates_graphics_util_with_its_first_new_pair(monkeypatch):
+    s = Stepped("shared8", step_s=1.0)
+    s.tick()
+    s.tick()
+    answers = s.backend.gpm_metrics
+
+    def lost_on_gpu1(first, second, ids):
+        out = answers(first, second, ids)
+        if second.index == 1:
+            out[-1] = out[-1]._replace(code=pynvml.NVML_ERROR_GPU_IS_LOST)
+        return out
+
+    monkeypatch.setattr(s.backend, "gpm_metrics", lost_on_gpu1)
+    assert s.tick().devices[1].lost
+    monkeypatch.setattr(s.backend, "gpm_metrics", answers)
+    s.tick()  # a new pair starts
+    gpm = s.tick().devices[1].gpm  # 4 s after the last evaluation, yet evaluated again
+    assert asked(s, 1)[-1][1] == METRIC_IDS
+    assert gpm.graphics_util_pct == pytest.approx(gpm.sm_util_pct / 0.95)
+    assert asked(s, 0)[-1][1] == FAST_IDS  # GPU 0 keeps its own schedule

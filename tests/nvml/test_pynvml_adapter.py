@@ -19,6 +19,7 @@ import pytest
 
 from gpuflow.collectors.nvml.backend import ULLONG_MAX
 from gpuflow.collectors.nvml.collector import NvmlCollector
+from gpuflow.collectors.nvml.gpm import FAST_IDS, METRIC_IDS
 from gpuflow.collectors.nvml.pynvml_backend import PynvmlBackend
 from gpuflow.collectors.nvml.query import reset_log_once
 from gpuflow.core.context import AgentConfig
@@ -317,7 +318,8 @@ class ScriptedGpm:
     def metrics(self, request):
         assert request.version == pynvml.NVML_GPM_METRICS_GET_VERSION
         assert ctypes.addressof(request.sample1.contents) != ctypes.addressof(request.sample2.contents)
-        self.requests.append(ctypes.addressof(request))
+        self.requests.append((ctypes.addressof(request),
+                              tuple(request.metrics[i].metricId for i in range(request.numMetrics))))
         answers = {pynvml.NVML_GPM_METRIC_SM_UTIL: (0, 71.0), pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: (0, 62.0),
                    pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: (0, 1000.0),
                    pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: (0, 0.0),
@@ -353,7 +355,10 @@ def test_gpm_energy_memory_and_fields_through_the_real_adapter(driver):
     assert gpu0.gpm.fp64_util_pct is None  # NotSupported: the 123.0 beside it is not a reading
     assert gpu0.links.pcie_rate_source == "gpm" and gpu0.pcie_tx_bytes_per_s == 1000 * (1 << 20)
     assert gpu0.links.pcie_tx_bytes_total == 3 * 0.5 * 1000 * (1 << 20)  # three pairs of 0.5 s
-    assert len(set(gpm.requests)) == 1  # one request reused, not a new 19 KB struct per call
+    # one request per id set, reused, not a new 19 KB struct per call: GRAPHICS_UTIL with the
+    # first pair, then (within 10 s) the other 12 ids
+    (first, all_ids), (second, fast), (third, fast_again) = gpm.requests
+    assert all_ids == METRIC_IDS and fast == fast_again == FAST_IDS and second == third != first
     assert gpu1.gpm is None and gpu1.links.pcie_rate_source == "throughput"
     assert gpu0.health.energy_joules == 7200.5 and gpu0.health.memory_temperature_c == 58
     assert gpu0.health.memory_reserved_bytes == 497025024

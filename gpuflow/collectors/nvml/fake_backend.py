@@ -13,7 +13,10 @@ Readings move so a live page looks alive: each GPU's load follows a slow wave pl
 everything else (power, temperature, clocks, PCIe, per-process SM %, GPM's means, NVLink traffic,
 the energy counter) follows the load. GPM samples are plain objects that remember which GPU and
 poll they were taken at; :attr:`FakeBackend.gpm_buffers` and :attr:`FakeBackend.xid_watches`
-count what is allocated and not yet given back (tests check that shutdown frees everything). A
+count what is allocated and not yet given back (tests check that shutdown frees everything), and
+:attr:`FakeBackend.gpm_asked` keeps the latest GPM evaluations (when, by the fake's ``clock``;
+which GPU and instance; which metric ids), so a test can see which ids were asked when: give the
+fake the collector's monotonic clock for that (the fake's own default is wall-clock time). A
 scenario with churn (``churn``) starts short jobs poll after poll, each with a pid of its own.
 Deterministic: the values depend only on the seed and on how many times each GPU has been polled
 (not on wall-clock time); only per-process utilization timestamps come from ``clock``.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import deque
 from typing import Callable
 
 import pynvml
@@ -60,6 +64,7 @@ H200_MEMORY_BYTES = 150_754_820_096
 RESERVED_BYTES = 474 * MIB  #: what the driver and firmware hold, as nvidia-smi shows on an H200
 ENERGY_AT_START_MJ = 3_600_000_000  #: the energy counter when the scenario starts (1 kWh)
 NOT_SUPPORTED, INVALID_ARGUMENT = pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_INVALID_ARGUMENT
+GPM_ASKED_KEPT = 4096  #: GPM evaluations FakeBackend.gpm_asked keeps (a demo agent runs for days)
 
 #: What NVML cannot say about a whole GPU once it is split into MIG instances.
 _MIG_UNSUPPORTED = frozenset({"utilization", "process_utilization"})
@@ -166,6 +171,9 @@ class FakeBackend:
         self._integrals: dict[tuple[str, int], tuple[int, float]] = {}  # (what, GPU) → (step, sum)
         self.gpm_buffers = 0  #: GPM sample buffers allocated and not yet freed
         self.xid_watches = 0  #: XID event sets created and not yet freed
+        #: the latest nvmlGpmMetricsGet calls: (clock(), GPU index, GPU instance id, metric ids)
+        self.gpm_asked: deque[tuple[float, int, int | None, tuple[int, ...]]] = deque(
+            maxlen=GPM_ASKED_KEPT)
 
     # -- plumbing -----------------------------------------------------------------------------
     def _enter(self, method: str, handle: FakeHandle | None = None) -> None:
@@ -491,6 +499,7 @@ class FakeBackend:
         if first.index is None or first.index != second.index or first.freed or second.freed:
             raise pynvml.NVMLError(INVALID_ARGUMENT)
         index, gi = second.index, second.gpu_instance_id
+        self.gpm_asked.append((self._clock(), index, gi, tuple(metric_ids)))
         load = self.scenario.mig_instances.get(gi, 0.0) if gi is not None else self._load(index, second.step)
         mib = 1 << 20
         values = {1: 100 * load, 2: 95 * load, 3: 62 * load, 4: 6 * load, 5: 55 * load, 10: 40 * load,

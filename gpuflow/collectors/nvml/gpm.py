@@ -5,19 +5,31 @@ samples: the share of SMs busy, SM occupancy, tensor/DRAM/FP activity, PCIe and 
 second. Nothing in it is per SM or per process. The call sequence (docs/nvml.md, "GPM"):
 ``nvmlGpmQueryDeviceSupport`` once per init, two buffers from ``nvmlGpmSampleAlloc``, then each
 tick ``nvmlGpmSampleGet`` into the spare buffer and one ``nvmlGpmMetricsGet`` over (previous,
-new) for every wanted id; the new sample becomes the previous one. The driver refreshes its
-counters about every 100 ms, so a pair closer than :data:`MIN_GAP_S` is not taken: the tick
-keeps the last means until the gap is there (a ``--interval`` below 100 ms rolls every other
-tick or so). Each metric has its own return code: one the GPU or driver does not offer
-(NotSupported, or InvalidArgument for an id this driver does not know) is None, never 0.
+new); the new sample becomes the previous one. The driver refreshes its counters about every
+100 ms, so a pair closer than :data:`MIN_GAP_S` is not taken: the tick keeps the last means until
+the gap is there (a ``--interval`` below 100 ms rolls every other tick or so). Each metric has
+its own return code: one the GPU or driver does not offer (NotSupported, or InvalidArgument for
+an id this driver does not know) is None, never 0.
+
+Which ids each pair evaluates: evaluating ``GRAPHICS_UTIL`` alone costs the driver ~1.2 ms on an
+H200 (driver 580), where each other id costs ~4 µs (bench/nvml_calls.py; docs/nvml.md, "Cost").
+So :data:`FAST_IDS` (the other 12) are evaluated over every pair and ``GRAPHICS_UTIL`` only over
+the first pair and then at most once every :data:`GRAPHICS_EVERY_S` seconds of the collector's
+clock, in the same ``nvmlGpmMetricsGet`` as the others (:data:`METRIC_IDS`, over the pair in force
+then). Between evaluations ``graphics_util_pct`` is the latest evaluation's: it covers a pair
+that ended less than :data:`GRAPHICS_EVERY_S` before the tick that took the newest pair. A tracker
+that loses its GPU (or its pair) evaluates it again with its next pair.
 
 PCIe byte totals: the per-second PCIe means of contiguous pairs, times each pair's length,
 summed since the tracker started: the bytes that crossed the link, as exact as GPM's rates
 (the GPU check compares them with a program's own copy bytes, docs/gpu-metrics.md).
 
 Constraints: on the poll thread only (the tick); two NVML calls per GPU and tick when a pair is
-taken, none otherwise; the buffers are given back (:meth:`GpmTracker.close`) before
-nvmlShutdown, and a tracker that lost its GPU starts a new pair when the GPU answers again.
+taken, none otherwise; the two id sets are constants and the values list is the tracker's own,
+reused, so a tick that takes no pair makes no Python object here and one that takes a pair makes
+only the backend's answers, the loop's range and the new GpmReadings; the buffers are given back
+(:meth:`GpmTracker.close`) before nvmlShutdown, and a tracker that lost its GPU starts a new pair
+when the GPU answers again.
 """
 
 from __future__ import annotations
@@ -33,6 +45,9 @@ from gpuflow.core.snapshot import GpmReadings
 
 MIB = 1 << 20
 MIN_GAP_S = 0.1  #: NVML's GPM refresh period: a pair closer than this says nothing new
+#: GRAPHICS_UTIL (dcgm-exporter's DCGM_FI_PROF_GR_ENGINE_ACTIVE) is evaluated at most this often
+#: (seconds of the collector's monotonic clock): it costs the driver ~300 times another id
+GRAPHICS_EVERY_S = 10.0
 
 #: (NVML_GPM_METRIC_* id, scale to GpmReadings' unit), in GpmReadings' field order after
 #: gpu_instance_id and interval_s. GPM's PCIe and NVLink rates are MiB/s.
@@ -51,7 +66,8 @@ METRICS: tuple[tuple[int, float], ...] = (
     (61, MIB),    # NVLINK_TOTAL_TX_PER_SEC → nvlink_tx_bytes_per_s
     (60, MIB),    # NVLINK_TOTAL_RX_PER_SEC → nvlink_rx_bytes_per_s
 )
-METRIC_IDS: tuple[int, ...] = tuple(m for m, _ in METRICS)
+METRIC_IDS: tuple[int, ...] = tuple(m for m, _ in METRICS)  #: a pair that evaluates GRAPHICS_UTIL
+FAST_IDS: tuple[int, ...] = METRIC_IDS[1:]  #: every other pair: all but GRAPHICS_UTIL
 _SCALES = tuple(s for _, s in METRICS)
 _NAMES = {1: "GRAPHICS_UTIL", 2: "SM_UTIL", 3: "SM_OCCUPANCY", 4: "INTEGER_UTIL", 5: "ANY_TENSOR_UTIL",
           10: "DRAM_BW_UTIL", 11: "FP64_UTIL", 12: "FP32_UTIL", 13: "FP16_UTIL",
@@ -59,6 +75,9 @@ _NAMES = {1: "GRAPHICS_UTIL", 2: "SM_UTIL", 3: "SM_OCCUPANCY", 4: "INTEGER_UTIL"
           60: "NVLINK_TOTAL_RX_PER_SEC"}
 _WHAT = tuple(f"GPM metric {_NAMES[m]}" for m in METRIC_IDS)
 _PCIE_TX, _PCIE_RX = METRIC_IDS.index(20), METRIC_IDS.index(21)
+_GRAPHICS = METRIC_IDS.index(1)
+_AT_ONCE = float("-inf")  #: a due time every clock has passed
+assert _GRAPHICS == 0 and FAST_IDS == METRIC_IDS[_GRAPHICS + 1:], "GRAPHICS_UTIL must come first"
 
 make_gpm = positional_constructor(GpmReadings)
 
@@ -67,7 +86,8 @@ class GpmTracker:
     """One GPU's (or MIG instance's) rolling pair of GPM samples and what the last pair gave."""
 
     __slots__ = ("gpu_instance_id", "_samples", "_have_previous", "_previous_t", "latest",
-                 "pcie_tx_bytes", "pcie_rx_bytes", "pcie_exact", "broken")
+                 "pcie_tx_bytes", "pcie_rx_bytes", "pcie_exact", "broken", "_values",
+                 "_graphics_due", "graphics_evaluations")
 
     def __init__(self, samples: list[Any], gpu_instance_id: int | None = None) -> None:
         self.gpu_instance_id = gpu_instance_id
@@ -82,6 +102,12 @@ class GpmTracker:
         self.pcie_exact: bool | None = None
         #: closed, or a sample could not be taken (NotSupported): no more tries this init
         self.broken = False
+        #: the means of the last pair, in METRIC_IDS' order, scaled; reused from pair to pair
+        #: (index 0, GRAPHICS_UTIL, holds its latest evaluation between evaluations)
+        self._values: list[float | None] = [None] * len(METRIC_IDS)
+        #: the clock's time from which a pair evaluates GRAPHICS_UTIL again (-inf: the next pair)
+        self._graphics_due = _AT_ONCE
+        self.graphics_evaluations = 0  #: pairs that evaluated GRAPHICS_UTIL (the bench prints it)
 
     @classmethod
     def open(cls, b: NvmlBackend, gpu_instance_id: int | None = None) -> GpmTracker | None:
@@ -105,8 +131,11 @@ class GpmTracker:
         self.broken = True
 
     def forget_pair(self) -> None:
-        """Start a new pair at the next roll (the GPU was lost, or not sampled for a while)."""
+        """Start a new pair at the next roll (the GPU was lost, or not sampled for a while); the
+        GRAPHICS_UTIL value is dropped and evaluated again over that pair."""
         self._have_previous = False
+        self._values[_GRAPHICS] = None
+        self._graphics_due = _AT_ONCE
 
     def roll(self, b: NvmlBackend, handle: Any, now: float, min_gap_s: float = MIN_GAP_S) -> GpmReadings | None:
         """Take a sample if the last one is at least ``min_gap_s`` old and evaluate the pair.
@@ -123,7 +152,7 @@ class GpmTracker:
         try:
             b.gpm_sample(handle, spare, self.gpu_instance_id)
         except pynvml.NVMLError as exc:
-            self._have_previous = False
+            self.forget_pair()
             if isinstance(exc, pynvml.NVMLError_NotSupported):
                 self.close(b)  # e.g. the whole GPU in MIG mode: its buffers go back at once
             failed_query(exc, b.gpm_sample)  # raises DeviceLost for a lost GPU
@@ -136,20 +165,25 @@ class GpmTracker:
             return self.latest
         interval = now - self._previous_t
         self._previous_t = now
+        graphics = now >= self._graphics_due
         try:
-            answers = b.gpm_metrics(previous, spare, METRIC_IDS)
-        except pynvml.NVMLError as exc:
+            answers = b.gpm_metrics(previous, spare, METRIC_IDS if graphics else FAST_IDS)
+        except pynvml.NVMLError as exc:  # GRAPHICS_UTIL, if due, stays due
             self.latest = failed_query(exc, b.gpm_metrics)  # None, or DeviceLost raised
             return None
-        values = [None] * len(METRIC_IDS)
+        values = self._values
+        first = _GRAPHICS if graphics else _GRAPHICS + 1
         try:
-            for i, (code, value) in enumerate(answers):
+            for i in range(first, len(METRIC_IDS)):
+                code, value = answers[i - first]
                 v = entry_value(code, value, _WHAT[i])
-                if v is not None:
-                    values[i] = v * _SCALES[i] if v >= 0 else None
+                values[i] = v * _SCALES[i] if v is not None and v >= 0 else None
         except DeviceLost:
-            self._have_previous = False
+            self.forget_pair()
             raise
+        if graphics:
+            self._graphics_due = now + GRAPHICS_EVERY_S
+            self.graphics_evaluations += 1
         tx, rx = values[_PCIE_TX], values[_PCIE_RX]
         if self.gpu_instance_id is None:
             self.pcie_exact = tx is not None and rx is not None

@@ -14,7 +14,8 @@ this adapter picks the newest the driver has and remembers the choice:
   ``...ClocksThrottleReasons``.
 
 GPM (``nvmlGpmMetricsGet``) fills one ``c_nvmlGpmMetricsGet_t`` of ~19 KB: the adapter keeps one
-per thread and set of metric ids instead of allocating it for every call, and reads back only
+per thread and set of metric ids (the collector asks two: with and without GRAPHICS_UTIL,
+gpm.py) instead of allocating it for every call, and reads back only
 the entries it asked for, each with its own return code (:class:`FieldAnswer`).
 
 Constraints: importing this module must not load libnvidia-ml (pynvml loads it in nvmlInit), so
