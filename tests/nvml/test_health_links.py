@@ -65,8 +65,22 @@ def test_energy_counter_grows_by_the_power_drawn_between_ticks():
     s.tick()
     a = s.tick().devices[0]
     b = s.tick().devices[0]
-    # the fake integrates each poll's power over one second: the counter moves by the new poll's draw
-    assert b.health.energy_joules - a.health.energy_joules == pytest.approx(b.power_draw_w)
+    # the fake integrates each poll's power over one second, and the sampler's sweep (before each
+    # poll) reads the counter: it moves by the power the poll before drew
+    assert b.health.energy_joules - a.health.energy_joules == pytest.approx(a.power_draw_w)
+
+
+def test_the_energy_counter_is_read_by_the_sampler_not_the_tick():
+    # nvmlDeviceGetTotalEnergyConsumption took 3.2 ms (median) on the H200: out of the tick
+    s = Stepped("shared8")
+    s.tick()
+    before = s.backend.calls["energy"]
+    for _ in range(3):
+        s.collector.poll_once()
+    assert s.backend.calls["energy"] == before
+    s.collector.sample_once()
+    assert s.backend.calls["energy"] == before + 8  # once per GPU and sweep
+    assert s.collector.poll_once().devices[0].health.energy_joules > 3_600_000
 
 
 def test_links_pcie_and_nvlink_topology():

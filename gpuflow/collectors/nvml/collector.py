@@ -7,10 +7,10 @@ one process with four attachments). :meth:`latest` hands out the same object unt
 produces different readings, so the agent sends a frame only when something changed.
 
 Two threads: the poll thread (init, then a tick every interval: the fast per-device fields, the
-energy counter and clock event reasons, each GPU's GPM pair, the process lists, /proc) and the
-sampler thread (:mod:`gpuflow.collectors.nvml.sampler`: PCIe
-throughput, MIG mode, per-process utilization, which NVML is slow to give, and the health and
-link readings that need no tick-rate view). Once per init it reads each GPU's identity, its
+clock event reasons, each GPU's GPM pair, the process lists, /proc) and the sampler thread
+(:mod:`gpuflow.collectors.nvml.sampler`: PCIe throughput, MIG mode, per-process utilization and
+the energy counter, which NVML is slow to give, and the health and link readings that need no
+tick-rate view). Once per init it reads each GPU's identity, its
 maximum PCIe generation and width, whether it has GPM (then two GPM sample buffers), its NVLinks
 and what each reaches, and opens an XID event set; :meth:`stop` gives those back before
 nvmlShutdown. The host part carries the collector's own state (``nvml_up``, ticks, the last

@@ -11,9 +11,9 @@ sentinels become None through :data:`~gpuflow.collectors.nvml.query.SENTINELS`. 
   collector skip comparing parts when a device changed;
 * an Attachment equal to last tick's (:func:`attachments_of`) is the same object.
 
-The tick also reads the energy counter and the clock event reasons, and rolls each GPU's GPM
-pair (:mod:`gpuflow.collectors.nvml.gpm`; per MIG instance too); the sampler's slow health and
-link readings arrive in its latest sweep. :func:`device_values` assembles them into the Device's
+The tick also reads the clock event reasons, and rolls each GPU's GPM pair
+(:mod:`gpuflow.collectors.nvml.gpm`; per MIG instance too); the sampler's slow health and link
+readings (the energy counter among them: ~3.2 ms a call on an H200) arrive in its latest sweep. :func:`device_values` assembles them into the Device's
 nested :class:`HealthReadings` and :class:`LinkReadings` (a nested object equal to last tick's
 is last tick's object).
 
@@ -205,10 +205,6 @@ def read_gpu(b: NvmlBackend, gpu: GpuState, sampled: Sampled | None, now: float 
     except Error as exc:
         graphics = failed_query(exc, b.graphics_processes)
     try:
-        energy = b.energy(h)
-    except Error as exc:
-        energy = failed_query(exc, b.energy)
-    try:
         reasons = b.clock_event_reasons(h)
     except Error as exc:
         reasons = failed_query(exc, b.clock_event_reasons)
@@ -221,8 +217,8 @@ def read_gpu(b: NvmlBackend, gpu: GpuState, sampled: Sampled | None, now: float 
     instances = fields[5]
     if instances or gpu.gpm_instances:
         instances = roll_instances(b, gpu, instances, now, gpm_gap_s)
-    readings = (util, mem, temperature, power, limit, clock_sm, clock_mem, energy, reasons, gpm,
-                totals, instances, fields)
+    readings = (util, mem, temperature, power, limit, clock_sm, clock_mem, reasons, gpm, totals,
+                instances, fields)
     if readings == gpu.readings:
         device = gpu.device
     else:
@@ -265,9 +261,9 @@ def roll_instances(b: NvmlBackend, gpu: GpuState, ids: tuple[int, ...], now: flo
 
 def device_values(readings: tuple[Any, ...], gpu: GpuState) -> tuple[Any, ...]:
     """Device's reading fields (utilization_gpu_pct ... health) from one tick's raw answers:
-    sentinels → None, mW → W, mJ → J; GPM's PCIe rates where it gives them, else the sampler's."""
-    (util, mem, temperature, power, limit, clock_sm, clock_mem, energy, reasons, gpm, totals,
-     instances, (tx, rx, mig, health_slow, links_slow, _)) = readings
+    sentinels → None, mW → W; GPM's PCIe rates where it gives them, else the sampler's."""
+    (util, mem, temperature, power, limit, clock_sm, clock_mem, reasons, gpm, totals, instances,
+     (tx, rx, mig, health_slow, links_slow, _)) = readings
     if util is None:
         util_gpu = util_mem = None
     else:
@@ -292,8 +288,7 @@ def device_values(readings: tuple[Any, ...], gpu: GpuState) -> tuple[Any, ...]:
         mask = names = None
     else:
         mask, names = reasons, clock_event_names(reasons)
-    health = make_health(None if energy is None or energy in SENTINELS else energy / 1000,
-                         *health_slow[:12], mask, names, *health_slow[12:], mem_free, mem_reserved)
+    health = make_health(*health_slow[:13], mask, names, *health_slow[13:], mem_free, mem_reserved)
     if health != gpu.health:
         gpu.health = health
     source = None

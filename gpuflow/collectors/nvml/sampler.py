@@ -1,16 +1,21 @@
 """The NVML collector's slow lane: the readings NVML takes its time over, sampled in the background.
 
-Three NVML calls are far slower than the rest (measured on an H200, driver 580):
+Four NVML calls are far slower than the rest (measured on an H200, driver 580):
 ``nvmlDeviceGetPcieThroughput`` blocks ~20 ms per counter (NVML measures over a 20 ms window
 inside the call; the cumulative ``NVML_FI_DEV_PCIE_COUNT_*_BYTES`` fields are 32-bit and wrap
-several times a second under load, so they are no substitute), the per-process utilization call
-takes ~1.7 ms (even when it has nothing to report) and ``nvmlDeviceGetMigMode`` ~110 µs. The
-other fields take 2-40 µs. Making the slow calls on the poll thread would put a tick at ~43 ms
-per GPU against a budget of 1 ms, so a second thread sweeps them once per interval and the tick
-uses the latest sweep: PCIe throughput, MIG mode and per-process utilization are therefore up
-to one interval older than the rest of a snapshot.
+several times a second under load, so they are no substitute),
+``nvmlDeviceGetTotalEnergyConsumption`` takes ~3.2 ms (median; 7.3 ms p95; its field-values form
+``NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` the same), the per-process utilization call ~1.7-2.3 ms
+(even when it has nothing to report) and ``nvmlDeviceGetMigMode`` ~110 µs. The other fields take
+2-40 µs. Making the slow calls on the poll thread would put a tick at ~46 ms per GPU against a
+budget of 1 ms, so a second thread sweeps them once per interval and the tick uses the latest
+sweep: PCIe throughput, MIG mode, per-process utilization and the energy counter are therefore
+up to one interval older than the rest of a snapshot. The energy counter is cumulative
+(millijoules since the driver was loaded), so each reading is exact for its moment: only when it
+was read moves, by at most one interval.
 
-The sweep also reads what changes slowly or needs no tick-rate view (health and links): encoder
+The sweep also reads what changes slowly or needs no tick-rate view (health and links): the
+energy counter (above), encoder
 and decoder utilization, memory temperature, ECC counters, remapped rows, the PCIe replay counter,
 the current PCIe generation and width, the XID events that arrived since the last sweep (one
 NVML event set per GPU, polled with a 0 ms wait), each NVLink's state and its cumulative data
@@ -48,7 +53,7 @@ KIB = 1024  #: NVML's PCIe throughput unit is KB/s, its NVLink data counters' Ki
 make_nvlink = positional_constructor(NvLink)
 
 #: health_slow before the first sweep, or for a GPU the sweep could not read: every field None
-NO_HEALTH = (None,) * 14
+NO_HEALTH = (None,) * 15
 NO_LINKS = (None, None, ())  #: (pcie_gen, pcie_width, nvlinks)
 
 
@@ -86,9 +91,9 @@ class Sampled:
     mig_mode: str | None = None  #: "enabled" | "disabled" | None
     proc_util_supported: bool = False  #: NVML answered the per-process utilization call
     proc_util: dict[int, ProcUtil] = field(default_factory=dict)  #: pid → latest sample
-    #: HealthReadings' slow fields: memory_temperature_c, xid_errors, xid_last, the four ECC
-    #: counters, remapped rows (correctable, uncorrectable, pending, failure), pcie_replays,
-    #: encoder_util_pct, decoder_util_pct
+    #: HealthReadings' slow fields: energy_joules, memory_temperature_c, xid_errors, xid_last,
+    #: the four ECC counters, remapped rows (correctable, uncorrectable, pending, failure),
+    #: pcie_replays, encoder_util_pct, decoder_util_pct
     health_slow: tuple[Any, ...] = NO_HEALTH
     links_slow: tuple[Any, ...] = NO_LINKS  #: (pcie_gen, pcie_width, nvlinks)
     gpu_instance_ids: tuple[int, ...] = ()  #: MIG GPU instances (MIG mode only)
@@ -201,6 +206,7 @@ class Sampler:
     def _health(self, target: SweepTarget) -> tuple[Any, ...]:
         """Sampled.health_slow for one GPU: each reading None where NVML cannot give it."""
         b, h = self._b, target.handle
+        millijoules = nvml_query(b.energy, h)
         answer = nvml_query(b.memory_temperature, h)
         memory_c = None if answer is None else entry_value(answer[0], answer[1], "memory temperature")
         ecc = nvml_query(b.ecc_counts, h) or (None, None, None, None)
@@ -219,7 +225,8 @@ class Sampler:
                 xid_last = codes[-1]
                 self._xids[target.index] = (seen, xid_last)
             xid_errors = seen
-        return (memory_c, xid_errors, xid_last, *ecc, *remap, nvml_query(b.pcie_replay_counter, h),
+        return (None if millijoules is None else millijoules / 1000, memory_c, xid_errors, xid_last,
+                *ecc, *remap, nvml_query(b.pcie_replay_counter, h),
                 nvml_query(b.encoder_utilization, h), nvml_query(b.decoder_utilization, h))
 
     def _nvlinks(self, target: SweepTarget) -> tuple[NvLink, ...]:
