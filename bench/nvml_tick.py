@@ -10,16 +10,22 @@ with its error and sentinel mapping, the process lists, /proc for each GPU proce
 Snapshot objects and the change check. The *floor* makes the same NVML calls straight through
 pynvml (each in a plain ``try``, no mapping, no fallbacks, no dataclasses) and the same /proc
 reads, keeping the results in plain lists and tuples - the least any Python tool must do to
-know the same things. Every tick reads the energy counter and the clock event reasons and
-memory through nvmlDeviceGetMemoryInfo_v2; so does the floor.
+know the same things. Every tick reads the clock event reasons and memory through
+nvmlDeviceGetMemoryInfo_v2; so does the floor. The energy counter (~3.2 ms a call on an H200) is
+the sampler's, on both sides.
 
 GPM: the collector takes a pair of GPM samples at most every 100 ms, so back-to-back ticks would
 almost never include one. Without ``--gpm`` the benchmark turns GPM pairs off (neither side
 makes GPM calls); with ``--gpm`` the collector takes a pair in every tick (its minimum gap set to
 0) and the floor makes the same two calls per GPU (and per MIG instance): ``nvmlGpmSampleGet``
-into the spare buffer and one ``nvmlGpmMetricsGet`` for the same 13 ids into a request it reuses,
-reading each metric's return code and value. That is the tick's cost at an interval of 100 ms or
-more, where every tick takes a pair.
+into the spare buffer and one ``nvmlGpmMetricsGet`` into a request it reuses, reading each
+metric's return code and value, for the same ids at the same cadence: the 12 cheap ids every
+pair, and all 13 (``GRAPHICS_UTIL``, ~1.2 ms of the driver's time on an H200) when
+``gpm.GRAPHICS_EVERY_S`` has passed since its last evaluation by the monotonic clock, as the
+collector does. That is the tick's cost at an interval of 100 ms or more, where every tick takes
+a pair. A run lasts a few seconds, so the medians are of pairs without ``GRAPHICS_UTIL``; a line
+of its own times ticks and floors that evaluate it in every pair (``GRAPHICS_EVERY_S`` set to 0
+for both), and says what it adds to the mean tick at a 1 s interval.
 
 The tick builds a frozen object only where readings changed since the last tick. Ticks made
 back to back (as here) often see the same readings on a real GPU, while at a 1 s interval a busy
@@ -51,9 +57,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from gpuflow.collectors.nvml import gpm as gpm_module
 from gpuflow.collectors.nvml.collector import NvmlCollector
 from gpuflow.collectors.nvml.fake_backend import FakeBackend, scenario_names
-from gpuflow.collectors.nvml.gpm import METRIC_IDS
+from gpuflow.collectors.nvml.gpm import FAST_IDS, METRIC_IDS
 from gpuflow.collectors.nvml.procinfo import read_small_file
 from gpuflow.core.context import AgentConfig
 
@@ -114,8 +121,29 @@ def floor_refresh(calls: list[Callable[[Any], Any]], lists: list[Callable[[Any],
     return refresh
 
 
-def pynvml_gpm_pair(h: Any, gpu_instance_id: int | None = None) -> Callable[[], Any]:
-    """Bare GPM for one GPU (or MIG instance): two buffers, one request reused, a pair per call."""
+class GraphicsCadence:
+    """The floor's GRAPHICS_UTIL schedule, the collector's (gpm.py): the first pair, then at most
+    once every ``gpm.GRAPHICS_EVERY_S`` by the monotonic clock; counts its evaluations."""
+
+    __slots__ = ("due", "evaluations")
+
+    def __init__(self) -> None:
+        self.due = float("-inf")
+        self.evaluations = 0
+
+    def now_due(self) -> bool:
+        now = time.monotonic()
+        if now < self.due:
+            return False
+        self.due = now + gpm_module.GRAPHICS_EVERY_S
+        self.evaluations += 1
+        return True
+
+
+def pynvml_gpm_pair(h: Any, cadences: list[GraphicsCadence],
+                    gpu_instance_id: int | None = None) -> Callable[[], Any]:
+    """Bare GPM for one GPU (or MIG instance): two buffers, one request per id set reused (the 12
+    cheap ids, and all 13 when GRAPHICS_UTIL is due), a pair per call."""
     import pynvml as N
 
     samples = [N.nvmlGpmSampleAlloc(), N.nvmlGpmSampleAlloc()]
@@ -123,12 +151,19 @@ def pynvml_gpm_pair(h: Any, gpu_instance_id: int | None = None) -> Callable[[], 
         N.nvmlGpmSampleGet(h, samples[0])
     else:
         N.nvmlGpmMigSampleGet(h, gpu_instance_id, samples[0])
-    request = N.c_nvmlGpmMetricsGet_t()
-    request.version = N.NVML_GPM_METRICS_GET_VERSION
-    request.numMetrics = len(METRIC_IDS)
-    for i, metric in enumerate(METRIC_IDS):
-        request.metrics[i].metricId = metric
-    n = len(METRIC_IDS)
+
+    def request_for(ids: tuple[int, ...]) -> Any:
+        request = N.c_nvmlGpmMetricsGet_t()
+        request.version = N.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(ids)
+        for i, metric in enumerate(ids):
+            request.metrics[i].metricId = metric
+        return request
+
+    every, fast = request_for(METRIC_IDS), request_for(FAST_IDS)
+    n_every, n_fast = len(METRIC_IDS), len(FAST_IDS)
+    cadence = GraphicsCadence()
+    cadences.append(cadence)
 
     def pair() -> Any:
         previous, spare = samples
@@ -136,6 +171,7 @@ def pynvml_gpm_pair(h: Any, gpu_instance_id: int | None = None) -> Callable[[], 
             N.nvmlGpmSampleGet(h, spare)
         else:
             N.nvmlGpmMigSampleGet(h, gpu_instance_id, spare)
+        request, n = (every, n_every) if cadence.now_due() else (fast, n_fast)
         request.sample1, request.sample2 = previous, spare
         N.nvmlGpmMetricsGet(request)
         samples[0], samples[1] = spare, previous
@@ -144,7 +180,7 @@ def pynvml_gpm_pair(h: Any, gpu_instance_id: int | None = None) -> Callable[[], 
     return pair
 
 
-def pynvml_floor(handles: list[Any], gpm: bool) -> Callable[[], Any]:
+def pynvml_floor(handles: list[Any], gpm: bool, cadences: list[GraphicsCadence]) -> Callable[[], Any]:
     import pynvml as N
 
     def util(h):
@@ -160,7 +196,7 @@ def pynvml_floor(handles: list[Any], gpm: bool) -> Callable[[], Any]:
              N.nvmlDeviceGetPowerUsage, N.nvmlDeviceGetEnforcedPowerLimit,
              lambda h: N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_SM),
              lambda h: N.nvmlDeviceGetClockInfo(h, N.NVML_CLOCK_MEM),
-             N.nvmlDeviceGetTotalEnergyConsumption, N.nvmlDeviceGetCurrentClocksEventReasons]
+             N.nvmlDeviceGetCurrentClocksEventReasons]
     lists = [lambda h: [(p.pid, p.usedGpuMemory) for p in N.nvmlDeviceGetComputeRunningProcesses_v3(h)],
              lambda h: [(p.pid, p.usedGpuMemory) for p in N.nvmlDeviceGetGraphicsRunningProcesses_v3(h)]]
     pairs = None
@@ -171,13 +207,14 @@ def pynvml_floor(handles: list[Any], gpm: bool) -> Callable[[], Any]:
                 supported = N.nvmlGpmQueryDeviceSupport(h).isSupportedDevice
             except N.NVMLError:
                 supported = 0
-            pairs.append(pynvml_gpm_pair(h) if supported else None)
+            pairs.append(pynvml_gpm_pair(h, cadences) if supported else None)
     return floor_refresh(calls, lists, handles, read_proc, pairs)
 
 
-def fake_floor(b: FakeBackend, handles: list[Any], gpm: bool) -> Callable[[], Any]:
+def fake_floor(b: FakeBackend, handles: list[Any], gpm: bool,
+               cadences: list[GraphicsCadence]) -> Callable[[], Any]:
     calls = [b.utilization, b.memory, b.temperature, b.power_usage, b.power_limit, b.clock_sm,
-             b.clock_mem, b.energy, b.clock_event_reasons]
+             b.clock_mem, b.clock_event_reasons]
     lists = [lambda h: [(p.pid, p.used_memory) for p in b.compute_processes(h)],
              lambda h: [(p.pid, p.used_memory) for p in b.graphics_processes(h)]]
     pairs = None
@@ -188,6 +225,8 @@ def fake_floor(b: FakeBackend, handles: list[Any], gpm: bool) -> Callable[[], An
                 return None
             owners = list(b.mig_gpu_instance_ids(h)) if mig else [None]
             buffers = {gi: [b.gpm_alloc(), b.gpm_alloc()] for gi in owners}
+            schedule = {gi: GraphicsCadence() for gi in owners}
+            cadences.extend(schedule.values())
             for gi in owners:
                 b.gpm_sample(h, buffers[gi][0], gi)
 
@@ -196,7 +235,8 @@ def fake_floor(b: FakeBackend, handles: list[Any], gpm: bool) -> Callable[[], An
                 for gi, pair_of in buffers.items():
                     previous, spare = pair_of
                     b.gpm_sample(h, spare, gi)
-                    out.append(b.gpm_metrics(previous, spare, METRIC_IDS))
+                    ids = METRIC_IDS if schedule[gi].now_due() else FAST_IDS
+                    out.append(b.gpm_metrics(previous, spare, ids))
                     pair_of[0], pair_of[1] = spare, previous
                 return out
 
@@ -208,7 +248,7 @@ def fake_floor(b: FakeBackend, handles: list[Any], gpm: bool) -> Callable[[], An
 
 def slow_floor_pynvml(handles: list[Any], busy: set[int], exact_pcie: set[int]) -> Callable[[], Any]:
     """The sampler's calls, bare: PCIe throughput where GPM does not give it exactly, MIG mode,
-    per-process utilization where busy, and the health and link readings."""
+    per-process utilization where busy, the energy counter, and the health and link readings."""
     import pynvml as N
 
     corr, unc = N.NVML_MEMORY_ERROR_TYPE_CORRECTED, N.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
@@ -236,6 +276,7 @@ def slow_floor_pynvml(handles: list[Any], busy: set[int], exact_pcie: set[int]) 
         out = []
         for i, h in enumerate(handles):
             row = [_guarded(N.nvmlDeviceGetMigMode, h),
+                   _guarded(N.nvmlDeviceGetTotalEnergyConsumption, h),
                    _guarded(N.nvmlDeviceGetEncoderUtilization, h),
                    _guarded(N.nvmlDeviceGetDecoderUtilization, h),
                    _guarded(N.nvmlDeviceGetFieldValues, h, [N.NVML_FI_DEV_MEMORY_TEMP]),
@@ -266,7 +307,7 @@ def slow_floor_fake(b: FakeBackend, handles: list[Any], busy: set[int], exact_pc
 
     def sweep() -> Any:
         for i, h in enumerate(handles):
-            for f in (b.mig_mode, b.encoder_utilization, b.decoder_utilization, b.memory_temperature,
+            for f in (b.mig_mode, b.energy, b.encoder_utilization, b.decoder_utilization, b.memory_temperature,
                       b.ecc_counts, b.remapped_rows, b.pcie_replay_counter, b.pcie_link):
                 _guarded(f, h)
             t = targets[i]
@@ -341,7 +382,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pid {p.pid} {p.name} ({p.user}): {len(p.attachments)} GPU(s), "
               f"{a.memory_used_bytes} B, SM {a.sm_util_pct} %")
 
-    floor = fake_floor(backend, handles, args.gpm) if args.fake else pynvml_floor(handles, args.gpm)
+    cadences: list[GraphicsCadence] = []  # the floor's GRAPHICS_UTIL schedules
+    floor = (fake_floor(backend, handles, args.gpm, cadences) if args.fake
+             else pynvml_floor(handles, args.gpm, cadences))
     gpm_gpus = sum(1 for g in collector._gpus if g.gpm is not None and not g.gpm.broken)
     print(f"GPM: {'a pair every tick' if args.gpm else 'off (no pairs)'}; {gpm_gpus} of {n} GPU(s) "
           "support it" + (f" (+{sum(len(g.gpm_instances) for g in collector._gpus)} MIG instances)"
@@ -349,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(50):  # warm-up: caches, branch predictors, CPU clocks
         collector.poll_once()
         floor()
+    trackers = [t for g in collector._gpus for t in (g.gpm, *g.gpm_instances.values()) if t is not None]
+    evaluations = (sum(t.graphics_evaluations for t in trackers), sum(c.evaluations for c in cadences))
+    started = time.monotonic()
     ticks, floors = interleaved(collector.poll_once, floor, args.reps)
     tick_ms = statistics.median(ticks) * 1e3
     floor_ms = statistics.median(floors) * 1e3
@@ -359,17 +405,34 @@ def main(argv: list[str] | None = None) -> int:
 
     rebuilt, floors2 = interleaved(rebuilt_tick, floor, args.reps)
     rebuilt_ms, floor2_ms = statistics.median(rebuilt) * 1e3, statistics.median(floors2) * 1e3
+    if args.gpm:
+        run_s = time.monotonic() - started
+        by_ticks = sum(t.graphics_evaluations for t in trackers) - evaluations[0]
+        by_floor = sum(c.evaluations for c in cadences) - evaluations[1]
+        every_s = gpm_module.GRAPHICS_EVERY_S
+        gpm_module.GRAPHICS_EVERY_S = 0.0  # both sides evaluate GRAPHICS_UTIL in every pair
+        graphics, floors3 = interleaved(collector.poll_once, floor, max(20, args.reps // 10))
+        gpm_module.GRAPHICS_EVERY_S = every_s
+        graphics_ms, floor3_ms = statistics.median(graphics) * 1e3, statistics.median(floors3) * 1e3
 
     exact_pcie = {g.index for g in collector._gpus if g.gpm is not None and g.gpm.pcie_exact}
     if args.fake:
         slow_floor = slow_floor_fake(backend, handles, busy, exact_pcie, collector)
     else:
         slow_floor = slow_floor_pynvml(handles, busy, exact_pcie)
+    collector.sample_once()  # warm-up: the fake's counters catch up on the polls made since
+    slow_floor()
     sweeps, bare = interleaved(collector.sample_once, slow_floor, args.sweeps)
     print(f"every object rebuilt (as when every reading changed): rebuilt_ms={rebuilt_ms:.4f} "
           f"floor_ms={floor2_ms:.4f} ratio={rebuilt_ms / floor2_ms:.3f}")
     print(f"sampler (background thread): sweep_ms={statistics.median(sweeps) * 1e3:.3f} "
           f"bare_ms={statistics.median(bare) * 1e3:.3f} over {args.sweeps} sweeps each")
+    if args.gpm:
+        print(f"GPM GRAPHICS_UTIL at most every {every_s:g} s: evaluated {by_ticks} times by the ticks "
+              f"and {by_floor} by the floor in the {run_s:.1f} s of the two runs above")
+        print(f"a tick that evaluates GRAPHICS_UTIL: tick_ms={graphics_ms:.4f} floor_ms={floor3_ms:.4f} "
+              f"ratio={graphics_ms / floor3_ms:.3f}; at a 1 s interval it adds "
+              f"{(graphics_ms - tick_ms) / every_s:.4f} ms to the mean tick")
     print(f"tick: p10={statistics.quantiles(ticks, n=10)[0] * 1e3:.4f} ms "
           f"p90={statistics.quantiles(ticks, n=10)[-1] * 1e3:.4f} ms; per GPU "
           f"{tick_ms / n:.4f} ms (budget 1 ms per GPU); {args.reps} ticks and floors, interleaved")

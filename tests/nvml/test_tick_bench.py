@@ -1,5 +1,6 @@
 """bench/nvml_tick.py runs against the fake backend, with and without --gpm, and ends with the line
-the GPU check parses; with --gpm the collector and the floor both take a GPM pair every tick."""
+the GPU check parses; with --gpm the collector and the floor both take a GPM pair every tick, with
+GRAPHICS_UTIL at the same cadence (at most every 10 s), and a line times ticks that evaluate it."""
 
 from __future__ import annotations
 
@@ -26,5 +27,12 @@ def test_the_benchmark_runs_on_the_fake_and_ends_with_its_line(gpm):
     gpm_line = next(line for line in lines if line.startswith("GPM: "))
     if gpm:
         assert gpm_line == "GPM: a pair every tick; 7 of 8 GPU(s) support it (+3 MIG instances)"
+        # GRAPHICS_UTIL at the collector's cadence on both sides, and a line timing it in every pair
+        cadence = next(line for line in lines if line.startswith("GPM GRAPHICS_UTIL at most every 10 s: "))
+        m = re.search(r"evaluated (\d+) times by the ticks and (\d+) by the floor", cadence)
+        assert m and abs(int(m.group(1)) - int(m.group(2))) <= 10, cadence  # 10 trackers each side
+        assert any(re.match(r"a tick that evaluates GRAPHICS_UTIL: tick_ms=\d+\.\d{4} floor_ms=\d+\.\d{4} "
+                            r"ratio=\d+\.\d{3}; at a 1 s interval it adds -?\d+\.\d{4} ms", line)
+                   for line in lines), lines
     else:
         assert gpm_line.startswith("GPM: off (no pairs); 7 of 8")
