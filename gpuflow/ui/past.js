@@ -56,7 +56,7 @@ export function remember(f) {
 // the chunk asked last is `chunkAsked` until its answer is in: a moment it will hold is not asked again
 const chunks = channel((q, doc) => {
   past.chunk = { from: q.from, to: q.to, index: seriesIndex(doc), dataFrom: doc.retained_from, dataTo: doc.retained_to,
-    maxRes: maxResolution(doc) };
+    newestRes: newestResolution(doc) };
   if (past.chunkAsked && past.chunkAsked.q === q) past.chunkAsked = null;
   past.error = null;
   tryShow();
@@ -67,17 +67,25 @@ const windows = channel((q, doc) => {
   tryShow();
 }, (q, err) => { past.error = err.message; past.windowKey = ''; });
 
-function maxResolution(doc) {
-  let r = 0;
-  for (const s of doc.series || []) if (isNum(s.resolution_s) && s.resolution_s > r) r = s.resolution_s;
-  return r || 1;
+// the resolution of the newest readings (the series whose last point is newest): how long after
+// them the chunk still holds a moment. Not the coarsest series': an older stretch at a coarser
+// resolution (roll-ups; the demo's made-up minutes) would make the chunk claim moments its
+// newest readings are already too old for, and the plane would show dashes there.
+function newestResolution(doc) {
+  let t = -Infinity, r = 1;
+  for (const s of doc.series || []) {
+    const n = Array.isArray(s.t) ? s.t.length : 0, last = n ? s.t[n - 1] : null;
+    if (!isNum(last) || !isNum(s.resolution_s) || s.resolution_s <= 0) continue;
+    if (last > t || (last === t && s.resolution_s > r)) { t = last; r = s.resolution_s; }
+  }
+  return r;
 }
 // does the chunk hold the readings of moment t?
 function covers(c, t) {
   if (!c) return false;
   if (c.dataTo === null || c.dataTo === undefined) return t >= c.from && t < c.to;   // nothing kept: nothing to wait for
   const oldest = c.dataFrom !== null && c.dataFrom >= c.from;   // the chunk reaches back past what is kept
-  return (oldest || t >= c.from + CHUNK_S / 4) && t < c.to && t <= c.dataTo + STALE_AFTER(c.maxRes);
+  return (oldest || t >= c.from + CHUNK_S / 4) && t < c.to && t <= c.dataTo + STALE_AFTER(c.newestRes);
 }
 // the strip's width in device pixels, in steps of √2 so a zoom asks again only now and then
 export function stripPixels() {
@@ -93,7 +101,7 @@ export function requestMoment() {
   const t = momentNow(), w = scrub.windowS, width = stripPixels();
   if (!covers(past.chunk, t) && !(past.chunkAsked && covers(past.chunkAsked, t))) {
     const q = historyQuestion(t - CHUNK_S, t + CHUNK_S);
-    past.chunkAsked = { q, from: t - CHUNK_S, to: t + CHUNK_S, dataTo: t, dataFrom: t - CHUNK_S, maxRes: 1 };
+    past.chunkAsked = { q, from: t - CHUNK_S, to: t + CHUNK_S, dataTo: t, dataFrom: t - CHUNK_S, newestRes: 1 };
     chunks.ask(q);
   }
   const key = t + '|' + w + '|' + width;

@@ -389,3 +389,21 @@ def test_the_demos_made_up_minutes_read_whole_at_any_moment(page, agent):
         until(page, "!window.__gpuflow.pendingDraw")
         assert not [c for c in hook(page, "drawn")["dashCells"] if c.startswith("d:")], ago
         assert {p["pid"] for p in page.evaluate("window.__gpuflow.frame()")["processes"]} == {31337, 31455}, ago
+
+
+def test_dragging_the_bench_demos_timeline_shows_every_moment_whole(page, agent):
+    # ?demo=bench&scrub drags the timeline to a new moment of the last 2-14 s every frame, across
+    # the demo's start (made-up readings a second apart before it, its frames every 50 ms after):
+    # every moment the plane shows has all 64 processes and every GPU's readings (before, a
+    # history chunk was taken to hold moments up to 2.5 s past its newest reading, the made-up
+    # minutes' resolution, where its newest readings are 50 ms apart: dashes and no process)
+    page.goto(agent.url + "?demo=bench&scrub")
+    until(page, "window.__gpuflow.timeline.shows > 0", timeout=20000)
+    start, seen = time.monotonic(), 0
+    while time.monotonic() - start < 8:
+        got = page.evaluate("(() => { const f = window.__gpuflow.frame(), t = window.__gpuflow.timeline; return [t.mode,"
+                            " f.processes.length, window.__gpuflow.drawn.dashCells.filter(c => c.startsWith('d:')).length]; })()")
+        assert got[0] == "paused" and got[1:] == [64, 0], got
+        seen += 1
+        time.sleep(0.05)
+    assert seen > 50 and timeline(page)["shows"] > 50
