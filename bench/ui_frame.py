@@ -19,6 +19,15 @@ rendered frame:
 Budget (CONTRIBUTING.md, performance budgets): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``,
 the larger of the two p95s (with ``--rounds`` above 1, the median of the rounds' figures).
 
+Scrubbing: ``--scrub`` loads ``?demo=bench&scrub`` instead, which also drags the timeline
+(issue 18) on every animation frame: a new past moment of the last 2-14 s each frame and a window
+breathing between 0.3 and 2 s, so the page asks the demo's recorder (demo_recorder.js, answering
+as the agent's /api/history and /api/window would, as JSON text parsed by the page) for the
+moment's readings and the window's lanes, exact or reduced to the strip's pixels, builds the
+past frame, lays it out and draws it, while the live frames keep arriving. It checks the plane
+really showed past moments during the run and prints how many. A baseline page without a
+timeline ignores ``scrub`` and runs the plain load.
+
 Side by side: ``--baseline DIR`` also measures another copy of the page's folder (say the page
 before a change: ``git archive <rev> gpuflow/ui | tar -x -C OLD``, then
 ``--baseline OLD/gpuflow/ui``), served as plain files on a second port (the demo needs no
@@ -79,8 +88,10 @@ def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
         page.wait_for_function("() => window.__gpuflow && window.__gpuflow.frames > 2", timeout=20000)
         time.sleep(a.warmup)
         page.evaluate("window.__gpuflow.benchReset()")
+        shows0 = past_moments_shown(page)
         time.sleep(a.seconds)
         b = page.evaluate("window.__gpuflow.bench")
+        shows = past_moments_shown(page)
         kept = page.evaluate("window.__gpuflow.lanesKept")
         graph = page.evaluate("window.__gpuflow.graph")
         frames = page.evaluate("[window.__gpuflow.frames, window.__gpuflow.deltaFrames, window.__gpuflow.resyncs]")
@@ -99,8 +110,18 @@ def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
     draw, ingest, iv = b["draw"], b["ingest"], b["intervals"]
     if len(draw) < 30:
         return f"too few frames drawn ({len(draw)})"
-    return {"load": load, "frames": frames, "draw": draw, "ingest": ingest, "intervals": iv,
+    scrubbed = None
+    if a.scrub and shows is not None:
+        scrubbed = shows - shows0
+        if scrubbed < 10:
+            return f"scrubbing: the plane showed only {scrubbed} past moments in {a.seconds:.0f} s"
+    return {"load": load, "frames": frames, "draw": draw, "ingest": ingest, "intervals": iv, "scrubbed": scrubbed,
             "p95": max(pct(draw, 95), pct(iv, 95))}
+
+
+def past_moments_shown(page) -> int | None:
+    """How many past moments the plane has shown, or None for a page without a timeline."""
+    return page.evaluate("window.__gpuflow.timeline ? window.__gpuflow.timeline.shows : null")
 
 
 def report(r: dict, a: argparse.Namespace) -> None:
@@ -108,7 +129,8 @@ def report(r: dict, a: argparse.Namespace) -> None:
     print(r["load"])
     print(f"frames received {frames[0]} (delta {frames[1]}, resyncs {frames[2]}), "
           f"{len(ingest)} ingested during the run, p95 ingest {pct(ingest, 95):.2f} ms")
-    print(f"rendered frames {len(draw)} in {a.seconds:.0f} s at {a.width}x{a.height} dpr {a.dpr}")
+    print(f"rendered frames {len(draw)} in {a.seconds:.0f} s at {a.width}x{a.height} dpr {a.dpr}"
+          + (f", scrubbing: {r['scrubbed']} past moments shown" if r["scrubbed"] is not None else ""))
     print(f"in-frame cost (ingest + draw + raster): p50 {statistics.median(draw):.2f} ms, "
           f"p95 {pct(draw, 95):.2f} ms, max {max(draw):.2f} ms")
     print(f"frame interval (uncapped): p50 {statistics.median(iv):.2f} ms, p95 {pct(iv, 95):.2f} ms, "
@@ -122,6 +144,7 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--height", type=int, default=1000)
     ap.add_argument("--dpr", type=float, default=1.0, help="device scale factor (2 = HiDPI)")
+    ap.add_argument("--scrub", action="store_true", help="drag the timeline every frame (?demo=bench&scrub)")
     ap.add_argument("--baseline", type=Path, help="another copy of gpuflow/ui to measure side by side")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each page, alternating")
     a = ap.parse_args()
@@ -137,10 +160,11 @@ def main() -> int:
     runs: dict[str, list[float]] = {"current": [], "baseline": []}
     with EmbeddedServer(create_app(SnapshotBoard()), "127.0.0.1", 0) as server, sync_playwright() as p:
         server.serve_in_thread()
-        pages = {"current": f"http://127.0.0.1:{server.port}/?demo=bench"}
+        query = "?demo=bench" + ("&scrub" if a.scrub else "")
+        pages = {"current": f"http://127.0.0.1:{server.port}/{query}"}
         static = serve_folder(a.baseline) if a.baseline is not None else None
         if static is not None:
-            pages["baseline"] = f"http://127.0.0.1:{static.server_address[1]}/index.html?demo=bench"
+            pages["baseline"] = f"http://127.0.0.1:{static.server_address[1]}/index.html{query}"
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             for rnd in range(a.rounds):

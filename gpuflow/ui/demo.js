@@ -328,12 +328,13 @@ function benchStep(ts) {
   loop.dirty = true;
 }
 // ?demo=bench&scrub: every animation frame the timeline is dragged to another moment of the last
-// 2-14 s, as a pointer on the track would, and the window breathes between 0.3 and 2 s, so the
-// lanes are exact at times and reduced at others
+// 2-14 s, as a pointer on the track would, and the window breathes between 0.3 and 2 s (as a
+// wheel would: a step when it is a quarter off), so the lanes are exact at times and reduced at
+// others
 function benchScrub(ts) {
   if (!canRewind()) return;
-  const t = ts / 1000;
+  const t = ts / 1000, w = 0.3 + 1.7 * (1 + Math.sin(t * 0.37)) / 2;
   timeline.drag = true;
-  zoomWindow((0.3 + 1.7 * (1 + Math.sin(t * 0.37)) / 2) / scrub.windowS);
+  if (Math.abs(Math.log(w / scrub.windowS)) > 0.25) zoomWindow(w / scrub.windowS);
   seek(agentNow() - 2 - 12 * (1 + Math.sin(t * 0.7)) / 2);
 }

@@ -67,11 +67,18 @@ setOnShow((shown) => {
 });
 // the timeline moved: live shows the latest frame; a past moment is asked for; the sparklines
 // follow the moment (at most every REFRESH_MS while it moves, and once it has settled)
-let settleTimer = 0;
+let settleTimer = 0, momentQueued = false;
+// the questions for a past moment, once for all the changes of one task (a wheel and a seek
+// together ask once, for where they left the moment and the window)
+function queueMoment() {
+  if (momentQueued) return;
+  momentQueued = true;
+  queueMicrotask(() => { momentQueued = false; if (isPast()) requestMoment(); });
+}
 onScrub((why) => {
   if (!isPast()) {
     if (store.past) { store.past = null; if (store.snap) show(store.snap, store.traced); updateHeader(); }
-  } else requestMoment();
+  } else queueMoment();
   if (why !== 'retained') {
     refreshSparks(false);
     clearTimeout(settleTimer);

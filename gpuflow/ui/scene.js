@@ -25,7 +25,6 @@ import { drawLanes } from './lanes.js';
 import { litSets, model } from './layout.js';
 import { drawDevice, drawHost, drawProcess } from './nodes.js';
 import { shownSnap } from './store.js';
-import { flushSparks } from './spark.js';
 import { drawTraced } from './traced.js';
 
 const EDGE_ALPHA = [0.4, 0.6, 0.8, 1];   // by SM % quartile; a GPU-to-host edge is level 2
@@ -116,7 +115,6 @@ export function draw() {
     visible.push([n, alpha]);
   }
   ctx.globalAlpha = 1;
-  flushSparks();
   for (const [n, alpha] of visible) if (n.form === 'strip') drawLanes(n, alpha);
   if (!full) drawTitles(visible);
   flushText();

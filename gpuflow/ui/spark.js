@@ -11,10 +11,10 @@
 // memory as a blue line, each on its own scale (0-100 %, 0 to the GPU's memory). A reading not
 // available leaves a gap, never a zero. Hovering one shows the bucket under the pointer (card.js).
 //
-// Constraints: the drawing is batched: every sparkline of a colour is one path, stroked or
-// filled once per picture, one device pixel wide, in world units under the view's transform;
-// nothing is allocated per point. Each drawn sparkline is recorded (drawn.sparks) with its box
-// in CSS px for the test hook. The data asked is bounded: SPARK_POINTS points per series.
+// Constraints: a picture draws each sparkline as one bitmap (drawn again only when its series,
+// scale or size step changes; at most MAX_BITMAPS kept), under the view's transform. Each drawn
+// sparkline is recorded (drawn.sparks) with its box in CSS px for the test hook. The data asked
+// is bounded: SPARK_POINTS points per series.
 
 import { COL, ctx, dpr, drawn, markDirty, view } from './canvas.js';
 import { isNum } from './format.js';
@@ -45,45 +45,92 @@ export function seriesOf(key, metric) {
   return m ? m.get(metric) : undefined;
 }
 
-// -- the batched drawing --------------------------------------------------------------------------
-// per colour: [band polygons, line polylines, area polygons], each a flat list of world points
-// with NaN,NaN between pieces
-const batches = new Map();
-function batch(color, alpha) {
-  const key = color + '|' + alpha;
-  let b = batches.get(key);
-  if (!b) { b = { color, alpha, band: [], line: [], area: [] }; batches.set(key, b); }
-  return b;
-}
-// one sparkline of series s in box {x, y, w, h} (world), values scaled to [0, top]; `as` is
-// 'line' (with its band) or 'area'; drawn at the context's alpha when queued (a dimmed node's
-// sparklines are dimmed). Returns how many points it drew.
+// -- the drawing ------------------------------------------------------------------------------------
+// Each sparkline is drawn into a small bitmap of its own (its size on screen, in device pixels,
+// rounded up to a step of 2^(1/4), plus a pixel of margin) when its series, its scale or that step
+// changes, and every picture draws the bitmap: one drawImage, whatever the points, the band and the
+// area cost to rasterise. So a still view or a pan draws each sparkline from its bitmap, and a
+// zoom redraws it only at every fourth of an octave (scaled down at most 16 % meanwhile).
+// Measured before this (bench/ui_frame.py at a fixed zoom with text): stroking and filling every
+// sparkline's points each picture doubled a picture's cost.
+const STEPS_PER_OCTAVE = 4, MARGIN = 1, MAX_BITMAPS = 4096;
+const bitmaps = new Map();   // id -> {s, top, color, as, step, from, points, w, image}
+function stepOf(px) { return Math.ceil(Math.log2(Math.max(2, px)) * STEPS_PER_OCTAVE); }
+
+// draws sparkline `id` of series s in box {x, y, w, h} (world), values scaled to [0, top]; `as` is
+// 'line' (with its band) or 'area'; at the context's alpha (a dimmed node's sparklines are
+// dimmed). Returns how many points it drew.
 export function queueSpark(id, box, s, top, color, as) {
   if (!s || !(top > 0)) { drawn.sparks.push(sparkRecord(id, box, 0)); return 0; }
-  const t0 = spark.from, kx = box.w / spark.span, ky = box.h / top, base = box.y + box.h;
-  const b = batch(color, ctx.globalAlpha), line = as === 'area' ? b.area : b.line;
+  const step = stepOf(box.w * view.s * dpr);
+  let bm = bitmaps.get(id);
+  if (!bm || bm.s !== s || bm.top !== top || bm.color !== color || bm.as !== as || bm.step !== step || bm.from !== spark.from) {
+    if (bm && bm.image) bm.image.close();
+    if (!bm && bitmaps.size >= MAX_BITMAPS) forget();   // sparklines of nodes long gone
+    bm = render(s, top, color, as, step, box);
+    bm.s = s; bm.top = top; bm.color = color; bm.as = as; bm.step = step; bm.from = spark.from;
+    bitmaps.set(id, bm);
+  }
+  if (bm.points) {
+    const u = box.w / bm.w;   // world units per bitmap pixel
+    ctx.drawImage(bm.image, box.x - MARGIN * u, box.y - MARGIN * u, box.w + 2 * MARGIN * u, box.h + 2 * MARGIN * u);
+  }
+  drawn.sparks.push(sparkRecord(id, box, bm.points));
+  return bm.points;
+}
+// what the test hook reads of a drawn sparkline: its id, points drawn and box in CSS px
+function sparkRecord(id, box, points) {
+  return { id, points, x: view.x + box.x * view.s, y: view.y + box.y * view.s, w: box.w * view.s, h: box.h * view.s };
+}
+// the bitmap of one sparkline, `step` wide (w x h pixels inside a margin of MARGIN)
+function render(s, top, color, as, step, box) {
+  const w = Math.max(4, Math.round(Math.pow(2, step / STEPS_PER_OCTAVE))), h = Math.max(3, Math.round(w * box.h / box.w));
+  const t0 = spark.from, kx = w / spark.span, ky = h / top, base = MARGIN + h;
+  const band = [], line = [];
   let n = 0, open = false, first = 0;
   for (let i = 0; i < s.t.length; i++) {
     const t = s.t[i];
     if (t < t0 - s.res[i] || t > spark.to) continue;
-    const x = box.x + Math.max(0, Math.min(box.w, (t - t0 + s.res[i] / 2) * kx)), v = s.v[i];
+    const x = MARGIN + Math.max(0, Math.min(w, (t - t0 + s.res[i] / 2) * kx)), v = s.v[i];
     if (!isNum(v)) { if (open) close(line, as, base, first); open = false; continue; }
     const y = base - Math.min(top, Math.max(0, v)) * ky;
     if (!open) { first = line.length; if (as === 'area') line.push(x, base); open = true; }
     line.push(x, y);
     if (as === 'line' && isNum(s.lo[i]) && isNum(s.hi[i]) && s.hi[i] > s.lo[i]) {
       const hi = base - Math.min(top, s.hi[i]) * ky, lo = base - Math.min(top, Math.max(0, s.lo[i])) * ky;
-      b.band.push(x - kx * s.res[i] / 2, hi, kx * s.res[i], lo - hi);
+      band.push(x - kx * s.res[i] / 2, hi, kx * s.res[i], lo - hi);
     }
     n++;
   }
   if (open) close(line, as, base, first);
-  drawn.sparks.push(sparkRecord(id, box, n));
-  return n;
+  const bm = { points: n, w, image: null };
+  if (!n) return bm;
+  const g = scratch(w + 2 * MARGIN, h + 2 * MARGIN);
+  g.fillStyle = color; g.strokeStyle = color;
+  if (band.length) {
+    g.globalAlpha = 0.22; g.beginPath();
+    for (let i = 0; i < band.length; i += 4) g.rect(band[i], band[i + 1], Math.max(band[i + 2], 1), band[i + 3]);
+    g.fill();
+  }
+  g.globalAlpha = as === 'area' ? 0.55 : 1;
+  trace(g, line, as === 'area');
+  if (as === 'area') g.fill(); else { g.lineWidth = Math.max(1.25, w / 32); g.stroke(); }
+  bm.image = g.canvas.transferToImageBitmap();   // the fastest source for drawImage; the scratch is blank again
+  return bm;
 }
-// what the test hook reads of a drawn sparkline: its id, points drawn and box in CSS px
-function sparkRecord(id, box, points) {
-  return { id, points, x: view.x + box.x * view.s, y: view.y + box.y * view.s, w: box.w * view.s, h: box.h * view.s };
+// the one canvas every sparkline is drawn on before it becomes a bitmap, sized for it
+let scratchCtx = null;
+function scratch(w, h) {
+  if (!scratchCtx) scratchCtx = new OffscreenCanvas(w, h).getContext('2d');
+  const c = scratchCtx.canvas;
+  if (c.width !== w) c.width = w;
+  if (c.height !== h) c.height = h;
+  scratchCtx.globalAlpha = 1;
+  return scratchCtx;
+}
+function forget() {
+  for (const bm of bitmaps.values()) if (bm.image) bm.image.close();
+  bitmaps.clear();
 }
 function close(line, as, base, first) {
   if (as === 'area') line.push(line[line.length - 2], base);
@@ -92,31 +139,13 @@ function close(line, as, base, first) {
     line.splice(line.length - 2, 0, line[first] + 1.5, line[first + 1]);
   }
 }
-// draws everything queued since the last flush (scene.js, after the nodes)
-export function flushSparks() {
-  const hair = 1 / (view.s * dpr);
-  for (const b of batches.values()) {
-    const color = b.color;
-    if (b.band.length) {
-      ctx.globalAlpha = 0.22 * b.alpha; ctx.fillStyle = color; ctx.beginPath();
-      for (let i = 0; i < b.band.length; i += 4) ctx.rect(b.band[i], b.band[i + 1], Math.max(b.band[i + 2], hair), b.band[i + 3]);
-      ctx.fill();
-    }
-    if (b.area.length) { ctx.globalAlpha = 0.55 * b.alpha; ctx.fillStyle = color; trace(b.area, true); ctx.fill(); }
-    if (b.line.length) {
-      ctx.globalAlpha = b.alpha; ctx.strokeStyle = color; ctx.lineWidth = hair * 1.5; trace(b.line, false); ctx.stroke();
-    }
-    b.band.length = 0; b.area.length = 0; b.line.length = 0;
-  }
-  ctx.globalAlpha = 1;
-}
-function trace(pts, closed) {
-  ctx.beginPath();
+function trace(g, pts, closed) {
+  g.beginPath();
   let pen = false;
   for (let i = 0; i < pts.length; i += 2) {
     const x = pts[i], y = pts[i + 1];
-    if (x !== x) { if (closed && pen) ctx.closePath(); pen = false; continue; }
-    if (pen) ctx.lineTo(x, y); else { ctx.moveTo(x, y); pen = true; }
+    if (x !== x) { if (closed && pen) g.closePath(); pen = false; continue; }
+    if (pen) g.lineTo(x, y); else { g.moveTo(x, y); pen = true; }
   }
 }
 // the empty box of a sparkline with nothing to draw yet: a faint baseline

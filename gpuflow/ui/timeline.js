@@ -12,9 +12,12 @@
 // Keys: space pauses or plays on, ← → step a window back or forth (shift: ten), End goes live,
 // E opens the window in Perfetto.
 //
-// Constraints: DOM text through textContent only; the track is a canvas of its own, redrawn when
-// the state changes and once a second (its newest end is now). State is scrub.js's; the exports
-// are perfetto.js's (window.open runs in the user's gesture, before anything is awaited).
+// Constraints: DOM text through textContent only, written only when it changed; the track is a
+// canvas of its own, redrawn at most once per animation frame when the state changed, and once a
+// second (its newest end is now). A drag asks nothing of the page's layout: the track's box is
+// measured when it is resized (the items left of it have fixed widths, index.html), not per
+// pointer event, so a drag never forces a layout. State is scrub.js's; the exports are
+// perfetto.js's (window.open runs in the user's gesture, before anything is awaited).
 
 import { COL, ui } from './canvas.js';
 import { demo } from './connection.js';
@@ -37,7 +40,10 @@ function trackSpan() {
   const from = rangeFrom(), to = rangeTo();
   return from === null || !(to > from) ? null : { from, to };
 }
-export function trackRect() { return el.track.getBoundingClientRect(); }
+// the track's box in the page, measured when it is resized (or first asked)
+let box = null;
+function measureTrack() { const r = el.track.getBoundingClientRect(); box = { left: r.left, top: r.top, width: r.width, height: r.height }; }
+export function trackRect() { if (!box || !box.width) measureTrack(); return box; }
 // page x of moment t on the track, and the moment at page x
 export function xOf(t) {
   const s = trackSpan(), r = trackRect();
@@ -50,8 +56,14 @@ function timeAt(clientX) {
 
 // -- drawing -------------------------------------------------------------------------------------
 const TICKS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+let trackQueued = false;
+function queueTrack() {
+  if (trackQueued) return;
+  trackQueued = true;
+  requestAnimationFrame(() => { trackQueued = false; drawTrack(); });
+}
 export function drawTrack() {
-  const r = el.track.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
+  const r = trackRect(), dpr = window.devicePixelRatio || 1;
   const w = Math.max(1, Math.round(r.width * dpr)), h = Math.max(1, Math.round(r.height * dpr));
   if (el.track.width !== w || el.track.height !== h) { el.track.width = w; el.track.height = h; }
   const W = r.width, H = r.height;
@@ -94,29 +106,32 @@ export function drawTrack() {
 
 // -- the words -----------------------------------------------------------------------------------
 const STATE = { live: 'LIVE', paused: 'PAUSED', playing: 'PLAYING' };
+// an element's text (and class; and its title, for a text that may be cut), written only when changed
+function put(e, text, cls, titled) {
+  if (e.textContent !== text) { e.textContent = text; if (titled) e.title = text; }
+  if (cls !== undefined && e.className !== cls) e.className = cls;
+}
 export function render() {
   const past = isPast(), t = momentNow(), ago = agentNow() - t;
-  el.state.textContent = scrub.gone ? 'GONE' : STATE[scrub.mode];
-  el.state.className = scrub.gone ? 'gone' : scrub.mode;
+  put(el.state, scrub.gone ? 'GONE' : STATE[scrub.mode], scrub.gone ? 'gone' : scrub.mode);
   const shown = store.past;
   const waiting = past && !scrub.gone && (!shown || Math.abs(shown.moment - t) > 1e-6 || shown.windowS !== scrub.windowS);
-  el.moment.textContent = !past ? fmtClock(t) + ' (now)'
-    : fmtClock(t, true) + ' · ' + fmtSpan(Math.max(0, ago)) + ' ago' + (scrub.gone ? ' · no longer retained' : waiting ? ' · asking…' : '');
-  el.moment.className = scrub.gone ? 'gone' : '';
-  el.pause.textContent = scrub.mode === 'paused' ? 'play' : 'pause';
+  put(el.moment, !past ? fmtClock(t) + ' (now)'
+    : fmtClock(t, true) + ' · ' + fmtSpan(Math.max(0, ago)) + ' ago' + (scrub.gone ? ' · no longer retained' : waiting ? ' · asking…' : ''),
+  scrub.gone ? 'gone' : '', true);
+  put(el.pause, scrub.mode === 'paused' ? 'play' : 'pause');
   el.pause.disabled = !canRewind();
   el.live.disabled = !past;
-  el.window.textContent = 'window ' + fmtWindow(scrub.windowS);
+  put(el.window, 'window ' + fmtWindow(scrub.windowS));
   const exportable = canRewind() && !demo && !scrub.gone;
   el.save.disabled = el.open.disabled = !exportable;
   const r = scrub.retained;
-  el.retained.textContent = r ? 'retained ' + fmtClock(r.from) + ' – ' + (rangeTo() > r.to ? 'now' : fmtClock(r.to)) + ' (' +
+  put(el.retained, r ? 'retained ' + fmtClock(r.from) + ' – ' + (rangeTo() > r.to ? 'now' : fmtClock(r.to)) + ' (' +
       fmtSpan(rangeTo() - r.from) + ')' + (retained.sources.length ? ' · ' + retained.sources.join(', ') : '')
     : scrub.nothingKept ? 'the agent keeps no history: nothing to rewind'
-    : retained.error ? 'could not ask what is retained: ' + retained.error : 'asking the agent what it keeps…';
-  el.msg.textContent = timeline.msg || (demo ? 'demo mode: the demo has no agent to export from' : PERFETTO_NOTE);
-  el.msg.className = timeline.msgBad ? 'bad' : '';
-  drawTrack();
+    : retained.error ? 'could not ask what is retained: ' + retained.error : 'asking the agent what it keeps…');
+  put(el.msg, timeline.msg || (demo ? 'demo mode: the demo has no agent to export from' : PERFETTO_NOTE), timeline.msgBad ? 'bad' : '', true);
+  queueTrack();
 }
 function say(msg, bad) { timeline.msg = msg; timeline.msgBad = !!bad; render(); }
 
@@ -180,6 +195,7 @@ export function installTimeline() {
   button(el.live, goLive);
   button(el.save, () => exportWindow(false));
   button(el.open, () => exportWindow(true));
-  new ResizeObserver(() => drawTrack()).observe(el.track);
+  new ResizeObserver(() => { measureTrack(); drawTrack(); }).observe(el.track);
+  window.addEventListener('resize', measureTrack);
   render();
 }
