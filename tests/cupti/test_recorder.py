@@ -255,14 +255,16 @@ def test_retain_s_evicts_what_ended_before_the_cutoff(decoder_impl):
     check_window(dec, survivors, model[0].start_us, model[-1].start_us + 1)
 
 
-def agent_rss_mix(n: int, seed: int = 8) -> list[bytes]:
-    """bench/agent_rss.py's record mix: kernels (85 %) on 4 streams over 200 names, a few hot, each
-    launch with its own grid x; copies of 4 KiB .. 8 MiB (12 %); memsets (3 %)."""
+def agent_rss_mix(executions: int, seed: int = 8) -> list[bytes]:
+    """bench/agent_rss.py's record mix, ``executions`` of them after the names: kernels (85 %) on 4
+    streams over 200 names, a few hot, each launch with its own grid x; copies of 4 KiB .. 8 MiB
+    (12 %); memsets (3 %)."""
     rng = random.Random(seed)
     records = [F.clock_sync(CUPTI, WALL)]
     for nid in range(1, 201):
         records += F.name_chunks(nid, b"_ZN2at6native29vectorized_elementwise_kernelILi4E" + str(nid).encode() + b"v")
     t = CUPTI
+    n = len(records) + executions
     while len(records) < n:
         t += rng.randrange(1_000, 20_000)
         r = rng.random()
@@ -289,9 +291,10 @@ def feed(dec, buf, records: list[bytes], batch: int) -> None:
 
 
 def test_bytes_per_record_on_the_agent_rss_mix_are_within_24(decoder_impl):
-    """Chunk and index overhead included: every byte the budget counts, over the records kept (the
-    chunk being written counts whole: 400,000 records fill six chunks and half of the seventh)."""
-    n = 400_000
+    """Chunk and index overhead included: every byte the budget counts, over the records kept, once
+    the chunk being written is full (it counts whole: a program running on fills it): chunks of
+    1 Ki, 2 Ki, ... 32 Ki records, then five of 64 Ki."""
+    n = (1 << 16) - 1024 + 5 * (1 << 16)
     buf = F.Case(capacity=1 << 16).build()
     retention = retention_for(decoder_impl.cls, 1 << 30)
     dec = decoder_impl.cls(buf, retention=retention)
@@ -343,5 +346,5 @@ def test_the_compiled_retention_uses_the_layouts_numbers(both_impls):
     assert _decoder_c.RETAIN_CONSTANTS == {
         "RECORD_BYTES": RL.RECORD_BYTES, "SHAPE_BYTES": RL.SHAPE_BYTES, "SHAPE_BLOCK": RL.SHAPE_BLOCK,
         "CHUNK_OVERHEAD": RL.CHUNK_OVERHEAD, "HASH_FIRST_SLOTS": RL.HASH_FIRST_SLOTS,
-        "HASH_SLOT_BYTES": RL.HASH_SLOT_BYTES, "LONG_SLOTS": RL.LONG_SLOTS,
+        "HASH_SLOT_BYTES": RL.HASH_SLOT_BYTES, "LONG_BYTES": RL.LONG_BYTES, "LONG_EVERY": RL.LONG_EVERY,
         "FIRST_CHUNK_RECORDS": RL.FIRST_CHUNK_RECORDS, "DUR_LONG": RL.DUR_LONG, "TIME_LIMIT": RL.TIME_LIMIT}

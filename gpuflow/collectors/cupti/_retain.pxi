@@ -25,18 +25,24 @@ from gpuflow.collectors.cupti import _retain_layout as RL
 
 RETAIN_CONSTANTS = {"RECORD_BYTES": R_RECORD_BYTES, "SHAPE_BYTES": R_SHAPE_BYTES, "SHAPE_BLOCK": R_SHAPE_BLOCK,
                     "CHUNK_OVERHEAD": R_CHUNK_OVERHEAD, "HASH_FIRST_SLOTS": R_HASH_FIRST,
-                    "HASH_SLOT_BYTES": R_HASH_SLOT_BYTES, "LONG_SLOTS": R_LONG_SLOTS,
+                    "HASH_SLOT_BYTES": R_HASH_SLOT_BYTES, "LONG_BYTES": R_LONG_BYTES, "LONG_EVERY": R_LONG_EVERY,
                     "FIRST_CHUNK_RECORDS": R_FIRST_CHUNK, "DUR_LONG": R_DUR_LONG, "TIME_LIMIT": R_TIME_LIMIT}
 
 
 
 
+cdef inline uint32_t r_long_slots(uint32_t capacity) noexcept nogil:
+    return capacity // R_LONG_EVERY + 8
+
+
 cdef inline uint64_t r_chunk_bytes(uint32_t capacity, uint32_t blocks, uint32_t hash_slots) noexcept nogil:
     return (<uint64_t>R_CHUNK_OVERHEAD + <uint64_t>capacity * R_RECORD_BYTES
+            + <uint64_t>r_long_slots(capacity) * R_LONG_BYTES
             + <uint64_t>blocks * R_SHAPE_BLOCK * R_SHAPE_BYTES + <uint64_t>hash_slots * R_HASH_SLOT_BYTES)
 
 
-cdef void r_chunk_free(Chunk *c) noexcept nogil:
+cdef void r_chunk_free(RetState *R, Chunk *c) noexcept nogil:
+    """Free a chunk (the mutex held); a full-size one's columns are kept for the next chunk."""
     cdef uint32_t i
     if c == NULL:
         return
@@ -44,7 +50,11 @@ cdef void r_chunk_free(Chunk *c) noexcept nogil:
         free(c.blocks[i])
     free(c.blocks)
     free(c.hash)
-    free(c.start)
+    if c.capacity == R.max_chunk and R.n_spare < 4:
+        R.spare[R.n_spare] = <char *>c.start
+        R.n_spare += 1
+    else:
+        free(c.start)
     free(c)
 
 
@@ -81,7 +91,7 @@ cdef void r_evict(RetState *R, Chunk *c) noexcept nogil:
     c.owner = NULL
     c.gprev = c.gnext = c.oprev = c.onext = NULL
     if c.pins == 0:
-        r_chunk_free(c)
+        r_chunk_free(R, c)
 
 
 cdef inline int r_evictable(const Chunk *c) noexcept nogil:
@@ -150,10 +160,17 @@ cdef Chunk *r_chunk_new(Store *o, uint64_t seq, uint64_t start) noexcept nogil:
     cdef RetState *R = o.ret
     cdef uint32_t cap = o.next_capacity
     cdef Chunk *c = <Chunk *>calloc(1, sizeof(Chunk))
-    cdef char *cols
+    cdef char *cols = NULL
     if c == NULL:
         return NULL
-    cols = <char *>malloc(<size_t>cap * R_RECORD_BYTES)
+    if cap == R.max_chunk:
+        pthread_mutex_lock(&R.lock)
+        if R.n_spare:
+            R.n_spare -= 1
+            cols = R.spare[R.n_spare]
+        pthread_mutex_unlock(&R.lock)
+    if cols == NULL:
+        cols = <char *>malloc(<size_t>cap * R_RECORD_BYTES + <size_t>r_long_slots(cap) * sizeof(LongDur))
     c.blocks = <Shape **>calloc(cap // R_SHAPE_BLOCK + 1, sizeof(Shape *))
     c.hash = <uint32_t *>calloc(R_HASH_FIRST, sizeof(uint32_t))
     if cols == NULL or c.blocks == NULL or c.hash == NULL:
@@ -162,16 +179,17 @@ cdef Chunk *r_chunk_new(Store *o, uint64_t seq, uint64_t start) noexcept nogil:
         free(c.hash)
         free(c)
         return NULL
-    c.start = <int32_t *>cols                       # the columns, one block: 4 + 4 + 4 + 4 + 2
-    c.dur = <uint32_t *>(cols + <size_t>cap * 4)
-    c.shape = <uint32_t *>(cols + <size_t>cap * 8)
-    c.grid_x = <uint32_t *>(cols + <size_t>cap * 12)
-    c.seq = <uint16_t *>(cols + <size_t>cap * 16)
+    c.start = <uint64_t *>cols                      # the columns, one block: 8 + 4 + 4 + 4 + 2, the longs
+    c.dur = <uint32_t *>(cols + <size_t>cap * 8)
+    c.shape = <uint32_t *>(cols + <size_t>cap * 12)
+    c.grid_x = <uint32_t *>(cols + <size_t>cap * 16)
+    c.seq = <uint16_t *>(cols + <size_t>cap * 20)
+    c.longs = <LongDur *>(cols + <size_t>cap * 22)
+    c.long_slots = r_long_slots(cap)
     c.capacity = cap
     c.hash_size = R_HASH_FIRST
     c.base_seq = seq
     c.last_seq = seq
-    c.base_start = start
     c.min_start = c.max_start = start
     c.max_end = start
     c.bytes = r_chunk_bytes(cap, 0, R_HASH_FIRST)
@@ -198,19 +216,26 @@ cdef Chunk *r_chunk_new(Store *o, uint64_t seq, uint64_t start) noexcept nogil:
 
 
 cdef inline uint32_t r_shape_hash(const Shape *x) noexcept nogil:
-    return mix3(<uint32_t>x.word ^ (x.launch_id << 16) ^ x.lane, <uint32_t>(x.word >> 32) ^ (<uint32_t>x.grid_y << 16) ^ x.grid_z,
-                (<uint32_t>x.block_x << 16) ^ x.block_y ^ (<uint32_t>x.block_z << 8) ^ (<uint32_t>x.type << 24)
-                ^ <uint8_t>x.direction)
+    cdef const uint64_t *w = <const uint64_t *>x
+    cdef uint64_t h = (w[0] * 0x9E3779B97F4A7C15ULL) ^ (w[1] * 0xC2B2AE3D27D4EB4FULL) \
+        ^ (w[2] * 0x165667B19E3779F9ULL) ^ w[3]
+    return <uint32_t>(h ^ (h >> 29) ^ (h >> 47))
+
+
+cdef inline int r_same(const Shape *a, const Shape *b) noexcept nogil:
+    cdef const uint64_t *x = <const uint64_t *>a
+    cdef const uint64_t *y = <const uint64_t *>b
+    return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0
 
 
 cdef inline Shape *r_shape_at(const Chunk *c, uint32_t i) noexcept nogil:
     return &c.blocks[i >> R_SHAPE_BLOCK_BITS][i & (R_SHAPE_BLOCK - 1)]
 
 
-cdef int64_t r_intern(Store *o, Chunk *c, const Shape *x) noexcept nogil:
-    """The chunk's index of a shape, added if new; -1 when out of memory."""
+cdef int64_t r_intern(Store *o, Chunk *c, const Shape *x, uint32_t hx) noexcept nogil:
+    """The chunk's index of a shape (``hx``: its hash), added if new; -1 when out of memory."""
     cdef uint32_t mask = c.hash_size - 1
-    cdef uint32_t h = r_shape_hash(x) & mask
+    cdef uint32_t h = hx & mask
     cdef uint32_t e, i, j, size
     cdef uint32_t *fresh
     cdef Shape *y
@@ -218,7 +243,7 @@ cdef int64_t r_intern(Store *o, Chunk *c, const Shape *x) noexcept nogil:
         e = c.hash[h]
         if e == 0:
             break
-        if memcmp(r_shape_at(c, e - 1), x, sizeof(Shape)) == 0:
+        if r_same(r_shape_at(c, e - 1), x):
             return e - 1
         h = (h + 1) & mask
     i = c.n_shapes
@@ -255,18 +280,17 @@ cdef void r_retain(State *s, const gpuflow_record *r, uint64_t seq, uint32_t li,
     cdef Store *o = &s.store
     cdef Chunk *c = o.cur
     cdef uint64_t start = r.body.act.start, end = r.body.act.end, dur
-    cdef int64_t delta
     cdef int64_t shape
     cdef uint32_t i
     cdef Shape x
+    cdef uint64_t *w = <uint64_t *>&x
     if end > R_TIME_LIMIT:                          # start <= end: not placeable in time
         o.unplaced += 1
         return
     dur = end - start
     if c != NULL:
-        delta = <int64_t>start - <int64_t>c.base_start
-        if (c.count == c.capacity or seq - c.last_seq > 0xFFFFULL or delta < -2147483648LL
-                or delta > 2147483647LL or (dur >= R_DUR_LONG and c.n_long == R_LONG_SLOTS)):
+        if (c.count == c.capacity or seq - c.last_seq > 0xFFFFULL
+                or (dur >= R_DUR_LONG and c.n_long == c.long_slots)):
             r_seal(o)
             c = NULL
     if c == NULL:
@@ -274,28 +298,25 @@ cdef void r_retain(State *s, const gpuflow_record *r, uint64_t seq, uint32_t li,
         if c == NULL:
             s.oom = 1
             return
-    memset(&x, 0, sizeof(Shape))
-    x.type = <uint8_t>r.type
-    x.direction = <int8_t>direction
-    x.lane = <uint16_t>li
+    w[3] = <uint64_t>r.type | (<uint64_t><uint8_t>direction << 8)   # the Shape's fields, word by word
     if r.type == GPUFLOW_REC_KERNEL:
-        x.word = r.body.act.u.kernel.name_id
-        x.grid_y = r.body.act.u.kernel.grid_y
-        x.grid_z = r.body.act.u.kernel.grid_z
-        x.block_x = r.body.act.u.kernel.block_x
-        x.block_y = r.body.act.u.kernel.block_y
-        x.block_z = r.body.act.u.kernel.block_z
-        x.launch_id = r.body.act.u.kernel.launch_id
+        w[0] = r.body.act.u.kernel.name_id
+        w[1] = (<uint64_t>r.body.act.u.kernel.launch_id | (<uint64_t>r.body.act.u.kernel.grid_y << 32)
+                | (<uint64_t>r.body.act.u.kernel.grid_z << 48))
+        w[2] = (<uint64_t>r.body.act.u.kernel.block_x | (<uint64_t>r.body.act.u.kernel.block_y << 16)
+                | (<uint64_t>r.body.act.u.kernel.block_z << 32) | (<uint64_t>li << 48))
     else:
-        x.word = r.body.act.u.copy.bytes
-    shape = r_intern(o, c, &x)
+        w[0] = r.body.act.u.copy.bytes
+        w[1] = 0
+        w[2] = <uint64_t>li << 48
+    shape = r_intern(o, c, &x, r_shape_hash(&x))
     if shape < 0:
         s.oom = 1
         return
     if o.cur != c:                                  # the budget is smaller than this chunk's shapes
         return
     i = c.count
-    c.start[i] = <int32_t>(<int64_t>start - <int64_t>c.base_start)
+    c.start[i] = start
     if dur >= R_DUR_LONG:
         c.dur[i] = <uint32_t>R_DUR_LONG
         c.longs[c.n_long].index = i
@@ -340,12 +361,18 @@ cdef void r_store_free(Store *o) noexcept nogil:
 
 
 cdef inline uint64_t r_dur(const Chunk *c, uint32_t i, uint32_t n_long) noexcept nogil:
-    cdef uint32_t k
+    """A record's duration: from the longs (in index order: a binary search) when it is DUR_LONG."""
+    cdef uint32_t lo = 0, hi = n_long, mid
     if c.dur[i] != <uint32_t>R_DUR_LONG:
         return c.dur[i]
-    for k in range(n_long):
-        if c.longs[k].index == i:
-            return c.longs[k].dur
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if c.longs[mid].index < i:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < n_long and c.longs[lo].index == i:
+        return c.longs[lo].dur
     return c.dur[i]
 
 
@@ -374,6 +401,10 @@ cdef class Retention:
         self.R.max_chunk = chunk
 
     def __dealloc__(self):
+        cdef uint32_t i
+        for i in range(self.R.n_spare):
+            free(self.R.spare[i])
+        self.R.n_spare = 0
         if self.ready:
             pthread_mutex_destroy(&self.R.lock)
 
@@ -454,9 +485,10 @@ cdef object r_figures(State *s):
     cdef Chunk *c
     cdef uint64_t chunks = 0, nbytes = 0, lo = 0, hi = 0
     cdef int any_ = 0
-    if o.ret == NULL:
+    cdef RetState *R = o.ret        # read once: a drain may forget this process's chunks meanwhile
+    if R == NULL:
         return None
-    pthread_mutex_lock(&o.ret.lock)
+    pthread_mutex_lock(&R.lock)
     c = o.first
     while c != NULL:
         chunks += 1
@@ -472,7 +504,7 @@ cdef object r_figures(State *s):
            "from_ns": lo if any_ else None, "to_ns": hi if any_ else None,
            "evicted_records": o.evicted_records,
            "evicted_through_ns": o.evicted_through if o.have_evicted else None, "unplaced": o.unplaced}
-    pthread_mutex_unlock(&o.ret.lock)
+    pthread_mutex_unlock(&R.lock)
     return out
 
 
@@ -500,8 +532,9 @@ cdef object r_window(State *s, lo_us, hi_us, offset_ns, width_px):
     cdef int64_t **cols
     cdef int32_t hit
     cdef carray.array arr
+    cdef RetState *R = o.ret        # read once: a drain may forget this process's chunks meanwhile
     lo, hi, offset_py, width_opt = RL.check_window(lo_us, hi_us, offset_ns, width_px)
-    if o.ret == NULL:
+    if R == NULL:
         return []
     c_lo_py = lo * 1000 - offset_py
     if lo * 1000 + (hi - lo) * 1000 - offset_py <= 0 or c_lo_py >= R_TIME_LIMIT:
@@ -513,7 +546,7 @@ cdef object r_window(State *s, lo_us, hi_us, offset_ns, width_px):
         width = width_opt
     names.slots = NULL
     try:
-        pthread_mutex_lock(&o.ret.lock)
+        pthread_mutex_lock(&R.lock)
         n_lanes = s.n_lanes
         c = o.first
         while c != NULL:
@@ -532,7 +565,7 @@ cdef object r_window(State *s, lo_us, hi_us, offset_ns, width_px):
                 pins[n_pins].n_long = c.published_long
                 n_pins += 1
             c = c.onext
-        pthread_mutex_unlock(&o.ret.lock)
+        pthread_mutex_unlock(&R.lock)
         if short:
             raise MemoryError()
         counts = <uint64_t *>calloc(n_lanes + 1, sizeof(uint64_t))
@@ -544,17 +577,17 @@ cdef object r_window(State *s, lo_us, hi_us, offset_ns, width_px):
             for k in range(n_pins):
                 c = pins[k].c
                 for i in range(pins[k].n):
-                    d = <int64_t>c.base_start + c.start[i] - c_lo
+                    d = <int64_t>c.start[i] - c_lo
                     if d >= 0 and <uint64_t>d < W:
                         counts[r_shape_at(c, c.shape[i]).lane] += 1
         lanes = []
         arrays = {}
-        pthread_mutex_lock(&o.ret.lock)     # the lanes' keys (their table may grow meanwhile)
+        pthread_mutex_lock(&R.lock)     # the lanes' keys (their table may grow meanwhile)
         keys = {}
         for li in range(n_lanes):
             if counts[li]:
                 keys[li] = (s.lanes[li].device, s.lanes[li].context, s.lanes[li].stream)
-        pthread_mutex_unlock(&o.ret.lock)
+        pthread_mutex_unlock(&R.lock)
         for li in range(n_lanes):
             if not counts[li]:
                 continue
@@ -584,7 +617,7 @@ cdef object r_window(State *s, lo_us, hi_us, offset_ns, width_px):
                     li = x.lane
                     if mode[li] == 0:
                         continue
-                    d = <int64_t>c.base_start + c.start[i] - c_lo
+                    d = <int64_t>c.start[i] - c_lo
                     if mode[li] == 1:
                         if d < 0 or <uint64_t>d >= W:
                             continue
@@ -592,7 +625,7 @@ cdef object r_window(State *s, lo_us, hi_us, offset_ns, width_px):
                         pos = outs[li].pos
                         outs[li].pos = pos + 1
                         cols[0][pos] = <int64_t>seq_at
-                        cols[1][pos] = (<int64_t>c.base_start + c.start[i] + offset) // 1000
+                        cols[1][pos] = (<int64_t>c.start[i] + offset) // 1000
                         cols[2][pos] = <int64_t>r_dur(c, i, pins[k].n_long)
                         if x.type == GPUFLOW_REC_KERNEL:
                             hit = map_find(&names, li, <uint32_t>x.word, 0)
@@ -662,13 +695,13 @@ cdef object r_window(State *s, lo_us, hi_us, offset_ns, width_px):
         return lanes
     finally:
         if n_pins:
-            pthread_mutex_lock(&o.ret.lock)
+            pthread_mutex_lock(&R.lock)
             for k in range(n_pins):
                 c = pins[k].c
                 c.pins -= 1
                 if c.pins == 0 and c.owner == NULL:
-                    r_chunk_free(c)
-            pthread_mutex_unlock(&o.ret.lock)
+                    r_chunk_free(R, c)
+            pthread_mutex_unlock(&R.lock)
         free(pins)
         free(counts)
         free(outs)

@@ -2,10 +2,9 @@
 
 Every timed kernel, copy and memset a decoder drains is also written, in the same pass, into the
 retained columns of its process: fixed-size chunks of records (the first of a process small, each
-next one twice the previous one's records, up to ``max_chunk_records``), each record 18 bytes
-(start as a signed 32-bit delta from the chunk's first start, duration as 32 bits with a few
-longer ones beside, a shape id, a kernel's grid x, the seq as a 16-bit delta from the previous
-record's) and each chunk's distinct *shapes* (the lane and a kernel's name, grid y/z, block and
+next one twice the previous one's records, up to ``max_chunk_records``), each record 22 bytes
+(its start, 64 bits of CUPTI ns; its duration, 32 bits, the longer ones beside; a shape id; a
+kernel's grid x; the seq as a 16-bit delta from the previous record's) and each chunk's distinct *shapes* (the lane and a kernel's name, grid y/z, block and
 launch id; or the lane and a copy's kind, direction and bytes) once, 32 bytes each, in blocks of
 ``SHAPE_BLOCK``. Grid x is a column of its own because it varies the most (it is the problem
 size); the rest of a kernel's launch repeats. What a chunk counts
@@ -21,8 +20,8 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-#: bytes per retained record: start delta (4), duration (4), shape id (4), grid x (4), seq delta (2)
-RECORD_BYTES = 18
+#: bytes per retained record: start (8), duration (4), shape id (4), grid x (4), seq delta (2)
+RECORD_BYTES = 22
 #: bytes per distinct shape of a chunk
 SHAPE_BYTES = 32
 #: shapes per block (a block is allocated whole, when its first shape arrives)
@@ -32,9 +31,11 @@ CHUNK_OVERHEAD = 1024
 #: the intern table a chunk has while it is written (4 bytes a slot, kept at most half full)
 HASH_FIRST_SLOTS = 512
 HASH_SLOT_BYTES = 4
-#: durations of at least this many ns are kept beside the column, at most LONG_SLOTS per chunk
+#: durations of at least this many ns (4.3 s) are kept beside the column, in a chunk's long slots
+#: (16 bytes each: one per LONG_EVERY records of its capacity, and 8)
 DUR_LONG = 0xFFFFFFFF
-LONG_SLOTS = 8
+LONG_BYTES = 16
+LONG_EVERY = 128
 #: records per chunk: the first of a process, and the most (the default of max_chunk_records)
 FIRST_CHUNK_RECORDS = 1024
 MAX_CHUNK_RECORDS = 1 << 16
@@ -51,8 +52,13 @@ KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 
 def chunk_bytes(capacity: int, shape_blocks: int, hash_slots: int) -> int:
     """What a chunk counts against the budget (its hash is freed, and 0, once it is full)."""
-    return CHUNK_OVERHEAD + capacity * RECORD_BYTES + shape_blocks * SHAPE_BLOCK * SHAPE_BYTES \
-        + hash_slots * HASH_SLOT_BYTES
+    return CHUNK_OVERHEAD + capacity * RECORD_BYTES + long_slots(capacity) * LONG_BYTES \
+        + shape_blocks * SHAPE_BLOCK * SHAPE_BYTES + hash_slots * HASH_SLOT_BYTES
+
+
+def long_slots(capacity: int) -> int:
+    """The durations of DUR_LONG ns or more a chunk of ``capacity`` records keeps."""
+    return capacity // LONG_EVERY + 8
 
 
 def next_capacity(previous_records: int, max_chunk_records: int) -> int:

@@ -26,15 +26,16 @@ _KIND = {L.REC_KERNEL: RL.KIND_KERNEL, L.REC_MEMCPY: RL.KIND_MEMCPY, L.REC_MEMSE
 class _Chunk:
     """A run of one process's records: columns, its shapes, time bounds, what is published."""
 
-    __slots__ = ("owner", "capacity", "base_seq", "last_seq", "base_start", "start", "dur", "shape", "seq", "grid_x",
+    __slots__ = ("owner", "capacity", "base_seq", "last_seq", "start", "dur", "shape",
+                 "seq", "grid_x",
                  "shapes", "index", "hash_slots", "blocks", "longs", "bytes", "min_start", "max_start",
                  "max_end", "published", "pub")
 
     def __init__(self, owner: Store, capacity: int, seq: int, start: int) -> None:
         self.owner: Store | None = owner
         self.capacity = capacity
-        self.base_seq, self.last_seq, self.base_start = seq, seq, start
-        self.start: list[int] = []   # start - base_start
+        self.base_seq = self.last_seq = seq
+        self.start: list[int] = []   # CUPTI ns
         self.dur: list[int] = []
         self.shape: list[int] = []
         self.grid_x: list[int] = []  # kernels' (copies: 0)
@@ -208,9 +209,8 @@ class Store:
         dur = end - start
         c = self.cur
         if c is not None:
-            delta = start - c.base_start
-            if (c.count == c.capacity or seq - c.last_seq > 0xFFFF or not -(1 << 31) <= delta < 1 << 31
-                    or (dur >= RL.DUR_LONG and len(c.longs) == RL.LONG_SLOTS)):
+            if (c.count == c.capacity or seq - c.last_seq > 0xFFFF
+                    or (dur >= RL.DUR_LONG and len(c.longs) == RL.long_slots(c.capacity))):
                 self._seal()
                 c = None
         if c is None:
@@ -219,7 +219,7 @@ class Store:
         i = c.count
         if dur >= RL.DUR_LONG:
             c.longs[i] = dur
-        c.start.append(start - c.base_start)
+        c.start.append(start)
         c.dur.append(dur)
         c.shape.append(index)
         c.grid_x.append(grid_x)
@@ -271,9 +271,8 @@ class Store:
             keys = list(lane_keys)
         counts: dict[int, int] = {}
         for c, n in pins:
-            base = c.base_start - c_lo
             for i in range(n):
-                if 0 <= base + c.start[i] < W:
+                if 0 <= c.start[i] - c_lo < W:
                     lane = c.shapes[c.shape[i]][7]
                     counts[lane] = counts.get(lane, 0) + 1
         exact = {li: [array("q") for _ in range(14)] for li, n in counts.items() if width is None or n <= width}
@@ -281,12 +280,11 @@ class Store:
                    for li in counts if li not in exact}
         names: dict[int, dict[int, int]] = {li: {} for li in exact}
         for c, n in pins:
-            base = c.base_start - c_lo
             seq = c.base_seq
             for i in range(n):
                 seq += c.seq[i]
                 word, launch, gy, gz, bx, by, bz, li, rtype, direction = c.shapes[c.shape[i]]
-                d = base + c.start[i]
+                d = c.start[i] - c_lo
                 if li in exact:
                     if not 0 <= d < W:
                         continue
@@ -297,7 +295,7 @@ class Store:
                         row = (RL.KIND_KERNEL, local, c.grid_x[i], gy, gz, bx, by, bz, -1, -1, launch)
                     else:
                         row = (_KIND[rtype], -1, -1, -1, -1, -1, -1, -1, min(word, _INT64_MAX), direction, -1)
-                    for column, value in zip(exact[li], (_signed(seq), (c.base_start + c.start[i] + offset)
+                    for column, value in zip(exact[li], (_signed(seq), (c.start[i] + offset)
                                                          // 1000, dur, *row)):
                         column.append(value)
                 elif li in reduced:

@@ -10,14 +10,15 @@ cdef extern from "pthread.h" nogil:
     int pthread_mutex_destroy(pthread_mutex_t *m)
 
 cdef enum:
-    R_RECORD_BYTES = 18             # RL.RECORD_BYTES
+    R_RECORD_BYTES = 22             # RL.RECORD_BYTES
     R_SHAPE_BYTES = 32              # RL.SHAPE_BYTES
     R_SHAPE_BLOCK = 256             # RL.SHAPE_BLOCK
     R_SHAPE_BLOCK_BITS = 8
     R_CHUNK_OVERHEAD = 1024         # RL.CHUNK_OVERHEAD
     R_HASH_FIRST = 512              # RL.HASH_FIRST_SLOTS
     R_HASH_SLOT_BYTES = 4           # RL.HASH_SLOT_BYTES
-    R_LONG_SLOTS = 8                # RL.LONG_SLOTS
+    R_LONG_BYTES = 16               # RL.LONG_BYTES
+    R_LONG_EVERY = 128              # RL.LONG_EVERY
     R_FIRST_CHUNK = 1024            # RL.FIRST_CHUNK_RECORDS
     N_COLUMNS = 14                  # SpanColumns' 13 and the launch id
 
@@ -25,7 +26,7 @@ cdef uint64_t R_DUR_LONG = 0xFFFFFFFFULL      # RL.DUR_LONG
 cdef uint64_t R_TIME_LIMIT = 1ULL << 62       # RL.TIME_LIMIT
 
 
-cdef struct Shape:              # 32 bytes: what repeats from record to record
+cdef struct Shape:              # 32 bytes, 4 little-endian words (built, hashed, compared as such)
     uint64_t word               # kernel: name_id; copy, memset: bytes
     uint32_t launch_id
     uint16_t grid_y
@@ -54,6 +55,8 @@ cdef struct RetState:
     Chunk *last
     uint64_t chunks
     uint64_t evicted_chunks
+    char *spare[4]              # full-size chunks' columns, kept for the next ones (no page faults)
+    uint32_t n_spare
 
 cdef struct Chunk:
     Chunk *gprev
@@ -73,14 +76,13 @@ cdef struct Chunk:
     uint32_t n_blocks
     uint32_t hash_size          # 0 once sealed
     uint64_t base_seq
-    uint64_t base_start
     uint64_t min_start          # over the records written
     uint64_t max_start
     uint64_t max_end
     uint64_t pub_min_start      # over the records published
     uint64_t pub_max_start
     uint64_t pub_max_end
-    int32_t *start              # the columns: start - base_start
+    uint64_t *start             # the columns: start (CUPTI ns)
     uint32_t *dur               # DUR_LONG: in longs
     uint32_t *shape
     uint32_t *grid_x            # kernels' (copies: 0)
@@ -88,7 +90,8 @@ cdef struct Chunk:
     uint64_t last_seq           # the writer's: the seq of the latest record
     Shape **blocks
     uint32_t *hash              # the writer's: shape index + 1, 0 empty
-    LongDur longs[8]
+    LongDur *longs              # durations of DUR_LONG ns or more, by record index, in order
+    uint32_t long_slots
 
 cdef struct Store:              # one process's retained records (in its decoder's State)
     RetState *ret               # NULL: retention off
