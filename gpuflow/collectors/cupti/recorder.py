@@ -140,7 +140,9 @@ class Recorder:
     def _process(self, entry: Recorded, lo_us: int, hi_us: int, width_px: int | None) -> ProcessWindow:
         decoder = entry.decoder
         offset = entry.offset_at(lo_us * 1000)
-        offset = 0 if offset is None else offset   # no clock pair at all: CUPTI's own clock
+        if offset is None:   # none noted yet: the decoder's own, else CUPTI's clock itself
+            clock = decoder.clock()
+            offset = 0 if clock is None else clock[1] - clock[0]
         figures = decoder.retained() or {}
         lanes: list[LaneWindow] = []
         if hi_us > lo_us and 0 <= lo_us and hi_us <= RL.TIME_LIMIT // 1000:
@@ -159,7 +161,7 @@ class Recorder:
         through = figures.get("evicted_through_ns")
         complete = through is None or through + offset < lo_us * 1000
         latest = entry.offset_at(RL.TIME_LIMIT)
-        latest = 0 if latest is None else latest
+        latest = offset if latest is None else latest
         first, last = figures.get("from_ns"), figures.get("to_ns")
         return ProcessWindow(
             pid=entry.pid, session=entry.session, name=entry.name,
