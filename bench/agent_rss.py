@@ -1,13 +1,16 @@
 """Benchmark: the agent's memory with 8 traced processes writing 100 k records/s each.
 
     python bench/agent_rss.py [--seconds 60] [--processes 8] [--rate 100000] [--capacity 262144]
-                              [--tracemalloc]
+                              [--client sse|json] [--retain-mb 256] [--tracemalloc]
 
 This process is the agent: ``gpuflow.core.agent.Agent`` with the real plugin manager (NVML
 disabled, no third-party entry points), the CUPTI plugin's ``ring_socket`` option set (a socket in a
 private directory made here), so the built-in CUPTI collector takes and drains the rings exactly as
-under ``gpuflow run``; a snapshot consumer thread
-(in place of SSE clients) takes the latest snapshot and calls ``to_json_dict()`` 10 times a second.
+under ``gpuflow run``, with the flight recorder's ``--retain-mb`` budget; the real app in the
+embedded server on a loopback port, and one real SSE client (``--client sse``, the default: a
+separate process reading ``/api/stream`` with bench/sse_client.py, so its own CPU is not the
+agent's) taking every frame the agent sends. ``--client json`` measures the old stand-in instead:
+a thread of the agent calling ``to_json_dict()`` on the latest snapshot 10 times a second.
 
 Each simulated traced process is a separate process: a small C driver (below, compiled here) that
 dlopens the compiled test producer (built by running tests/support/ringproducer.py: the same
@@ -26,8 +29,9 @@ the producers run, in cores: what tracing at that record rate costs the machine 
 program (``--processes 1 --rate 200000`` is the launch storm's rate on an H200).
 
 Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>
-agent_cpu_cores=<agent CPU seconds per second>``; goal rss_mb <= 150 (docs/reliability.md states it
-and the figures measured).
+agent_cpu_cores=<agent CPU seconds per second>``; goals (issue 17) records_per_s >= 760,000,
+dropped = 0, agent_cpu_cores <= 0.25 and rss_mb <= 150 + the retention budget (docs/recorder.md
+states them and the figures measured).
 
 Constraints: Linux, gcc, memory for the rings (8 x 16 MiB by default); no GPU.
 """
@@ -196,6 +200,28 @@ def build(workdir: Path) -> tuple[str, str]:
     return lib, str(exe)
 
 
+SSE_READER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from sse_client import connect, events
+sock = connect("127.0.0.1", int(sys.argv[2]))
+frames = size = 0
+try:
+    for _t, name, data in events(sock):
+        frames += 1
+        size += len(data)
+except (OSError, RuntimeError):
+    pass
+print(frames, size, flush=True)
+"""
+
+
+def start_sse_client(port: int) -> subprocess.Popen:
+    """One real SSE client: a process of its own reading /api/stream until the agent ends it."""
+    return subprocess.Popen([sys.executable, "-c", SSE_READER, str(Path(__file__).resolve().parent), str(port)],
+                            stdout=subprocess.PIPE, text=True)
+
+
 class SnapshotConsumer(threading.Thread):
     """Stands in for the SSE clients: the latest snapshot's JSON form, 10 times a second."""
 
@@ -230,6 +256,9 @@ def main() -> int:
     ap.add_argument("--processes", type=int, default=8)
     ap.add_argument("--rate", type=float, default=100_000.0, help="records/s per process")
     ap.add_argument("--capacity", type=int, default=262_144, help="ring capacity (gpuflow run's default)")
+    ap.add_argument("--client", choices=("sse", "json"), default="sse",
+                    help="a real SSE client (a process of its own), or the to_json_dict stand-in thread")
+    ap.add_argument("--retain-mb", type=int, default=256, help="the flight recorder's budget (0: none)")
     ap.add_argument("--tracemalloc", action="store_true")
     args = ap.parse_args()
     if args.tracemalloc:
@@ -242,10 +271,20 @@ def main() -> int:
         ring_socket = str(private / "ring.sock")
         base = status_kb()
         env = {"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        agent = Agent(AgentConfig(options={"cupti": {"ring_socket": ring_socket}}), get_plugin_manager(environ=env))
+        agent = Agent(AgentConfig(options={"cupti": {"ring_socket": ring_socket, "retain_mb": args.retain_mb}}),
+                      get_plugin_manager(environ=env))
         agent.start()
         consumer = SnapshotConsumer(agent)
-        consumer.start()
+        server = client = None
+        if args.client == "json":
+            consumer.start()
+        else:
+            from gpuflow.transport.app import AppSettings, create_app
+            from gpuflow.transport.server import EmbeddedServer
+
+            server = EmbeddedServer(create_app(agent, settings=AppSettings(start_agent=False)), "127.0.0.1", 0)
+            server.serve_in_thread()
+            client = start_sse_client(server.port)
         print(f"agent_rss: {args.processes} producers x {args.rate:,.0f} records/s for {args.seconds:.0f} s, "
               f"rings of {args.capacity:,} records")
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
@@ -281,7 +320,16 @@ def main() -> int:
             time.sleep(0.05)
         samples.append((time.monotonic() - started, status_kb()))
         consumer.stop.set()
-        consumer.join()
+        if consumer.is_alive():
+            consumer.join()
+        client_frames = client_bytes = 0
+        if server is not None and client is not None:
+            server.shutdown()
+            try:
+                out, _ = client.communicate(timeout=30)
+                client_frames, client_bytes = (int(x) for x in out.split())
+            except (subprocess.TimeoutExpired, ValueError):
+                client.kill()
         agent.stop()
         final_part = collector.part()
         final = status_kb()
@@ -311,16 +359,21 @@ def main() -> int:
           f"producers published, name chunks included); "
           f"drops it reports {ring_drops:,}; processes {len(final_part.traced)}, "
           f"exited {sum(t.state == 'exited' for t in final_part.traced)}, rings still mapped {ring_mappings()}")
-    print(f"snapshot consumer: {consumer.calls} to_json_dict calls ({consumer.calls / max(consumer.elapsed, 1e-9):.1f} "
-          f"per second; asked 10), {consumer.seconds / max(1, consumer.calls) * 1e3:.1f} ms each, "
-          f"{consumer.spans:,} spans in the last")
+    if args.client == "json":
+        print(f"snapshot consumer: {consumer.calls} to_json_dict calls ({consumer.calls / max(consumer.elapsed, 1e-9):.1f} "
+              f"per second; asked 10), {consumer.seconds / max(1, consumer.calls) * 1e3:.1f} ms each, "
+              f"{consumer.spans:,} spans in the last")
+    else:
+        print(f"SSE client: {client_frames:,} frames, {client_bytes / 1e6:.1f} MB "
+              f"({client_frames / max(cpu_wall, 1e-9):.1f} frames/s over the producers' time)")
     print(f"RSS: start {base['VmRSS'] / 1024:.1f} MB, peak {peak[1]['VmRSS'] / 1024:.1f} MB at t={peak[0]:.1f}s "
           f"(anon {peak[1]['RssAnon'] / 1024:.1f}, file {peak[1]['RssFile'] / 1024:.1f}, "
           f"shmem {peak[1]['RssShmem'] / 1024:.1f}), from t={settle:.0f}s on min/max {min(steady) / 1024:.1f}/"
           f"{max(steady) / 1024:.1f} MB, final {final['VmRSS'] / 1024:.1f} MB; VmHWM {final['VmHWM'] / 1024:.1f} MB")
     cpu_s = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
     print(f"agent CPU: {cpu_s:.2f} s user+system over the producers' {cpu_wall:.1f} s = {cpu_s / cpu_wall:.3f} "
-          f"cores (draining, decoding, building snapshots, and the consumer's to_json_dict standing in for SSE)")
+          f"cores (draining, decoding, retaining, building snapshots, encoding frames for the "
+          f"{'SSE client' if args.client == 'sse' else 'to_json_dict stand-in'})")
     print(f"rss_mb={peak[1]['VmRSS'] / 1024:.1f} records_per_s={pushed / elapsed:.0f} dropped={ring_drops} "
           f"agent_cpu_cores={cpu_s / cpu_wall:.3f}")
     return 0
