@@ -66,7 +66,7 @@ function sparkPoint(id, frac) {
 function frameSummary() {
   const f = shownSnap();
   if (!f) return null;
-  return { seq: f.seq, devices: f.devices.map(d => ({ index: d.index, lost: !!d.lost })),
+  return { seq: f.seq, devices: f.devices.map(d => ({ index: d.index, name: d.name, lost: !!d.lost })),
     processes: (f.processes || []).map(p => ({ pid: p.pid, name: p.name, devices: p.attachments.map(a => a.device_index) })),
     traced: (f.traced || []).map(t => ({ pid: t.pid, state: t.state, lanes: t.lanes.length })) };
 }
