@@ -47,7 +47,6 @@ is enough. NaN/Infinity, which JSON cannot carry, are sent as null.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -56,6 +55,7 @@ from typing import Any, Callable, Sequence
 
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
+from gpuflow.transport import json_pieces
 from gpuflow.transport.wire import (
     DELTA, FULL, OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head,
     traced_head,
@@ -98,11 +98,12 @@ class Frame:
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact JSON as UTF-8; non-finite floats become null instead of invalid JSON."""
+    """Compact JSON as UTF-8 (gpuflow.transport.json_pieces); non-finite floats become null
+    instead of invalid JSON."""
     try:
-        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json_pieces.encode(obj)   # in pieces: no one call holds the GIL for a whole snapshot
     except ValueError:
-        text = json.dumps(_finite(obj), separators=(",", ":"), ensure_ascii=False)
+        text = json_pieces.encode(_finite(obj))
     return text.encode("utf-8")
 
 
