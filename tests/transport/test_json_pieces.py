@@ -52,12 +52,12 @@ def test_generated_documents_reach_every_branch():
     def walk(o, found):
         if isinstance(o, (list, tuple)):
             found.add("long" if len(o) > json_pieces.PIECE_ITEMS else "short")
-            if json_pieces._nested(o):
+            if json_pieces._holds_containers(o):
                 found.add("nested list")
             for v in o:
                 walk(v, found)
         elif isinstance(o, dict):
-            if json_pieces._nested(o):
+            if json_pieces._holds_containers(o):
                 found.add("nested dict")
             for v in o.values():
                 walk(v, found)
