@@ -12,7 +12,6 @@ checks that they are.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -120,10 +119,3 @@ def proc_status(pid: int) -> dict[str, str]:
             k, _, v = line.partition(":")
             out[k] = v.strip()
     return out
-
-
-def shm_segments() -> set[str]:
-    try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith("gpuflow-")}
-    except OSError:
-        return set()

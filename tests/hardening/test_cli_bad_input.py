@@ -1,5 +1,5 @@
 """Wrong values for every flag of ``gpuflow watch``, ``run`` and ``doctor``, and commands that
-cannot run: one line on stderr, the right status, no traceback, nothing left in /dev/shm.
+cannot run: one line on stderr, the right status, no traceback, no ring directory left behind.
 
 tests/cli/test_flags.py has the first cases; these extend them to every flag. Values rejected
 by the parser are checked in-process through ``parse_args`` (the first thing the console
@@ -20,7 +20,6 @@ import pytest
 from gpuflow.cli.options import parse_args
 from cli_process import gpuflow, gpuflow_env
 
-from .conftest import shm_segments
 
 ENV = gpuflow_env(GPUFLOW_DISABLED_PLUGINS="nvml,cupti")
 #: for ``gpuflow run``: the CUPTI plugin prepares each launch (its session, its rings)
@@ -134,10 +133,19 @@ def test_run_start_failure_is_one_line_and_status_2(flags, message):
     assert message in one_line(result.stderr)
 
 
-def ours(leftover: set[str], sessions: list[str]) -> set[str]:
-    """The new segments (``gpuflow-<session>-<pid>``) that belong to our sessions; other test
-    runs on this machine may create and leave rings of their own meanwhile."""
-    return {n for n in leftover if any(n.startswith(f"gpuflow-{s}-") for s in sessions)}
+AGENT_DIRECTORY = re.compile(r"gpuflow-[0-9a-f]{16}")
+
+
+def private_run_env(base) -> dict[str, str]:
+    """RUN_ENV with the agent's private directory made under ``base`` (TMPDIR; no
+    XDG_RUNTIME_DIR), so that what a run leaves behind is there to be seen, and only its own."""
+    env = {k: v for k, v in RUN_ENV.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(base)
+    return env
+
+
+def agent_directories(base) -> set[str]:
+    return {p.name for p in base.iterdir() if AGENT_DIRECTORY.fullmatch(p.name)}
 
 
 @pytest.fixture
@@ -170,33 +178,37 @@ RUN_CASES = [
 @pytest.mark.parametrize("case", RUN_CASES, ids=[c[0] for c in RUN_CASES])
 def test_run_commands_that_cannot_run(case, files, injection_built):
     _, argv, status, message = case
-    before = shm_segments()
-    result = gpuflow("run", "--port", "0", "--no-summary", "--", *argv(files), env=RUN_ENV,
+    base = files / "private"
+    base.mkdir()
+    result = gpuflow("run", "--port", "0", "--no-summary", "--", *argv(files), env=private_run_env(base),
                      timeout=30, cwd=files)
     assert result.returncode == status, result.stderr
     err = result.stderr.strip()
     assert "Traceback" not in err
     last = err.splitlines()[-1]
     assert last.startswith("gpuflow run: ") and message in last, err
-    sessions = re.findall(r"tracing session ([0-9a-f]+)", err)
-    assert not ours(shm_segments() - before, sessions)
+    assert not agent_directories(base)   # the agent's private directory went with it
     if status in (126, 127) and message != "cannot run":
         assert len(err.splitlines()) == 1, err  # refused before anything started
 
 
-@pytest.mark.parametrize("argv,status", [
-    (["false"], 1),
-    (["sh", "-c", "exit 3"], 3),
-    (["sh", "-c", "kill -9 $$"], 137),
+@pytest.mark.parametrize("code,status", [
+    ("exit 1", 1),
+    ("exit 3", 3),
+    ("kill -9 $$", 137),
 ])
-def test_run_exit_statuses_and_no_segments_left(argv, status, injection_built):
-    before = shm_segments()
-    result = gpuflow("run", "--port", "0", "--no-summary", "--", *argv, env=RUN_ENV, timeout=30)
+def test_run_exit_statuses_and_no_ring_directory_left(code, status, injection_built, tmp_path):
+    """The program sees where its ring would be handed over (the agent's private directory under
+    TMPDIR); once the run has ended, with whatever status, that directory is gone."""
+    result = gpuflow("run", "--port", "0", "--no-summary", "--", "sh", "-c",
+                     f'echo "socket $GPUFLOW_RING_SOCKET"; {code}', env=private_run_env(tmp_path), timeout=30)
     assert result.returncode == status, result.stderr
     assert "Traceback" not in result.stderr
-    sessions = re.findall(r"tracing session ([0-9a-f]+)", result.stderr)
-    assert sessions
-    assert not ours(shm_segments() - before, sessions)
+    assert re.findall(r"tracing session ([0-9a-f]+)", result.stderr)
+    (socket_path,) = re.findall(r"^socket (\S+)$", result.stdout, re.M)
+    directory = socket_path.rsplit("/", 2)[-2]
+    assert socket_path.startswith(str(tmp_path) + "/") and AGENT_DIRECTORY.fullmatch(directory)
+    assert not agent_directories(tmp_path)
 
 
 def test_interval_beyond_what_a_wait_can_take_is_refused(capsys):
