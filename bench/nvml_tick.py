@@ -3,6 +3,7 @@
     python bench/nvml_tick.py                  # on a machine with NVIDIA GPUs
     python bench/nvml_tick.py --gpm            # ... with a GPM pair in every tick
     python bench/nvml_tick.py --fake shared8   # anywhere: against the fake backend
+    python bench/nvml_tick.py --stand-in --gpm # anywhere: the real pynvml path, a stand-in driver
 
 Both sides run in this one process, interleaved (tick, floor, floor, tick, ...), many times;
 the medians are compared. The *tick* is ``NvmlCollector.poll_once()``: every per-tick NVML call
@@ -38,6 +39,14 @@ utilization, and the health and link readings) are made by the collector's backg
 not by the tick; they are measured the same way on a line of their own (sweep vs bare calls),
 fewer times because PCIe throughput blocks ~20 ms per counter.
 
+``--stand-in`` runs both sides' real Python - the pynvml backend, pynvml, ctypes - against a
+stand-in for libnvidia-ml at the ctypes boundary (tests/support/nvml_standin.py, loaded by path):
+one H200 whose every call lasts at least its median on an H200 (busy-waited; ``--stand-in
+instant``: no wait). It measures GPUFlow's Python around the same driver calls where there is no
+GPU, and prints a line saying whether a tick and a floor made the same calls (per function, and
+the metric ids of each ``nvmlGpmMetricsGet``), counted by the stand-in over ticks and floors run
+apart. Its figures are not the H200's (another CPU; a callback is dearer than a C call).
+
 Goals (docs/nvml.md states them and what was measured): ratio ≤ 1.2 (≤ 1.3 with ``--gpm``);
 tick ≤ 1 ms per GPU. The last line is exactly ``tick_ms=<x> floor_ms=<y> ratio=<x/y>``.
 
@@ -56,6 +65,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+import importlib.util
 
 from gpuflow.collectors.nvml import gpm as gpm_module
 from gpuflow.collectors.nvml.collector import NvmlCollector
@@ -327,6 +338,38 @@ def slow_floor_fake(b: FakeBackend, handles: list[Any], busy: set[int], exact_pc
     return sweep
 
 
+STAND_IN = Path(__file__).resolve().parents[1] / "tests" / "support" / "nvml_standin.py"
+
+
+def load_stand_in(latency: str) -> Any:
+    """The stand-in driver (tests/support/nvml_standin.py, loaded by path: this script runs as
+    ``python bench/nvml_tick.py``), installed into pynvml; H200 call times unless ``instant``."""
+    if not STAND_IN.is_file():
+        raise SystemExit(f"--stand-in needs the repository's {STAND_IN.relative_to(STAND_IN.parents[2])}")
+    spec = importlib.util.spec_from_file_location("nvml_standin", STAND_IN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.StandInNvml(call_us={} if latency == "instant" else None).install()
+
+
+def same_calls(stand_in: Any, tick: Callable[[], Any], floor: Callable[[], Any], reps: int = 20) -> str:
+    """The stand-in's count of each call (and each nvmlGpmMetricsGet's ids) over ``reps`` ticks,
+    then over ``reps`` floors: one line saying whether they are the same, and what they were."""
+    seen = []
+    for fn in (tick, floor):
+        calls, requests = stand_in.calls.copy(), stand_in.metric_requests.copy()
+        for _ in range(reps):
+            fn()
+        seen.append((stand_in.calls - calls, stand_in.metric_requests - requests))
+    (tick_calls, tick_ids), (floor_calls, floor_ids) = seen
+    per_tick = ", ".join(f"{name} {count / reps:g}" for name, count in sorted(tick_calls.items()))
+    ids = "; ".join(f"{len(k)} ids x{count / reps:g}" for k, count in sorted(tick_ids.items()))
+    if tick_calls == floor_calls and tick_ids == floor_ids:
+        return f"stand-in calls: same per tick and per floor ({per_tick}; nvmlGpmMetricsGet {ids or 'none'})"
+    return (f"stand-in calls: DIFFER: per tick {dict(sorted(tick_calls.items()))} {dict(tick_ids)}, "
+            f"per floor {dict(sorted(floor_calls.items()))} {dict(floor_ids)} over {reps} each")
+
+
 def interleaved(a: Callable[[], Any], b: Callable[[], Any], reps: int) -> tuple[list[float], list[float]]:
     """Time ``a`` and ``b`` alternately (ABBA order), ``reps`` times each; seconds per call."""
     ta, tb = [], []
@@ -350,8 +393,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the last part as snapshot JSON")
     parser.add_argument("--gpm", action="store_true",
                         help="a GPM pair in every tick, and the same GPM calls in the floor")
+    parser.add_argument("--stand-in", nargs="?", const="h200", choices=("h200", "instant"),
+                        help="the real pynvml path against a stand-in driver (tests/support/nvml_standin.py): "
+                             "H200 call times (default), or instant")
     args = parser.parse_args(argv)
+    if args.fake and args.stand_in:
+        parser.error("--fake and --stand-in exclude each other")
 
+    stand_in = None
     if args.fake:
         backend: Any = FakeBackend(args.fake, seed=args.seed)
         backend.slow = {}  # the "hang" scenario's delay would only measure time.sleep
@@ -361,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from gpuflow.collectors.nvml.pynvml_backend import PynvmlBackend
 
+        if args.stand_in:
+            stand_in = load_stand_in(args.stand_in)
+            print(f"STAND-IN driver ({args.stand_in} call times): GPUFlow's and pynvml's real Python "
+                  "against a stand-in for libnvidia-ml, NOT NVML on a GPU")
         backend, proc_reader = PynvmlBackend(), None
     # without --gpm no GPM pair after the first sample (an infinite gap); with it, one every tick
     collector = NvmlCollector(backend, AgentConfig(interval_s=1.0), proc_reader=proc_reader,
@@ -392,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(50):  # warm-up: caches, branch predictors, CPU clocks
         collector.poll_once()
         floor()
+    if stand_in is not None:
+        print(same_calls(stand_in, collector.poll_once, floor))
     trackers = [t for g in collector._gpus for t in (g.gpm, *g.gpm_instances.values()) if t is not None]
     evaluations = (sum(t.graphics_evaluations for t in trackers), sum(c.evaluations for c in cadences))
     started = time.monotonic()
@@ -410,10 +465,17 @@ def main(argv: list[str] | None = None) -> int:
         by_ticks = sum(t.graphics_evaluations for t in trackers) - evaluations[0]
         by_floor = sum(c.evaluations for c in cadences) - evaluations[1]
         every_s = gpm_module.GRAPHICS_EVERY_S
-        gpm_module.GRAPHICS_EVERY_S = 0.0  # both sides evaluate GRAPHICS_UTIL in every pair
+        gpm_module.GRAPHICS_EVERY_S = 0.0  # both sides evaluate GRAPHICS_UTIL in every pair,
+        for t in trackers:  # from the next one on (each was due 10 s after its last evaluation)
+            t.graphics_next()
+        for c in cadences:
+            c.due = float("-inf")
+        evaluations = (sum(t.graphics_evaluations for t in trackers), sum(c.evaluations for c in cadences))
         graphics, floors3 = interleaved(collector.poll_once, floor, max(20, args.reps // 10))
         gpm_module.GRAPHICS_EVERY_S = every_s
         graphics_ms, floor3_ms = statistics.median(graphics) * 1e3, statistics.median(floors3) * 1e3
+        graphics_pairs = (sum(t.graphics_evaluations for t in trackers) - evaluations[0],
+                          sum(c.evaluations for c in cadences) - evaluations[1], len(graphics))
 
     exact_pcie = {g.index for g in collector._gpus if g.gpm is not None and g.gpm.pcie_exact}
     if args.fake:
@@ -432,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
               f"and {by_floor} by the floor in the {run_s:.1f} s of the two runs above")
         print(f"a tick that evaluates GRAPHICS_UTIL: tick_ms={graphics_ms:.4f} floor_ms={floor3_ms:.4f} "
               f"ratio={graphics_ms / floor3_ms:.3f}; at a 1 s interval it adds "
-              f"{(graphics_ms - tick_ms) / every_s:.4f} ms to the mean tick")
+              f"{(graphics_ms - tick_ms) / every_s:.4f} ms to the mean tick; evaluated by "
+              f"{graphics_pairs[0]} of {graphics_pairs[2]} ticks and {graphics_pairs[1]} floors")
     print(f"tick: p10={statistics.quantiles(ticks, n=10)[0] * 1e3:.4f} ms "
           f"p90={statistics.quantiles(ticks, n=10)[-1] * 1e3:.4f} ms; per GPU "
           f"{tick_ms / n:.4f} ms (budget 1 ms per GPU); {args.reps} ticks and floors, interleaved")

@@ -137,6 +137,11 @@ class GpmTracker:
         self._values[_GRAPHICS] = None
         self._graphics_due = _AT_ONCE
 
+    def graphics_next(self) -> None:
+        """Evaluate GRAPHICS_UTIL over the next pair, whenever it was due (bench/nvml_tick.py
+        times pairs that evaluate it: lowering GRAPHICS_EVERY_S alone waits for the due time)."""
+        self._graphics_due = _AT_ONCE
+
     def roll(self, b: NvmlBackend, handle: Any, now: float, min_gap_s: float = MIN_GAP_S) -> GpmReadings | None:
         """Take a sample if the last one is at least ``min_gap_s`` old and evaluate the pair.
 
