@@ -177,12 +177,13 @@ class GpmTracker:
             self.latest = failed_query(exc, b.gpm_metrics)  # None, or DeviceLost raised
             return None
         values = self._values
-        first = _GRAPHICS if graphics else _GRAPHICS + 1
+        i = _GRAPHICS if graphics else _GRAPHICS + 1
         try:
-            for i in range(first, len(METRIC_IDS)):
-                code, value = answers[i - first]
-                v = entry_value(code, value, _WHAT[i])
-                values[i] = v * _SCALES[i] if v is not None and v >= 0 else None
+            for code, value in answers:
+                if code or type(value) is not float:  # an entry's error, or an integer sentinel
+                    value = entry_value(code, value, _WHAT[i])
+                values[i] = value * _SCALES[i] if value is not None and value >= 0 else None
+                i += 1
         except DeviceLost:
             self.forget_pair()
             raise
