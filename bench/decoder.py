@@ -10,10 +10,9 @@ kernels without timing. Both decoders drain the same bytes (decode + aggregate +
 default lane_span_cap, one core); the compiled one runs ``--repeat`` times on fresh decoders and
 its best time counts. The results of the two are compared before any number is printed.
 
-Then, for the frame-time side, it times building the snapshot's TracedProcess (build.py) after
-5,000 and 20,000 new records, and with nothing new: the contract's one Span object per span shown
-makes that the larger cost at 20 Hz; and that build with build.py's Span constructor (slot
-descriptors) against the dataclass's own ``Span(...)``, interleaved, as a ratio.
+Then, for the frame-time side, it times building the snapshot's TracedProcess (traced_builder.py)
+after 5,000 and 20,000 new records, and with nothing new: each lane's newest spans come from the
+decoder as columns (no Span object per span since issue 17).
 
 Last line: ``records_per_s=<n> ratio_vs_python=<r>``; goals n >= 25,000,000 and r >= 50
 (docs/decoder.md states them and the figures measured).
@@ -27,16 +26,13 @@ from __future__ import annotations
 import argparse
 import platform
 import random
-import statistics
 import struct
 import sys
 import time
 
 from gpuflow.collectors.cupti import _layout as L
-from gpuflow.collectors.cupti import traced_builder as build_module
 from gpuflow.collectors.cupti.traced_builder import TracedBuilder
 from gpuflow.collectors.cupti.decoder import RingDecoderC, RingDecoderPy
-from gpuflow.core.snapshot import Span
 
 KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
 COPY = struct.Struct("<HHIQQIIIBBBxQIIII")
@@ -182,21 +178,6 @@ def build_costs(buf: bytearray) -> list[tuple[int, float, int]]:
     return out
 
 
-def span_constructor_costs(buf: bytearray, rounds: int = 3) -> tuple[float, float]:
-    """Median build time after 5,000 new records with build.py's Span constructor and with the
-    plain ``Span(...)``, interleaved round by round (the machine's drift falls on both)."""
-    fast = build_module._make_span
-    by_maker: dict[str, list[float]] = {"fast": [], "class": []}
-    try:
-        for _ in range(rounds):
-            for label, maker in (("fast", fast), ("class", Span)):
-                build_module._make_span = maker
-                by_maker[label].append(build_costs(buf)[0][1])
-    finally:
-        build_module._make_span = fast
-    return statistics.median(by_maker["fast"]), statistics.median(by_maker["class"])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1 << 20)
@@ -229,9 +210,6 @@ def main(argv: list[str] | None = None) -> int:
     for per_build, seconds, spans in build_costs(buf):
         print(f"snapshot build after {per_build:>6} new records: {seconds * 1e3:6.2f} ms "
               f"({spans} spans shown on 16 lanes)")
-    fast, plain = span_constructor_costs(buf)
-    print(f"span constructor, side by side: after 5000 new records {fast * 1e3:.2f} ms through Span's slots, "
-          f"{plain * 1e3:.2f} ms through Span(...): ratio {fast / plain:.2f}")
     print(f"records_per_s={int(c_rate)} ratio_vs_python={c_rate / py_rate:.1f}")
     return 0
 

@@ -98,6 +98,12 @@ class SpanColumns:
     def __iter__(self) -> Iterator[Span]:
         return (self.span(i) for i in range(len(self)))
 
+    def __getitem__(self, index: int | slice) -> Any:
+        """Span ``index`` (negative: from the end), or a slice of the spans as columns (same names)."""
+        if isinstance(index, slice):
+            return SpanColumns(**{c: getattr(self, c)[index] for c in _SPAN_COLUMNS}, names=self.names)
+        return self.span(index)
+
     @classmethod
     def from_spans(cls, spans: Iterable[Span]) -> SpanColumns:
         """The columns of these spans (tests, fakes: a collector that retains records fills the

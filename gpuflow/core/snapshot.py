@@ -18,7 +18,10 @@ slotted dataclass so a snapshot can be shared between threads (the frame loop, e
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:   # recorded.py imports this module: the columns' class is looked up when needed
+    from gpuflow.core.recorded import SpanColumns
 
 SCHEMA_VERSION = 1
 
@@ -241,7 +244,14 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Lane:
-    """One (device, context, stream) of a traced process, with a capped sample of its spans."""
+    """One (device, context, stream) of a traced process, with a capped sample of its spans.
+
+    ``spans`` are columns (:class:`~gpuflow.core.recorded.SpanColumns`: one array per field, the
+    lane's names once), as the collectors that retain records hand them out, so a snapshot carries
+    thousands of spans without a Python object each; or a tuple of :class:`Span` (a collector
+    without columns, and spans outside the columns' shapes: an unknown kind or direction). Either
+    way, oldest first; iterating them gives Spans, and the JSON is the same.
+    """
 
     device: int
     context: int
@@ -249,7 +259,7 @@ class Lane:
     label: str  #: NVTX name, "default" for the null stream, else the stream id as text
     executions: int  #: every kernel/copy seen on this lane, spans or not
     spans_elided: int  #: executions not in ``spans`` (exact)
-    spans: tuple[Span, ...] = ()  #: oldest first; most recent kept when capped
+    spans: SpanColumns | tuple[Span, ...] = ()  #: oldest first; most recent kept when capped
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,11 +401,25 @@ def _plain(obj: Any) -> Any:
     cls = type(obj)
     if cls is Span:
         return _span_json(obj)
+    if cls is _span_columns():
+        return obj.to_json_list()
     if cls is KernelStat:
         return _kernel_json(obj)
     if hasattr(cls, "__dataclass_fields__"):
         return {name: _plain(getattr(obj, name)) for name in _field_names(cls)}
     return obj
+
+
+_COLUMNS: list[type] = []
+
+
+def _span_columns() -> type[SpanColumns]:
+    """The columns' class (gpuflow.core.recorded imports this module, so it is looked up late)."""
+    if not _COLUMNS:
+        from gpuflow.core.recorded import SpanColumns
+
+        _COLUMNS.append(SpanColumns)
+    return _COLUMNS[0]
 
 
 def _traced_json(t: TracedProcess | RetiredTraced) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from typing import Any, Callable
 
 from gpuflow import hookimpl
 from gpuflow.core.options import Option, PluginOptions
-from gpuflow.core.recorded import HistoryPart, WindowPart
+from gpuflow.core.recorded import HistoryPart, SpanColumns, WindowPart
 from gpuflow.core.snapshot import (
     Attachment,
     Device,
@@ -288,7 +288,7 @@ class _LaneState:
         self.spans: list[Span] = []
 
     def freeze(self) -> Lane:
-        spans = tuple(self.spans)
+        spans = SpanColumns.from_spans(self.spans)   # a lane carries columns, as a real collector's
         return Lane(device=self.device, context=1, stream=self.stream, label=self.label,
                     executions=self.executions, spans_elided=self.executions - len(spans),
                     spans=spans)

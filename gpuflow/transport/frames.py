@@ -47,6 +47,7 @@ is enough. NaN/Infinity, which JSON cannot carry, are sent as null.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -54,6 +55,7 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.recorded import SpanColumns
 from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport import json_pieces
 from gpuflow.transport.wire import (
@@ -117,9 +119,21 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def new_spans(lane: Lane, last: int | None) -> Sequence[Span]:
-    """The spans of ``lane`` newer than ``last`` (the lane's largest seq in the base frame)."""
-    return lane.spans if last is None else [s for s in lane.spans if s.seq > last]
+def new_spans(lane: Lane, last: int | None) -> Sequence[Span] | SpanColumns:
+    """The spans of ``lane`` newer than ``last`` (the lane's largest seq in the base frame); of
+    columns, a slice of them (their seqs ascend: a lane's spans are in ring order)."""
+    spans = lane.spans
+    if last is None:
+        return spans
+    if isinstance(spans, SpanColumns):
+        return spans[bisect.bisect_right(spans.seq, last):]
+    return [s for s in spans if s.seq > last]
+
+
+def largest_seq(spans: Sequence[Span] | SpanColumns) -> int | None:
+    if isinstance(spans, SpanColumns):
+        return max(spans.seq) if len(spans) else None
+    return max((s.seq for s in spans), default=None)
 
 
 def fair_shares(demands: Sequence[int], total: int | None) -> list[int]:
@@ -231,7 +245,7 @@ class FrameEncoder:
             self._base_heads.pop(key, None)
             self._base_lanes = {k: v for k, v in self._base_lanes.items() if k[:2] != key}
         # the delta's spans first: which are new, then how many of them each lane may carry
-        news: list[Sequence[Span]] = []
+        news: list[Sequence[Span] | SpanColumns] = []
         if prev is not None:
             for t in snap.traced:
                 for lane in t.lanes:
@@ -254,7 +268,7 @@ class FrameEncoder:
             for lane in t.lanes:
                 # every name of the sample gets its id now, so the full frame, whenever it is
                 # built, refers only to names this frame's count covers
-                table.add_span_names(lane.spans)
+                table.add_span_names(lane.spans.names if isinstance(lane.spans, SpanColumns) else lane.spans)
                 lkey = key + (lane.device, lane.context, lane.stream)
                 lhead = lane_head(lane)
                 heads.append(lhead)
@@ -267,8 +281,7 @@ class FrameEncoder:
                     skipped = max(0, lane.executions - (0 if base is None else base[1]) - len(new))
                     delta_lanes.append({**lhead, "spans": encode_spans(new, table),
                                         "spans_skipped": skipped})
-                lanes_now[lkey] = (max((s.seq for s in lane.spans), default=None),
-                                   lane.executions)
+                lanes_now[lkey] = (largest_seq(lane.spans), lane.executions)
             parts.append((head, table, len(table), kernels, t.lanes))
             by_id = kernels_now[key] = {k["id"]: k for k in kernels}
             heads_now[key] = heads

@@ -90,11 +90,12 @@ class NameTable:
             i = self._add(name, None)
         return i
 
-    def add_span_names(self, spans: Iterable[Span]) -> None:
-        """Give every span name in ``spans`` an id (as :meth:`span_id` would)."""
+    def add_span_names(self, spans: Iterable[Span] | Iterable[str]) -> None:
+        """Give every span name in ``spans`` an id (as :meth:`span_id` would); ``spans`` may be the
+        names themselves (a SpanColumns' ``names``, in order of first appearance)."""
         names = self._names
         for s in spans:
-            name = s.name
+            name = s if isinstance(s, str) else s.name
             if name is not None and name not in names:
                 self._add(name, None)
 

@@ -9,6 +9,8 @@ figure must be the reference's with each span's ``seq`` shifted by the start pos
 
 from __future__ import annotations
 
+from array import array
+
 import random
 
 from hypothesis import HealthCheck, given, settings
@@ -37,6 +39,10 @@ def shifted(out: dict, by: int) -> dict:
     """``out`` with every position moved by ``by`` (spans' seq, tail, header counters)."""
     out = dict(out)
     out["lanes"] = [lane[:6] + ([(s[0] + by,) + s[1:] for s in lane[6]],) for lane in out["lanes"]]
+    # the columns' seq is an int64: a position past 2^63 reads negative
+    out["lane_columns"] = [[lane[:6] + ((array("q", (((v + by + (1 << 63)) % (1 << 64)) - (1 << 63) for v in lane[6][0])),
+                                        *lane[6][1:]),) + lane[7:] for lane in asked]
+                           for asked in out["lane_columns"]]
     out["tail"] += by
     counters = dict(out["counters"])
     if counters["first_invalid_seq"] is not None:

@@ -279,6 +279,14 @@ def recorded(dec: Any) -> dict[str, Any]:
     return {"retained": retained, "budget": dec.retention.figures(), "windows": windows}
 
 
+def _offsets(dec: Any) -> list[int]:
+    """Clock offsets to ask the snapshot's columns with: none, and the ring's own when placeable."""
+    clock = dec.clock()
+    if clock is not None and abs(clock[1] - clock[0]) < 1 << 62:
+        return [0, clock[1] - clock[0]]
+    return [0]
+
+
 def _asked_ids(dec: Any) -> list[int]:
     """The ids to ask ``name`` for: every defined one, those kernels and lanes name, and edges."""
     ids = set(dec.names()) | {k[0] for k in dec.kernels()} | {lane[5] for lane in dec.lanes(newest=0)}
@@ -293,6 +301,7 @@ def snapshot(dec: Any) -> dict[str, Any]:
         "transfers": dec.transfers(),
         "lanes": dec.lanes(),
         "lanes_after": dec.lanes(after_seq=dec.tail - 3) if dec.tail >= 3 else None,
+        "lane_columns": [dec.lane_columns(offset, newest) for offset in _offsets(dec) for newest in (None, 0, 2)],
         "names": dec.names(),
         "name": {nid: dec.name(nid) for nid in _asked_ids(dec)},
         "null_streams": dec.null_streams(),

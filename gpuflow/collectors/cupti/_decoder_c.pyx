@@ -1178,6 +1178,87 @@ cdef class RingDecoder:
                         lane.name_id, spans))
         return out
 
+    def lane_columns(self, offset_ns, newest):
+        """Each lane's newest ``newest`` spans as columns, without a Python object per span (see
+        the Python twin)."""
+        cdef uint32_t i, j, pos, n, k, li
+        cdef Lane *lane
+        cdef SpanSlot *slot
+        cdef int64_t offset
+        cdef int64_t *cols[13]
+        cdef carray.array arr
+        cdef uint64_t nbytes
+        cdef int32_t local
+        cdef uint32_t nid, n_ids
+        cdef int64_t wall
+        cdef Map ids
+        self._check_idle()
+        newest = L.check_newest(newest)
+        offset = RL.check_offset(offset_ns)
+        order = sorted((self.st.lanes[i].device, self.st.lanes[i].context, self.st.lanes[i].stream, i)
+                       for i in range(self.st.n_lanes) if self.st.lanes[i].executions)
+        out = []
+        for key in order:
+            lane = &self.st.lanes[<uint32_t>key[3]]
+            n = lane.count
+            if newest is not None and <uint64_t>newest < n:
+                n = <uint32_t>newest
+            columns = [r_column(n) for j in range(13)]
+            for j in range(13):
+                arr = columns[j]
+                cols[j] = <int64_t *>arr.data.as_longlongs
+            if map_init(&ids) != 0:
+                raise MemoryError()
+            n_ids = 0
+            # the newest n of the lane's ring, oldest first: the ring's oldest is `next` once full
+            pos = (lane.next if lane.count == self.st.cap else 0) + (lane.count - n)
+            for k in range(n):
+                if pos >= lane.count:
+                    pos -= lane.count
+                slot = &lane.spans[pos]
+                pos += 1
+                cols[0][k] = <int64_t>slot.seq
+                wall = <int64_t>slot.start + offset
+                if slot.start > R_TIME_LIMIT:
+                    cols[1][k] = -1
+                else:           # floored, as Python's // (C's division truncates)
+                    cols[1][k] = wall // 1000 if wall >= 0 else -((-wall + 999) // 1000)
+                cols[2][k] = <int64_t>(slot.end - slot.start) if slot.end - slot.start < 0x7FFFFFFFFFFFFFFFULL else 0x7FFFFFFFFFFFFFFFLL
+                if slot.type == GPUFLOW_REC_KERNEL:
+                    nid = <uint32_t>slot.word
+                    local = map_find(&ids, nid, 0, 0)
+                    if local < 0:
+                        local = <int32_t>n_ids
+                        n_ids += 1
+                        if map_insert(&ids, nid, 0, 0, local) != 0:
+                            free(ids.slots)
+                            raise MemoryError()
+                    cols[3][k] = 0
+                    cols[4][k] = local
+                    cols[5][k] = <uint32_t>(slot.word >> 32)
+                    cols[6][k] = slot.grid_y
+                    cols[7][k] = slot.grid_z
+                    cols[8][k] = slot.block_x
+                    cols[9][k] = slot.block_y
+                    cols[10][k] = slot.block_z
+                    cols[11][k] = -1
+                    cols[12][k] = -1
+                else:
+                    nbytes = slot.word
+                    cols[3][k] = 2 if slot.type == GPUFLOW_REC_MEMSET else 1
+                    for j in range(4, 11):
+                        cols[j][k] = -1
+                    cols[11][k] = <int64_t>nbytes if nbytes < 0x7FFFFFFFFFFFFFFFULL else 0x7FFFFFFFFFFFFFFFLL
+                    cols[12][k] = slot.direction
+            names = [0] * n_ids
+            for i in range(ids.size):
+                if ids.slots[i].idx >= 0:
+                    names[ids.slots[i].idx] = ids.slots[i].a
+            free(ids.slots)
+            out.append((lane.device, lane.context, lane.stream, lane.executions, lane.count, lane.name_id,
+                        tuple(columns), tuple(names)))
+        return out
+
     def names(self):
         """Every completely defined name: id → (text, NAME_TRUNCATED/NAME_STREAM flags); not id 0."""
         cdef uint32_t i

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import operator
 import struct
+from array import array
 from collections import deque
 from typing import Any
 
 from gpuflow.collectors.cupti import _layout as L
-from gpuflow.collectors.cupti._retain_layout import check_window
+from gpuflow.collectors.cupti import _retain_layout as RL
+from gpuflow.collectors.cupti._retain_layout import check_offset, check_window
 from gpuflow.collectors.cupti._retain_py import Retention, Store
 from gpuflow.collectors.cupti.errors import RingDetached
 
@@ -449,6 +451,44 @@ class RingDecoder:
             if newest is not None and len(new) > newest:
                 new = new[len(new) - newest:] if newest > 0 else []
             out.append((key[0], key[1], key[2], executions, len(spans), name_id, new))
+        return out
+
+    def lane_columns(self, offset_ns: int, newest: int | None) -> list[tuple[Any, ...]]:
+        """Each lane's newest ``newest`` spans (None: all it holds) as columns, oldest first:
+        ``(device, context, stream, executions, kept, name_id, columns, kernel_name_ids)``.
+
+        ``columns`` are 13 ``array('q')``, SpanColumns' fields in its order: start_us is wall clock
+        (CUPTI + ``offset_ns``, floored to the microsecond; -1 for a start beyond
+        ``_retain_layout.TIME_LIMIT``), name an index into ``kernel_name_ids`` (the lane's kernel
+        name ids in order of first appearance), -1 where a field does not apply; durations and
+        bytes are capped at 2^63 - 1, a seq past 2^63 reads negative (int64). The columns the snapshot's lanes carry, made without a
+        Python object per span.
+        """
+        newest = L.check_newest(newest)
+        offset = check_offset(offset_ns)
+        out = []
+        cap = (1 << 63) - 1
+        for key in sorted(self._lanes):
+            executions, spans, _name_id, _index = self._lanes[key]
+            if executions == 0:
+                continue
+            shown = list(spans)
+            if newest is not None:
+                shown = shown[len(shown) - newest:] if 0 < newest < len(shown) else (shown if newest else [])
+            columns = tuple(array("q") for _ in range(13))
+            ids: dict[int, int] = {}
+            for seq, kind, start, end, nid, grid, block, nbytes, direction in shown:
+                row: tuple[int, ...]
+                head = (seq - (1 << 64) if seq > cap else seq,   # a ring position as int64 holds it
+                        (start + offset) // 1000 if start <= RL.TIME_LIMIT else -1, min(end - start, cap))
+                if kind == "kernel":
+                    row = (*head, 0, ids.setdefault(nid, len(ids)), *grid, *block, -1, -1)
+                else:
+                    row = (*head, 2 if kind == "memset" else 1, -1, -1, -1, -1, -1, -1, -1, min(nbytes, cap),
+                           L.DIRECTIONS.index(direction))
+                for column, value in zip(columns, row):
+                    column.append(value)
+            out.append((*key, executions, len(spans), _name_id, columns, tuple(ids)))
         return out
 
     def names(self) -> dict[int, tuple[str, int]]:

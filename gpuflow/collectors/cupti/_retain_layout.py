@@ -92,6 +92,14 @@ def check_retention(budget_bytes: Any, max_chunk_records: Any) -> tuple[int, int
     return budget, chunk
 
 
+def check_offset(offset_ns: Any) -> int:
+    """A clock offset (wall - CUPTI ns) the columns map with: within TIME_LIMIT either way."""
+    offset = operator.index(offset_ns)
+    if not -TIME_LIMIT < offset < TIME_LIMIT:
+        raise ValueError("the clock offset is out of range")
+    return offset
+
+
 def check_window(lo_us: Any, hi_us: Any, offset_ns: Any, width: Any) -> tuple[int, int, int, int | None]:
     """A window query's arguments (wall-clock microseconds, the clock offset, pixels or None)."""
     lo, hi, offset = operator.index(lo_us), operator.index(hi_us), operator.index(offset_ns)

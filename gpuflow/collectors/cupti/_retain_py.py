@@ -276,8 +276,8 @@ class Store:
                     lane = c.shapes[c.shape[i]][7]
                     counts[lane] = counts.get(lane, 0) + 1
         exact = {li: [array("q") for _ in range(14)] for li, n in counts.items() if width is None or n <= width}
-        reduced = {li: (array("q", bytes(8 * width)), array("q", bytes(8 * width)))
-                   for li in counts if li not in exact}
+        size = 8 * (width or 0)   # reduced lanes exist only with a width
+        reduced = {li: (array("q", bytes(size)), array("q", bytes(size))) for li in counts if li not in exact}
         names: dict[int, dict[int, int]] = {li: {} for li in exact}
         for c, n in pins:
             seq = c.base_seq
@@ -319,7 +319,7 @@ class Store:
             assert width is not None
             for j in range(width):
                 busy[j] = min(busy[j], (j + 1) * W // width - j * W // width)
-        out = []
+        out: list[tuple[Any, ...]] = []
         for li in sorted(counts, key=lambda li: keys[li]):
             if li in exact:
                 out.append((*keys[li], counts[li], tuple(exact[li]), tuple(names[li]), None))

@@ -154,7 +154,7 @@ class Recorder:
                                         names=tuple(self._name(entry, nid) for nid in name_ids))
                     lanes.append(LaneWindow(device, context, stream, label, executions, spans=spans))
                 else:
-                    assert width_px is not None
+                    assert width_px is not None and buckets is not None
                     count, busy = buckets
                     lanes.append(LaneWindow(device, context, stream, label, executions, buckets=SpanBuckets(
                         start_us=float(lo_us), width_us=(hi_us - lo_us) / width_px, count=count, busy_ns=busy)))

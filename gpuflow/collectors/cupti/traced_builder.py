@@ -23,24 +23,28 @@ decoder (NAME_TRUNCATED) ends in ``…``, and so does a demangled name longer th
 ``demangled_chars``; its further names are shown mangled, as they are from the first name the
 demangler ran out of time on.
 
-Constraints: runs up to 20 times a second on the collector's thread; each Span object is made once,
-when its record first shows up (``lanes(after_seq=..., newest=...)``, never more of them than the
-share can hold), and kept per lane in a deque trimmed to the lane's share, so a build costs
-O(new spans + lanes + kernel names). A span's wall time is therefore mapped with the clock pair
-known when it was first reported. A JSON cost is that of ``json.dumps`` with ASCII escapes, an
-upper bound of the agent's UTF-8 form, computed once per name.
+Constraints: runs up to 20 times a second on the collector's thread, so no Python object is made
+per span: each lane's newest spans come from the decoder as columns (``lane_columns``: arrays
+filled in C, at most what the share can hold), become the lane's
+:class:`~gpuflow.core.recorded.SpanColumns`, and a lane whose executions, label and newest span
+did not change keeps its Lane object. Spans are mapped to the wall clock with the clock pair of
+the build (a new pair, once a second, can move a span already shown by a few microseconds). A JSON
+cost is that of ``json.dumps`` with ASCII escapes, an upper bound of the agent's UTF-8 form,
+computed once per name.
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
+from array import array
+from collections import Counter
 
 from gpuflow.collectors.cupti import _layout as L
+from gpuflow.collectors.cupti import _retain_layout as RL
 from gpuflow.collectors.cupti.demangle import MAX_CHARS, demangle_in_time
 from gpuflow.collectors.cupti.protocol import RingDecoder
-from gpuflow.core.frozen import positional_constructor
-from gpuflow.core.snapshot import KernelStat, Lane, Span, TracedProcess, TransferStat, kernel_order
+from gpuflow.core.recorded import SpanColumns
+from gpuflow.core.snapshot import KernelStat, Lane, TracedProcess, TransferStat, kernel_order
 
 UNNAMED_KERNEL = "(unnamed kernel)"
 OTHER_KERNELS = "(other kernel names)"
@@ -68,9 +72,9 @@ LANE_JSON_FIXED = 160
 SPAN_JSON_FIXED = 224
 _COPY_COST = SPAN_JSON_FIXED + len("null")  # a copy's or memset's span has no name
 
-#: A Span from its fields, positionally, without ``__init__``'s setattr calls (Span objects are
-#: the dominant cost of a build): gpuflow.core.frozen.
-_make_span = positional_constructor(Span)
+#: SpanColumns' fields, in the order of the decoders' lane_columns
+_SPAN_FIELDS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                "block_z", "bytes", "direction")
 
 
 def lane_label(name: str | None, null_stream: int | None, stream: int) -> str:
@@ -126,34 +130,17 @@ class _Other:
 
 
 class _LaneCache:
-    """One lane's spans as shown (newest last; at most the decoder's cap, the oldest leave first),
-    their JSON costs alike, and its last Lane object."""
+    """One lane's last Lane object (reused while nothing changed), its label and stream name."""
 
-    __slots__ = ("spans", "costs", "bytes", "lane", "label", "label_cost", "name_id", "name")
+    __slots__ = ("lane", "last_seq", "label", "label_cost", "name_id", "name")
 
-    def __init__(self, cap: int) -> None:
-        self.spans: deque[Span] = deque(maxlen=cap)
-        self.costs: deque[int] = deque(maxlen=cap)
-        self.bytes = 0
+    def __init__(self) -> None:
         self.lane: Lane | None = None
+        self.last_seq: int | None = None  # the newest span's seq in ``lane``
         self.label: str | None = None
         self.label_cost = 0
         self.name_id = 0  # the lane's stream name: its id and text (None: none)
         self.name: str | None = None
-
-    def trim(self, share: int) -> int:
-        """Drop the oldest spans beyond ``share`` bytes; return how many went."""
-        over = 0
-        while self.bytes > share:
-            self.spans.popleft()
-            self.bytes -= self.costs.popleft()
-            over += 1
-        return over
-
-    def clear(self) -> None:
-        self.spans.clear()
-        self.costs.clear()
-        self.bytes = 0
 
 
 class TracedBuilder:
@@ -176,7 +163,6 @@ class TracedBuilder:
         self._lanes_bytes = lanes_bytes
         #: the demangled text its names may have (characters)
         self.demangled_budget = demangled_chars
-        self._after_seq = -1
         self._lanes: dict[tuple[int, int, int], _LaneCache] = {}
         self._kernels: dict[int, tuple[int, int, KernelStat]] = {}  # by name id, shown by name
         self._over_budget: set[int] = set()  # name ids shown as OTHER_KERNELS
@@ -188,7 +174,7 @@ class TracedBuilder:
         self._other: KernelStat | None = None
         #: kernel names shown as "(other kernel names)" because the kernel table's budget was spent
         self.names_over_budget = 0
-        #: spans the lanes' budget took out of the snapshot (their executions stay counted)
+        #: the most spans the lanes' budget took out of one build (their executions stay counted)
         self.spans_over_budget = 0
         #: the JSON bytes the lanes had at the last build (what the kernel table leaves of the
         #: process's, up to ``lanes_bytes``)
@@ -292,6 +278,21 @@ class TracedBuilder:
         out.sort(key=kernel_order)
         return tuple(out)
 
+    @staticmethod
+    def _fitting(names: array, costs: list[int], share: int) -> int:
+        """How many of a lane's newest spans fit ``share`` JSON bytes: a kernel span costs what its
+        name's does (``costs``, by the name column's local index), a copy or memset ``_COPY_COST``.
+        Counting is done by ``Counter`` over the column (C speed); spans are looked at one by one
+        only when some must be left out, oldest first."""
+        counts = Counter(names)
+        total = counts.pop(-1, 0) * _COPY_COST + sum(costs[local] * n for local, n in counts.items())
+        start = 0
+        while total > share and start < len(names):
+            local = names[start]
+            total -= _COPY_COST if local < 0 else costs[local]
+            start += 1
+        return len(names) - start
+
     def _label(self, decoder: RingDecoder, cache: _LaneCache, name_id: int, null_stream: int | None,
                stream: int) -> str:
         if name_id != cache.name_id:  # a defined name never changes: looked up when the lane's changes
@@ -306,18 +307,20 @@ class TracedBuilder:
         counters = decoder.counters()
         clock = decoder.clock()
         offset = 0 if clock is None else clock[1] - clock[0]
+        if not -RL.TIME_LIMIT < offset < RL.TIME_LIMIT:   # a pair no real clock gives: CUPTI's own
+            offset = 0
         nulls = decoder.null_streams()
         kernels = self._kernel_stats(decoder)
         transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t, timed=timed)
                           for d, c, timed, b, t in decoder.transfers() if c)
         # the lanes' heads first (labels, no spans): they decide each lane's share of the budget
-        heads = decoder.lanes(self._after_seq, newest=0)
+        heads = decoder.lanes(newest=0)
         labels = {}
         head_bytes = 0
         for dev, ctx, stream, _executions, _kept, name_id, _none in heads:
             cache = self._lanes.get((dev, ctx, stream))
             if cache is None:
-                cache = self._lanes[(dev, ctx, stream)] = _LaneCache(self._cap)
+                cache = self._lanes[(dev, ctx, stream)] = _LaneCache()
             label = self._label(decoder, cache, name_id, nulls.get((dev, ctx)), stream)
             if label != cache.label:
                 cache.label, cache.label_cost = label, json_cost(label)
@@ -328,40 +331,34 @@ class TracedBuilder:
         newest = min(self._cap, share // SPAN_JSON_FIXED)
         lanes = []
         window_start = window_end = None
-        max_seq = self._after_seq
         display, span_cost = self._display, self._span_cost
-        make = _make_span
-        for dev, ctx, stream, executions, kept, _name_id, new in decoder.lanes(self._after_seq, newest=newest):
+        over = 0
+        for dev, ctx, stream, executions, kept, _name_id, columns, name_ids in decoder.lane_columns(offset, newest):
             key = (dev, ctx, stream)
             cache = self._lanes[key]
-            if new:
-                if len(new) == newest and newest < self._cap:
-                    cache.clear()  # there may be more new spans than fit: what the cache held is older
-                append = cache.spans.append
-                for seq, kind, start, end, nid, grid, block, nbytes, direction in new:
-                    append(make(seq, kind, (start + offset) // 1000, end - start,
-                                display[nid] if grid is not None else None, grid, block, nbytes, direction))
-                cache.costs.extend([span_cost[s[4]] if s[5] is not None else _COPY_COST for s in new])
-                cache.bytes = sum(cache.costs)
-                max_seq = max(max_seq, new[-1][0])
-            self.spans_over_budget += cache.trim(share)
+            n = len(columns[0])
+            shown = self._fitting(columns[4], [span_cost[nid] for nid in name_ids], share)
+            over = max(over, min(kept, self._cap) - shown)   # what the budget kept out of this build
+            if shown < n:
+                columns = tuple(column[n - shown:] for column in columns)
             label = labels[key]
             lane = cache.lane
-            if (new or lane is None or lane.executions != executions or lane.label != label
-                    or len(lane.spans) != len(cache.spans)):
-                spans = tuple(cache.spans)
-                assert len(spans) <= kept, (key, len(spans), kept)
+            last_seq = columns[0][-1] if shown else None
+            if (lane is None or lane.executions != executions or lane.label != label
+                    or len(lane.spans) != shown or cache.last_seq != last_seq):
+                spans = SpanColumns(**dict(zip(_SPAN_FIELDS, columns)),
+                                    names=tuple(display[nid] for nid in name_ids))
                 lane = cache.lane = Lane(device=dev, context=ctx, stream=stream, label=label,
-                                         executions=executions, spans_elided=executions - len(spans),
-                                         spans=spans)
+                                         executions=executions, spans_elided=executions - shown, spans=spans)
+                cache.last_seq = last_seq
             lanes.append(lane)
-            if lane.spans:
+            if shown:
                 # spans of one stream run one after another: the first starts earliest, the last ends latest
-                first, last = lane.spans[0], lane.spans[-1]
-                end_us = last.start_us + last.dur_ns // 1000
-                window_start = first.start_us if window_start is None else min(window_start, first.start_us)
+                starts, durations = columns[1], columns[2]
+                end_us = starts[-1] + durations[-1] // 1000
+                window_start = starts[0] if window_start is None else min(window_start, starts[0])
                 window_end = end_us if window_end is None else max(window_end, end_us)
-        self._after_seq = max_seq
+        self.spans_over_budget = max(self.spans_over_budget, over)
         behind = None
         if window_end is not None and clock is not None:
             behind = round((now_ns - window_end * 1000) / 1e6, 1)
