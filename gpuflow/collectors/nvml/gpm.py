@@ -27,7 +27,7 @@ summed since the tracker started: the bytes that crossed the link, as exact as G
 Constraints: on the poll thread only (the tick); two NVML calls per GPU and tick when a pair is
 taken, none otherwise; the two id sets are constants and the values list is the tracker's own,
 reused, so a tick that takes no pair makes no Python object here and one that takes a pair makes
-only the backend's answers, the loop's range and the new GpmReadings; the buffers are given back
+only the backend's answers and the new GpmReadings; the buffers are given back
 (:meth:`GpmTracker.close`) before nvmlShutdown, and a tracker that lost its GPU starts a new pair
 when the GPU answers again.
 """
