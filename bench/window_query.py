@@ -10,7 +10,9 @@ the agent, the real app and the embedded server on a loopback port; a client ask
 second over HTTP and parses the JSON. Two questions, each ``--answers`` times: every execution
 exactly (no width: 100 k spans, column by column), and the same second at ``--width`` pixels (the
 page's question: lanes denser than the width come back as buckets). The plugin's answer alone (the
-hook, before any JSON) is timed too.
+hook, before any JSON) is timed too. The exact question is also asked, interleaved, of the body
+encoded as before the columns were written from their arrays (``dumps(window_json(...))``: every
+integer a Python int through ``json``), and the ratio printed side by side.
 
 Last line: ``window_query_p95_ms=<x>`` for the page's question (the second at ``--width``
 pixels), then ``exact_p95_ms=<y>`` on the line before it; goal x <= 100 (docs/recorder.md states
@@ -43,7 +45,9 @@ from gpuflow.collectors.cupti.traced_builder import TracedBuilder
 from gpuflow.core.agent import Agent
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.plugins import get_plugin_manager
+from gpuflow.transport import recorded_api
 from gpuflow.transport.app import AppSettings, create_app
+from gpuflow.transport.frames import dumps
 from gpuflow.transport.server import EmbeddedServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -103,6 +107,11 @@ def timed(port: int, path: str) -> tuple[float, int, int]:
     return elapsed, len(body), spans
 
 
+def whole_dict_body(parts, start, end, pid, width) -> bytes:
+    """The window's body as encoded before recorded_api.window_body: the documented dict, whole."""
+    return dumps(recorded_api.window_json(parts, start, end, pid, width))
+
+
 def p95(values: list[float]) -> float:
     return sorted(values)[max(0, int(len(values) * 0.95 + 0.5) - 1)] * 1e3
 
@@ -139,10 +148,17 @@ def main() -> int:
             t = time.perf_counter()
             agent.query_window(t0, t1, None, None)
             hook.append(time.perf_counter() - t)
-        exact, reduced = [], []
+        exact, before, reduced = [], [], []
+        spliced = recorded_api.window_body
         for _ in range(args.answers):
             seconds, size, spans = timed(server.port, f"/api/window?from={t0:.6f}&to={t1:.6f}")
             exact.append(seconds)
+            recorded_api.window_body = whole_dict_body
+            try:
+                seconds_b, size_b, spans_b = timed(server.port, f"/api/window?from={t0:.6f}&to={t1:.6f}")
+            finally:
+                recorded_api.window_body = spliced
+            before.append(seconds_b)
             seconds_r, size_r, spans_r = timed(server.port, f"/api/window?from={t0:.6f}&to={t1:.6f}&width={args.width}")
             reduced.append(seconds_r)
     finally:
@@ -153,6 +169,11 @@ def main() -> int:
           f"p95 {p95(hook):.1f} ms")
     print(f"exact: {spans:,} spans, {size / 1e6:.2f} MB of JSON; request to parsed answer p50 "
           f"{statistics.median(exact) * 1e3:.1f} ms, p95 {p95(exact):.1f} ms")
+    if (size_b, spans_b) != (size, spans):
+        raise SystemExit("the body encoded as before differs from the spliced one")
+    print(f"exact, encoded as before (the whole dict through json): p50 {statistics.median(before) * 1e3:.1f} ms, "
+          f"p95 {p95(before):.1f} ms; before/now p50 {statistics.median(before) / statistics.median(exact):.2f}x, "
+          f"p95 {p95(before) / p95(exact):.2f}x")
     print(f"at {args.width} px: {spans_r:,} spans exact, the rest in buckets, {size_r / 1e3:.1f} kB; p50 "
           f"{statistics.median(reduced) * 1e3:.1f} ms, p95 {p95(reduced):.1f} ms")
     print(f"exact_p95_ms={p95(exact):.1f}")
