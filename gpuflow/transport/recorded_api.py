@@ -61,6 +61,7 @@ MAX_METRICS = 32
 _METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _SPAN_FIELDS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",
                 "block_x", "block_y", "block_z", "bytes", "direction")
+_FIELD_KEYS = {name: f'{name}":'.encode("ascii") for name in _SPAN_FIELDS}   # after the opening quote
 
 
 class BadQuery(ValueError):
@@ -170,12 +171,14 @@ def span_columns_json(columns: SpanColumns) -> dict[str, Any]:
     return out
 
 
-def span_columns_body(columns: SpanColumns) -> bytes:
-    """:func:`span_columns_json`'s JSON text, each column written straight from its array (no
-    Python int per value: gpuflow.transport.json_ints)."""
-    pieces = [b'"%s":%s' % (name.encode("ascii"), int64_json(getattr(columns, name))) for name in _SPAN_FIELDS]
-    pieces.append(b'"names":' + dumps(list(columns.names)))
-    return b"{" + b",".join(pieces) + b"}"
+def _span_columns_into(columns: SpanColumns, out: list[bytes]) -> None:
+    """Append :func:`span_columns_json`'s JSON text, each column written straight from its array
+    (no Python int per value: gpuflow.transport.json_ints)."""
+    sep = b'{"'
+    for name in _SPAN_FIELDS:
+        out += (sep, _FIELD_KEYS[name], int64_json(getattr(columns, name)))
+        sep = b',"'
+    out += (b',"names":', dumps(list(columns.names)), b"}")
 
 
 def _lane_head(lane: LaneWindow) -> dict[str, Any]:
@@ -188,27 +191,35 @@ def _process_head(p: ProcessWindow) -> dict[str, Any]:
             "retained_to": p.retained_to_s, "complete": p.complete}
 
 
-def _lane_body(lane: LaneWindow) -> bytes:
-    if lane.spans is None:
-        return dumps(lane_json(lane))
-    return dumps(_lane_head(lane))[:-1] + b',"spans":' + span_columns_body(lane.spans) + b"}"
-
-
-def _process_body(p: ProcessWindow) -> bytes:
-    lanes = b",".join(_lane_body(lane) for lane in p.lanes)
-    return dumps(_process_head(p))[:-1] + b',"lanes":[' + lanes + b"]}"
+def _process_into(p: ProcessWindow, out: list[bytes]) -> None:
+    out += (dumps(_process_head(p))[:-1], b',"lanes":[')
+    for i, lane in enumerate(p.lanes):
+        if i:
+            out.append(b",")
+        if lane.spans is None:
+            out.append(dumps(lane_json(lane)))
+        else:
+            out += (dumps(_lane_head(lane))[:-1], b',"spans":')
+            _span_columns_into(lane.spans, out)
+            out.append(b"}")
+    out.append(b"]}")
 
 
 def window_body(parts: tuple[WindowPart, ...], start: float, end: float, pid: int | None,
                 width: int | None) -> bytes:
     """``dumps(window_json(...))``, byte for byte, with the span columns written from their arrays
-    and spliced in as text (see span_columns_body): the ~1.3 M integers of a second of 100 k
-    executions never become Python ints or pass through ``json``. Each dict is encoded without
-    its last key, whose text follows (``dumps(d)[:-1]`` drops the closing brace)."""
+    and spliced in as text (see _span_columns_into): the ~1.3 M integers of a second of 100 k
+    executions never become Python ints or pass through ``json``, and the answer is copied once,
+    by the one join of its pieces. Each dict is encoded without its last key, whose text follows
+    (``dumps(d)[:-1]`` drops the closing brace)."""
     head = dumps({"from": start, "to": end, "pid": pid, "width": width, "sources": [p.source for p in parts]})
-    processes = b",".join(_process_body(p) for part in parts for p in part.processes)
-    problems = dumps({"problems": _problems(parts)})[1:]   # '"problems":[...]}'
-    return head[:-1] + b',"processes":[' + processes + b"]," + problems
+    out = [head[:-1], b',"processes":[']
+    for i, p in enumerate(p for part in parts for p in part.processes):
+        if i:
+            out.append(b",")
+        _process_into(p, out)
+    out += (b"],", dumps({"problems": _problems(parts)})[1:])   # '"problems":[...]}'
+    return b"".join(out)
 
 
 def buckets_json(buckets: SpanBuckets) -> dict[str, Any]:
