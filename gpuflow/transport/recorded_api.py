@@ -191,13 +191,21 @@ def _process_head(p: ProcessWindow) -> dict[str, Any]:
             "retained_to": p.retained_to_s, "complete": p.complete}
 
 
+def _buckets_into(lane: LaneWindow, out: list[bytes]) -> None:
+    """Append :func:`lane_json`'s text for a reduced lane, its two columns written from their arrays."""
+    b: SpanBuckets = lane.buckets  # type: ignore[assignment]
+    out += (dumps(_lane_head(lane))[:-1], b',"buckets":',
+            dumps({"start_us": b.start_us, "width_us": b.width_us})[:-1],
+            b',"count":', int64_json(b.count), b',"busy_ns":', int64_json(b.busy_ns), b"}}")
+
+
 def _process_into(p: ProcessWindow, out: list[bytes]) -> None:
     out += (dumps(_process_head(p))[:-1], b',"lanes":[')
     for i, lane in enumerate(p.lanes):
         if i:
             out.append(b",")
         if lane.spans is None:
-            out.append(dumps(lane_json(lane)))
+            _buckets_into(lane, out)
         else:
             out += (dumps(_lane_head(lane))[:-1], b',"spans":')
             _span_columns_into(lane.spans, out)
@@ -207,11 +215,11 @@ def _process_into(p: ProcessWindow, out: list[bytes]) -> None:
 
 def window_body(parts: tuple[WindowPart, ...], start: float, end: float, pid: int | None,
                 width: int | None) -> bytes:
-    """``dumps(window_json(...))``, byte for byte, with the span columns written from their arrays
-    and spliced in as text (see _span_columns_into): the ~1.3 M integers of a second of 100 k
-    executions never become Python ints or pass through ``json``, and the answer is copied once,
-    by the one join of its pieces. Each dict is encoded without its last key, whose text follows
-    (``dumps(d)[:-1]`` drops the closing brace)."""
+    """``dumps(window_json(...))``, byte for byte, with the span and bucket columns written from
+    their arrays and spliced in as text (see _span_columns_into): the ~1.3 M integers of a second
+    of 100 k executions never become Python ints or pass through ``json``, and the answer is
+    copied once, by the one join of its pieces. Each dict is encoded without its last key, whose
+    text follows (``dumps(d)[:-1]`` drops the closing brace)."""
     head = dumps({"from": start, "to": end, "pid": pid, "width": width, "sources": [p.source for p in parts]})
     out = [head[:-1], b',"processes":[']
     for i, p in enumerate(p for part in parts for p in part.processes):

@@ -63,7 +63,8 @@ def window(rng: random.Random) -> tuple[WindowPart, ...]:
                             lanes=(exact, empty, reduced), complete=False)
     bare = ProcessWindow(pid=43, session="s2", name="idle", retained_from_s=None, retained_to_s=None,
                          lanes=(), complete=True)
-    return (WindowPart(source="rec", processes=(process, bare)), WindowPart(source="other", problems=(Problem(source="other", message="ring lost"),)))
+    lost = Problem(source="other", message="ring lost")
+    return (WindowPart(source="rec", processes=(process, bare)), WindowPart(source="other", problems=(lost,)))
 
 
 @pytest.mark.parametrize("pid,width", [(None, None), (42, 1920)])
