@@ -10,9 +10,10 @@ the agent, the real app and the embedded server on a loopback port; a client ask
 second over HTTP and parses the JSON. Two questions, each ``--answers`` times: every execution
 exactly (no width: 100 k spans, column by column), and the same second at ``--width`` pixels (the
 page's question: lanes denser than the width come back as buckets). The plugin's answer alone (the
-hook, before any JSON) is timed too. The exact question is also asked, interleaved, of the body
-encoded as before the columns were written from their arrays (``dumps(window_json(...))``: every
-integer a Python int through ``json``), and the ratio printed side by side.
+hook, before any JSON) is timed too, and the client's ``json.loads`` within each answer. Each
+question is also asked, interleaved, of the body encoded as before the columns were written from
+their arrays (``dumps(window_json(...))``: every integer a Python int through ``json``), and the
+ratios printed side by side.
 
 Last line: ``window_query_p95_ms=<x>`` for the page's question (the second at ``--width``
 pixels), then ``exact_p95_ms=<y>`` on the line before it; goal x <= 100 (docs/recorder.md states
@@ -91,20 +92,24 @@ class CollectorStandIn:
         return self.recorder.window(start_s, end_s, pid, width_px)
 
 
-def timed(port: int, path: str) -> tuple[float, int, int]:
+def timed(port: int, path: str) -> tuple[float, float, int, int]:
+    """Seconds from request to parsed answer, of them the client's ``json.loads``, the body's size
+    and its exact spans."""
     t0 = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
     response = conn.getresponse()
     body = response.read()
+    t_read = time.perf_counter()
     doc = json.loads(body)
     elapsed = time.perf_counter() - t0
+    parse = time.perf_counter() - t_read
     conn.close()
     if response.status != 200:
         raise SystemExit(f"/api/window answered {response.status}: {body[:200]!r}")
     spans = sum(len(lane["spans"]["seq"]) if "spans" in lane else 0
                 for proc in doc["processes"] for lane in proc["lanes"])
-    return elapsed, len(body), spans
+    return elapsed, parse, len(body), spans
 
 
 def whole_dict_body(parts, start, end, pid, width) -> bytes:
@@ -148,36 +153,46 @@ def main() -> int:
             t = time.perf_counter()
             agent.query_window(t0, t1, None, None)
             hook.append(time.perf_counter() - t)
-        exact, before, reduced = [], [], []
         spliced = recorded_api.window_body
+        paths = {"exact": f"/api/window?from={t0:.6f}&to={t1:.6f}",
+                 "reduced": f"/api/window?from={t0:.6f}&to={t1:.6f}&width={args.width}"}
+        got: dict[tuple[str, bool], list[tuple[float, float, int, int]]] = {}
         for _ in range(args.answers):
-            seconds, size, spans = timed(server.port, f"/api/window?from={t0:.6f}&to={t1:.6f}")
-            exact.append(seconds)
-            recorded_api.window_body = whole_dict_body
-            try:
-                seconds_b, size_b, spans_b = timed(server.port, f"/api/window?from={t0:.6f}&to={t1:.6f}")
-            finally:
-                recorded_api.window_body = spliced
-            before.append(seconds_b)
-            seconds_r, size_r, spans_r = timed(server.port, f"/api/window?from={t0:.6f}&to={t1:.6f}&width={args.width}")
-            reduced.append(seconds_r)
+            for question, path in paths.items():
+                for before in (False, True):
+                    recorded_api.window_body = whole_dict_body if before else spliced
+                    try:
+                        got.setdefault((question, before), []).append(timed(server.port, path))
+                    finally:
+                        recorded_api.window_body = spliced
     finally:
         server.shutdown()
+    for question in paths:
+        if {answer[2:] for key in ((question, False), (question, True)) for answer in got[key]} != \
+                {got[question, False][0][2:]}:
+            raise SystemExit(f"the {question} answers differ in size or spans, encoded as before or now")
+    size, spans = got["exact", False][0][2:]
     if spans != args.spans:
         raise SystemExit(f"the exact answer held {spans:,} spans, not {args.spans:,}")
     print(f"the plugin's answer (query_window, before JSON): p50 {statistics.median(hook) * 1e3:.1f} ms, "
           f"p95 {p95(hook):.1f} ms")
-    print(f"exact: {spans:,} spans, {size / 1e6:.2f} MB of JSON; request to parsed answer p50 "
-          f"{statistics.median(exact) * 1e3:.1f} ms, p95 {p95(exact):.1f} ms")
-    if (size_b, spans_b) != (size, spans):
-        raise SystemExit("the body encoded as before differs from the spliced one")
-    print(f"exact, encoded as before (the whole dict through json): p50 {statistics.median(before) * 1e3:.1f} ms, "
-          f"p95 {p95(before):.1f} ms; before/now p50 {statistics.median(before) / statistics.median(exact):.2f}x, "
-          f"p95 {p95(before) / p95(exact):.2f}x")
-    print(f"at {args.width} px: {spans_r:,} spans exact, the rest in buckets, {size_r / 1e3:.1f} kB; p50 "
-          f"{statistics.median(reduced) * 1e3:.1f} ms, p95 {p95(reduced):.1f} ms")
-    print(f"exact_p95_ms={p95(exact):.1f}")
-    print(f"window_query_p95_ms={p95(reduced):.1f}")
+    print("request to parsed answer, the columns written from their arrays (now) and the whole dict "
+          "through json (before), interleaved:")
+    size_r, spans_r = got["reduced", False][0][2:]
+    described = {"exact": f"exact ({spans:,} spans, {size / 1e6:.2f} MB)",
+                 "reduced": f"at {args.width} px ({spans_r:,} spans exact, the rest in buckets, "
+                            f"{size_r / 1e3:.1f} kB)"}
+    p95s = {}
+    for question in paths:
+        now, before = ([a[0] for a in got[question, b]] for b in (False, True))
+        parse = [a[1] for a in got[question, False]]
+        p95s[question] = p95(now)
+        print(f"  {described[question]}: now p50 {statistics.median(now) * 1e3:.1f} ms, p95 {p95(now):.1f} ms "
+              f"(client json.loads p50 {statistics.median(parse) * 1e3:.1f} ms); before p50 "
+              f"{statistics.median(before) * 1e3:.1f} ms, p95 {p95(before):.1f} ms; before/now p50 "
+              f"{statistics.median(before) / statistics.median(now):.2f}x, p95 {p95(before) / p95(now):.2f}x")
+    print(f"exact_p95_ms={p95s['exact']:.1f}")
+    print(f"window_query_p95_ms={p95s['reduced']:.1f}")
     return 0
 
 
