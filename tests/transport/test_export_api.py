@@ -150,23 +150,27 @@ def test_head_answers_the_headers_without_exporting_or_holding_a_slot(agent):
 
 
 class Failing:
-    """A retaining plugin whose window store fails from its ``fail_at``-th answer on."""
+    """A retaining plugin whose window store fails from its ``fail_at``-th answer on, or (with
+    ``fail_at_piece``) from its ``fail_at_piece``-th answer of exact spans on: the export's pieces
+    (its plan asks per-pixel buckets, as many times as the data's density makes it look closer)."""
 
-    def __init__(self, fail_at: int) -> None:
-        self.fail_at, self.calls = fail_at, 0
+    def __init__(self, fail_at: int | None = None, fail_at_piece: int | None = None) -> None:
+        self.fail_at, self.fail_at_piece, self.calls, self.pieces = fail_at, fail_at_piece, 0, 0
         self.inner = fake_agent(spans=400, lanes=8)
 
     @gpuflow.hookimpl
     def query_window(self, context, start_s, end_s, pid, width_px):
         self.calls += 1
-        if self.calls >= self.fail_at:
+        self.pieces += width_px is None
+        if ((self.fail_at is not None and self.calls >= self.fail_at)
+                or (self.fail_at_piece is not None and width_px is None and self.pieces >= self.fail_at_piece)):
             return WindowPart(source="rec", problems=(Problem("rec", "window store on fire", "error"),))
         (part,) = self.inner.query_window(start_s, end_s, pid, width_px)
         return part
 
 
-def failing_client(fail_at: int) -> tuple[testing.TestClient, Failing]:
-    plugin = Failing(fail_at)
+def failing_client(fail_at: int | None = None, fail_at_piece: int | None = None) -> tuple[testing.TestClient, Failing]:
+    plugin = Failing(fail_at, fail_at_piece)
     plugin.inner.start()
     pm = pluggy.PluginManager("gpuflow")
     pm.add_hookspecs(hookspecs)
@@ -188,11 +192,15 @@ def test_a_collectors_problem_later_ends_the_trace_without_its_end(monkeypatch):
     from gpuflow.export import window_export
 
     monkeypatch.setattr(window_export, "PIECE_SPANS", 300)
-    c, plugin = failing_client(fail_at=5)  # two plans (the range, its dense part), then pieces
+    # the second piece fails: the first was sent. (Failing at the fifth call of any kind, as this
+    # test did, fell on a plan as often as on a piece: how many times the plan looks closer
+    # depends on where the fake's spans fall, so half the runs sent nothing before the problem.)
+    c, plugin = failing_client(fail_at_piece=2)
     try:
         r = c.simulate_get("/api/export", params=ALL)
     finally:
         plugin.inner.stop()
+    assert plugin.pieces == 2
     assert r.status_code == 200 and r.content and not r.content.endswith(END_OF_TRACE)
 
 
