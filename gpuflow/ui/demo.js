@@ -10,7 +10,8 @@
 // between the whole graph and a close look at the traced lanes, and records each frame's cost for
 // bench/ui_frame.py; ?demo=bench&scrub also drags the timeline to a new past moment every frame.
 // The demo keeps what it made in a recorder of its own (demo_recorder.js, with minutes of made-up
-// readings before its start), which answers the timeline's and the sparklines' questions as an
+// readings before its start, and the readings due while the page was too busy to make a frame,
+// so the recorder has no hole), which answers the timeline's and the sparklines' questions as an
 // agent's recorder would.
 //
 // Constraints: loaded only in demo mode (main.js imports it dynamically), never the default;
@@ -30,6 +31,9 @@ import { timeline } from './timeline.js';
 
 // the readings the demo makes up for before its start: this long, one every PREFILL_STEP_S
 const PREFILL_S = 600, PREFILL_STEP_S = 1;
+// a frame made late (the page busy or throttled) first records the readings an agent's sampler
+// would have taken meanwhile, for at most this long before it (a tab hidden for longer keeps its gap)
+const CATCH_UP_S = 30;
 
 function mulberry32(a) {
   return function () {
@@ -242,8 +246,23 @@ function makeDemo(variant) {
       traced: traced.map(t => tracedJson(t, isFull, nowUs)).sort((a, b) => a.pid - b.pid),
     };
     sentSeq = seq;
+    catchUp(nowMs / 1000);
     rec.reading(nowMs / 1000, f, sc.interval / 1000);
+    lastReadingS = nowMs / 1000;
     return f;
+  }
+  // The readings due since the last one recorded, one every interval, made up with a generator of
+  // their own (the frames stay the same however late they come): the agent's sampler runs on
+  // whatever the page is busy with, so its recorder has no hole where the page made no frame.
+  // Without them the first frame came the page's setup after the made-up minutes' last reading (2 s
+  // on an idle machine, 3.5 s with the CPU slowed 4x), past the 2.5 s it stands for, and a page
+  // busy for over 0.6 s left a hole too: every moment in one showed no reading and no process.
+  function catchUp(nowS) {
+    const step = sc.interval / 1000;
+    for (let t = Math.max(lastReadingS + step, nowS - CATCH_UP_S); t < nowS - step / 2; t += step) {
+      const tS = t - start / 1000;
+      rec.reading(t, { devices: sc.gpus.map(g => gpu(g, tS, R3)), processes: processesAt(tS, R3) }, step);
+    }
   }
   function processesAt(tS, R) {
     return sc.procs.filter(p => alive(p, tS)).map(p => ({
@@ -258,9 +277,11 @@ function makeDemo(variant) {
   }
   // the minutes before the demo's start, made up with a generator of their own (the demo's own
   // frames stay the same whatever is made up here)
-  const R2 = mulberry32(5);
+  const R2 = mulberry32(5), R3 = mulberry32(11);
+  let lastReadingS = start / 1000;
   for (let tS = -PREFILL_S; tS < 0; tS += PREFILL_STEP_S) {
     rec.reading(start / 1000 + tS, { devices: sc.gpus.map(g => gpu(g, tS, R2)), processes: processesAt(tS, R2) }, PREFILL_STEP_S);
+    lastReadingS = start / 1000 + tS;
   }
   // a traced process as Snapshot.to_json_dict() writes it; a delta's lanes hold only new spans
   function tracedJson(t, isFull, nowUs) {
