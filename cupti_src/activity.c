@@ -198,10 +198,9 @@ static void translate_buffer(uint8_t *buffer, size_t valid, int ab_off)
                 more = 0;
                 break;
             }
-            if (!ab_off || !ab_skipped_kind(rec)) {
+            if (!ab_off || !ab_skipped_kind(rec))
                 translate(g_gf.ring, rec);
-                k++;
-            }
+            k++; /* walked, translated or not: the lock is held for 64 records at most */
             n++;
         }
         rp_batch_end(g_gf.ring);
