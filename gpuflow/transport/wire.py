@@ -32,7 +32,9 @@ a kernel table is the snapshot's own :func:`~gpuflow.core.snapshot.kernel_order`
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
+
+from gpuflow.core.recorded import SpanColumns
 
 from gpuflow.core.snapshot import (
     SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
@@ -116,31 +118,68 @@ def geometry(g: Sequence[int] | None) -> int | list[int] | None:
     return list(g)
 
 
-def encode_spans(spans: Iterable[Span], table: NameTable) -> list[list[Any]]:
-    """One lane's spans (oldest first) as the stream's arrays, names entered into ``table``."""
+def encode_spans(spans: Iterable[Span] | SpanColumns, table: NameTable) -> list[list[Any]]:
+    """One lane's spans (oldest first) as the stream's arrays, names entered into ``table``.
+    Columns are read column by column (:func:`_encode_columns`), with no Span per span."""
+    if isinstance(spans, SpanColumns):
+        return _encode_columns(spans, table)
     out = []
     prev_seq = prev_start = 0
     span_id = table.span_id
-    kind_code = _KIND_CODE
-    dir_code = _DIRECTION_CODE
     for s in spans:
-        kind = s.kind
-        head = [s.seq - prev_seq, s.start_us - prev_start, s.dur_ns]
+        out.append(_span_row(s, [s.seq - prev_seq, s.start_us - prev_start, s.dur_ns], span_id))
         prev_seq, prev_start = s.seq, s.start_us
-        name, grid, block, nbytes, direction = s.name, s.grid, s.block, s.bytes, s.direction
-        if kind == "kernel" and nbytes is None and direction is None:
-            row = head + [0, None if name is None else span_id(name),
-                          geometry(grid), geometry(block)]
-        elif (kind != "kernel" and kind in kind_code and name is None and grid is None
-              and block is None and (direction is None or direction in dir_code)):
-            row = head + [kind_code[kind], nbytes,
-                          None if direction is None else dir_code[direction]]
-        else:  # outside the documented shapes: every field, nothing lost
-            row = head + [kind, None if name is None else span_id(name), geometry(grid),
-                          geometry(block), nbytes, direction]
-        while row[-1] is None:
-            row.pop()
-        out.append(row)
+    return out
+
+
+def _span_row(s: Span, head: list[int], span_id: Callable[[str], int]) -> list[Any]:
+    """A span's array after its ``head`` (Δseq, Δstart_us, dur_ns), trailing nulls left out."""
+    kind = s.kind
+    name, grid, block, nbytes, direction = s.name, s.grid, s.block, s.bytes, s.direction
+    if kind == "kernel" and nbytes is None and direction is None:
+        row = head + [0, None if name is None else span_id(name), geometry(grid), geometry(block)]
+    elif (kind != "kernel" and kind in _KIND_CODE and name is None and grid is None
+          and block is None and (direction is None or direction in _DIRECTION_CODE)):
+        row = head + [_KIND_CODE[kind], nbytes,
+                      None if direction is None else _DIRECTION_CODE[direction]]
+    else:  # outside the documented shapes: every field, nothing lost
+        row = head + [kind, None if name is None else span_id(name), geometry(grid),
+                      geometry(block), nbytes, direction]
+    while row[-1] is None:
+        row.pop()
+    return row
+
+
+def _encode_columns(c: SpanColumns, table: NameTable) -> list[list[Any]]:
+    """:func:`encode_spans` of columns: the rows ``encode_spans(iter(c), table)`` gives (so names
+    enter ``table`` in the same order), made from the columns' ints. A kernel, or a copy or memset
+    without a name, is written here; any other span goes through its Span (:func:`_span_row`)."""
+    out = []
+    prev_seq = prev_start = 0
+    span_id, names = table.span_id, c.names
+    ids: dict[int, int] = {}   # the columns' name index -> the table's id, filled as names appear
+    n_kinds, n_directions = len(KINDS), len(DIRECTIONS)
+    columns = zip(c.seq, c.start_us, c.dur_ns, c.kind, c.name, c.grid_x, c.grid_y, c.grid_z,
+                  c.block_x, c.block_y, c.block_z, c.bytes, c.direction)
+    for i, (seq, start, dur, kind, name, gx, gy, gz, bx, by, bz, nbytes, direction) in enumerate(columns):
+        head = [seq - prev_seq, start - prev_start, dur]
+        prev_seq, prev_start = seq, start
+        if kind == 0 and nbytes < 0 and direction < 0:   # a kernel (SPAN_KINDS[0])
+            if name < 0:
+                name_id = None
+            else:
+                name_id = ids.get(name)
+                if name_id is None:
+                    name_id = ids[name] = span_id(names[name])
+            out.append(head + [0, name_id, gx if gy == 1 and gz == 1 else [gx, gy, gz],
+                               bx if by == 1 and bz == 1 else [bx, by, bz]])
+        elif 0 < kind < n_kinds and name < 0 and direction < n_directions:   # a copy or memset
+            row = head + [kind, None if nbytes < 0 else nbytes, None if direction < 0 else direction]
+            while row[-1] is None:
+                row.pop()
+            out.append(row)
+        else:
+            out.append(_span_row(c.span(i), head, span_id))
     return out
 
 
