@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from .conftest import hook, open_live, shot, until
+from .conftest import FAKE, Agent, free_port, hook, open_live, shot, until
 
 pytestmark = pytest.mark.browser
 
@@ -26,6 +26,18 @@ POINTS = 48
 DEVICE_SPARKS = ("utilization_gpu_pct", "memory_used_bytes", "power_draw_w")
 #: the least a sparkline is drawn at, in CSS px, at 1280x720 after fit
 MIN_W, MIN_H = 28, 9
+
+
+@pytest.fixture(scope="module")
+def agent(browser):
+    """An agent whose fake recorder keeps its readings for an hour: the page's sparklines span
+    the last minutes, so with the fake's 60 s its oldest readings left between the page's answer
+    and the test's own question of the same range (a full run's shared agent is minutes old: 31
+    points drawn, 30 served, in a fresh-clone CI run)."""
+    a = Agent(free_port(), {**FAKE, "GPUFLOW_FAKE_RETAIN_S": "3600"})
+    a.start()
+    yield a
+    a.stop()
 
 
 def paused_at(page, ago: float) -> dict:
