@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-#: list items encoded by one call, when they hold no containers of their own
+#: the items of a long list encoded by one call, whatever they hold
 PIECE_ITEMS = 256
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
