@@ -126,15 +126,16 @@ class Sampler(threading.Thread):
                 self.samples.append(exc)
 
 
-#: the agent's flight recorder budget (--retain-mb): the memory bound is 150 MB above idle plus it
+#: the agent's flight recorder budget by default (--retain-mb): the memory bound is 150 MB above
+#: idle plus it
 RETAIN_MB = 256
 
 
-def start_agent(workdir: Path, port: int) -> tuple[subprocess.Popen, str]:
+def start_agent(workdir: Path, port: int, retain_mb: int) -> tuple[subprocess.Popen, str]:
     private = Path(tempfile.mkdtemp(prefix="rings-", dir=workdir))  # 0700
     sock = str(private / "agent.sock")
     env = dict(os.environ, GPUFLOW_RING_SOCKET=sock, GPUFLOW_DISABLED_PLUGINS="nvml",
-               GPUFLOW_DISABLE_PLUGIN_AUTOLOAD="1", GPUFLOW_RETAIN_MB=str(RETAIN_MB))
+               GPUFLOW_DISABLE_PLUGIN_AUTOLOAD="1", GPUFLOW_RETAIN_MB=str(retain_mb))
     agent = subprocess.Popen([sys.executable, "-m", "gpuflow", "watch", "--port", str(port)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -181,10 +182,11 @@ def stop_agent(agent: subprocess.Popen) -> None:
         agent.wait()
 
 
-def run_scenario(name: str, attacks: list[str], lib: str, workdir: Path, seconds: float, rate: float) -> dict:
+def run_scenario(name: str, attacks: list[str], lib: str, workdir: Path, seconds: float, rate: float,
+                 retain_mb: int) -> dict:
     """A fresh agent, its idle size, then ``attacks`` (one producer each) sampled throughout."""
     port = free_port()
-    agent, sock = start_agent(workdir, port)
+    agent, sock = start_agent(workdir, port, retain_mb)
     try:
         idle_kib, idle_snapshot_ms, idle_healthz_ms = idle_figures(agent, port)
         cpu0, t0 = cpu_seconds(agent.pid), time.monotonic()
@@ -246,7 +248,6 @@ def describe(r: dict) -> str:
 
 
 def main() -> int:
-    global RETAIN_MB
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=15.0, help="how long each hostile producer writes")
     ap.add_argument("--rate", type=float, default=200_000.0, help="records a second per producer (0: unpaced)")
@@ -254,7 +255,6 @@ def main() -> int:
     ap.add_argument("--retain-mb", type=int, default=RETAIN_MB,
                     help="the agent's flight recorder budget (default 256, the agent's; 0: none)")
     args = ap.parse_args()
-    RETAIN_MB = args.retain_mb
     chosen = args.scenarios.split(",")
     unknown = set(chosen) - set(ORDER)
     if unknown:
@@ -270,7 +270,8 @@ def main() -> int:
                              capture_output=True, text=True).stdout.strip()
         for name in chosen:
             attacks = list(SCENARIOS) if name == "all_at_once" else [name]
-            results.append(run_scenario(name, attacks, lib, workdir, args.seconds, args.rate))
+            results.append(run_scenario(name, attacks, lib, workdir, args.seconds, args.rate,
+                                        args.retain_mb))
             print(describe(results[-1]), flush=True)
     hostile = [r for r in results if r["scenario"] != "benign"] or results
     one_ring = [r for r in hostile if r["scenario"] != "all_at_once"] or hostile
