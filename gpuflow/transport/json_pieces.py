@@ -62,7 +62,7 @@ def _into(obj: Any, out: list[str]) -> None:
             out.append("]")
         else:
             out.append(_ENCODE(obj))
-    elif isinstance(obj, dict) and any(_holds_containers(v) or _long(v) for v in obj.values()):
+    elif isinstance(obj, dict) and any(_holds_containers(v) for v in obj.values()):
         out.append("{")
         for i, (key, value) in enumerate(obj.items()):
             if i:
@@ -74,12 +74,9 @@ def _into(obj: Any, out: list[str]) -> None:
         out.append(_ENCODE(obj))
 
 
-def _long(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and len(value) > PIECE_ITEMS
-
-
 def _holds_containers(value: Any) -> bool:
-    """Whether ``value`` is a container with a non-empty container in it (so it is split).
+    """Whether ``value`` is a container with a non-empty container in it, or a list longer than
+    PIECE_ITEMS (so it is split).
     A container whose items are all of :data:`_SCALARS` holds none: that is asked first, in one
     C-level pass (a frame's span rows are thousands of such lists)."""
     if isinstance(value, dict):
