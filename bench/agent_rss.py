@@ -26,7 +26,14 @@ wrote. ``--tracemalloc`` also prints the Python allocation sites holding the mos
 
 Also measured: the agent's CPU time (this process's user + system, every thread of it) while
 the producers run, in cores: what tracing at that record rate costs the machine beside the
-program (``--processes 1 --rate 200000`` is the launch storm's rate on an H200).
+program (``--processes 1 --rate 200000`` is the launch storm's rate on an H200). It is split by
+what spent it, each part the thread CPU time (``time.thread_time``, not wall time: a thread
+waiting for the GIL costs nothing here) of the calls that do it, timed by wrapping them on this
+agent's own objects: draining the rings (the collector's ``_drain``, the Cython drain and the
+recorder's columns), building snapshots (its ``_build``), merging the parts (the agent's
+``collect_once``) and encoding the stream's frames (the frame encoder's ``_encode``); the rest
+(the client's one full frame, the server writing to the socket, this script's sampling) is the
+difference.
 
 Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>
 agent_cpu_cores=<agent CPU seconds per second>``; goals (issue 17) records_per_s >= 760,000,
@@ -216,6 +223,35 @@ print(frames, size, flush=True)
 """
 
 
+class CpuSplit:
+    """The thread CPU seconds spent inside some calls: ``wrap(obj, name)`` replaces the method
+    ``name`` of ``obj`` (on that object only) by one that adds its calls' ``time.thread_time()``
+    to ``seconds[part]``. Each part is timed in whichever thread calls it; parts do not nest."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def wrap(self, obj: object, name: str, part: str) -> None:
+        inner = getattr(obj, name)
+        self.seconds.setdefault(part, 0.0)
+
+        def timed(*args, **kwargs):
+            t = time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - t
+                with self._lock:
+                    self.seconds[part] += spent
+
+        setattr(obj, name, timed)
+
+    def taken(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self.seconds)
+
+
 def start_sse_client(port: int) -> subprocess.Popen:
     """One real SSE client: a process of its own reading /api/stream until the agent ends it."""
     return subprocess.Popen([sys.executable, "-c", SSE_READER, str(Path(__file__).resolve().parent), str(port)],
@@ -274,6 +310,11 @@ def main() -> int:
         agent = Agent(AgentConfig(options={"cupti": {"ring_socket": ring_socket, "retain_mb": args.retain_mb}}),
                       get_plugin_manager(environ=env))
         agent.start()
+        split = CpuSplit()
+        collector = get_collector(agent.context)
+        split.wrap(collector, "_drain", "drain")
+        split.wrap(collector, "_build", "snapshot builds")
+        split.wrap(agent, "collect_once", "merge")
         consumer = SnapshotConsumer(agent)
         server = client = None
         if args.client == "json":
@@ -282,7 +323,9 @@ def main() -> int:
             from gpuflow.transport.app import AppSettings, create_app
             from gpuflow.transport.server import EmbeddedServer
 
-            server = EmbeddedServer(create_app(agent, settings=AppSettings(start_agent=False)), "127.0.0.1", 0)
+            app = create_app(agent, settings=AppSettings(start_agent=False))
+            split.wrap(app.state.frames, "_encode", "frame encoding")
+            server = EmbeddedServer(app, "127.0.0.1", 0)
             server.serve_in_thread()
             client = start_sse_client(server.port)
         print(f"agent_rss: {args.processes} producers x {args.rate:,.0f} records/s for {args.seconds:.0f} s, "
@@ -291,6 +334,7 @@ def main() -> int:
               f"Python {platform.python_version()}; agent RSS at start {base['VmRSS'] / 1024:.1f} MB", flush=True)
         started = time.monotonic()
         cpu_start = resource.getrusage(resource.RUSAGE_SELF)
+        split_start = split.taken()
         procs = [subprocess.Popen([driver, lib, ring_socket, str(args.rate), str(args.seconds), str(args.capacity),
                                    str(i)], stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
         samples: list[tuple[float, dict[str, int]]] = []
@@ -310,8 +354,8 @@ def main() -> int:
         for p in procs:
             p.wait()
         cpu_end = resource.getrusage(resource.RUSAGE_SELF)   # this process only: the agent's threads
+        split_end = split.taken()
         cpu_wall = time.monotonic() - started
-        collector = get_collector(agent.context)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # the final drains: every process exited, every ring released
             part = collector.part()
@@ -374,6 +418,10 @@ def main() -> int:
     print(f"agent CPU: {cpu_s:.2f} s user+system over the producers' {cpu_wall:.1f} s = {cpu_s / cpu_wall:.3f} "
           f"cores (draining, decoding, retaining, building snapshots, encoding frames for the "
           f"{'SSE client' if args.client == 'sse' else 'to_json_dict stand-in'})")
+    parts = {part: split_end[part] - split_start.get(part, 0.0) for part in split_end}
+    parts["the rest"] = cpu_s - sum(parts.values())
+    print("agent CPU by part: " + ", ".join(f"{part} {seconds / cpu_wall:.3f}" for part, seconds in parts.items())
+          + " cores")
     print(f"rss_mb={peak[1]['VmRSS'] / 1024:.1f} records_per_s={pushed / elapsed:.0f} dropped={ring_drops} "
           f"agent_cpu_cores={cpu_s / cpu_wall:.3f}")
     return 0
