@@ -1,0 +1,326 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled writer of the stream's span rows and kernel entries as JSON text (twin: ``_wire_text_py``).
+
+What it is for: each frame of ``/api/stream`` carries, per lane, the new spans as arrays and, per
+traced process, the kernel entries that changed; made as Python lists and dicts and handed to
+``json`` they were most of the agent's CPU under bench/agent_rss.py (8 programs at 100 k
+records/s: ~1,600 kernel entries and ~800 span rows a frame, up to 20 frames a second). This
+writes the same text straight from the lane's ``array('q')`` columns and from the KernelStat
+objects' attributes, into one C buffer, and makes one ``str`` of it.
+
+* ``span_rows(columns, lo, hi, ids)``: rows ``lo``..``hi`` of a SpanColumns, or None when one is
+  outside the columns' two shapes (the caller then encodes the lane through ``wire.encode_spans``);
+* ``kernel_entries(kernels, ids, base, fields)``: the entries of the kernels whose ``fields``
+  differ from their entry in ``base`` (None: all), or None for a value it does not take or an id
+  given twice (the caller then uses ``json``).
+
+The module opening of ``_wire_text_py`` states both exactly; this is its twin.
+
+Constraints: byte-identical to ``_wire_text_py`` (tests/transport/test_wire_text.py); never
+undefined behaviour on any int64 (a difference of two seqs that does not fit int64 makes the lane
+go the Python way); holds the GIL throughout (a call takes microseconds: a lane's rows, one
+process's kernel table), and reads each array through its own C pointer only after checking its
+type and length.
+"""
+
+from cpython.array cimport array
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject, PyObject_GetAttr, PyObject_RichCompareBool, PyObject_Str, Py_EQ
+from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_AsUTF8String
+from libc.math cimport isfinite
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+from json.encoder import encode_basestring
+
+is_compiled = True
+
+cdef extern from *:
+    """
+    static int wt_sub_overflows(int64_t a, int64_t b, int64_t *out) {
+        return __builtin_sub_overflow(a, b, out);
+    }
+    """
+    int wt_sub_overflows(int64_t a, int64_t b, int64_t *out)
+
+#: the kind codes of the columns (SPAN_KINDS: kernel, memcpy, memset) and the directions' count
+DEF N_KINDS = 3
+DEF N_DIRECTIONS = 6
+#: the longest text one int64 takes: "-9223372036854775808"
+DEF INT_CHARS = 20
+#: the most a span row takes: 3 numbers of the head, a code, two geometries of three numbers,
+#: brackets and commas
+DEF ROW_CHARS = 16 * (INT_CHARS + 1) + 16
+
+_COLUMNS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",
+            "block_x", "block_y", "block_z", "bytes", "direction")
+
+
+cdef struct Buf:
+    char *data
+    Py_ssize_t used
+    Py_ssize_t size
+
+
+cdef int buf_reserve(Buf *b, Py_ssize_t more) except -1:
+    cdef Py_ssize_t size
+    cdef char *grown
+    if b.used + more <= b.size:
+        return 0
+    size = b.size * 2 if b.size else 4096
+    while size < b.used + more:
+        size *= 2
+    grown = <char *> realloc(b.data, size)
+    if grown == NULL:
+        raise MemoryError()
+    b.data = grown
+    b.size = size
+    return 0
+
+
+cdef inline void put_char(Buf *b, char c) noexcept:
+    b.data[b.used] = c
+    b.used += 1
+
+
+cdef inline void put_int(Buf *b, int64_t v) noexcept:
+    """Decimal digits of ``v`` (room for INT_CHARS already reserved)."""
+    cdef char digits[INT_CHARS]
+    cdef int k = 0
+    cdef uint64_t u
+    if v < 0:
+        put_char(b, b"-")
+        u = (<uint64_t> 0) - <uint64_t> v
+    else:
+        u = <uint64_t> v
+    while True:
+        digits[k] = <char> (48 + u % 10)
+        k += 1
+        u //= 10
+        if u == 0:
+            break
+    while k:
+        k -= 1
+        put_char(b, digits[k])
+
+
+cdef int put_text(Buf *b, const char *text, Py_ssize_t n) except -1:
+    buf_reserve(b, n)
+    memcpy(b.data + b.used, text, n)
+    b.used += n
+    return 0
+
+
+cdef inline void put_geometry(Buf *b, int64_t x, int64_t y, int64_t z) noexcept:
+    """``x`` for (x, 1, 1), else ``[x,y,z]``."""
+    if y == 1 and z == 1:
+        put_int(b, x)
+        return
+    put_char(b, b"[")
+    put_int(b, x)
+    put_char(b, b",")
+    put_int(b, y)
+    put_char(b, b",")
+    put_int(b, z)
+    put_char(b, b"]")
+
+
+cdef const int64_t *column(array a, str name, Py_ssize_t n) except NULL:
+    """The values of one column, checked: an array('q') of ``n`` values."""
+    if a.ob_descr.typecode != c'q' or len(a) != n:
+        raise ValueError(f"SpanColumns.{name} is not an array('q') of {n} values")
+    if n == 0:   # an empty array has no buffer at all
+        return &_NO_VALUES
+    return <const int64_t *> a.data.as_longlongs
+
+
+cdef int64_t _NO_VALUES = 0
+
+
+def span_rows(columns, Py_ssize_t lo, Py_ssize_t hi, ids):
+    """Rows ``lo``..``hi`` of ``columns`` as JSON text; None: a row is outside the two shapes."""
+    cdef Py_ssize_t n = len(columns.seq), i, n_ids = len(ids), j
+    cdef const int64_t *cols[13]
+    cdef int64_t *table = NULL
+    cdef int64_t prev_seq = 0, prev_start = 0, d_seq, d_start, k, name, nbytes, direction
+    cdef Buf b
+    if not 0 <= lo <= hi <= n:
+        raise IndexError(f"rows {lo}..{hi} of {n}")
+    b.data = NULL
+    b.used = b.size = 0
+    try:
+        table = <int64_t *> malloc((n_ids + 1) * sizeof(int64_t))
+        if table == NULL:
+            raise MemoryError()
+        for j in range(n_ids):
+            table[j] = ids[j]
+        # held here, so that nothing frees an array while its pointer is read (no Python code
+        # runs from here on)
+        held = [getattr(columns, column_name) for column_name in _COLUMNS]
+        for j in range(13):
+            cols[j] = column(held[j], _COLUMNS[j], n)
+        buf_reserve(&b, 2 + (hi - lo) * ROW_CHARS)
+        put_char(&b, b"[")
+        for i in range(lo, hi):
+            if wt_sub_overflows(cols[0][i], prev_seq, &d_seq) or wt_sub_overflows(cols[1][i], prev_start, &d_start):
+                return None
+            prev_seq = cols[0][i]
+            prev_start = cols[1][i]
+            k = cols[3][i]
+            name = cols[4][i]
+            nbytes = cols[11][i]
+            direction = cols[12][i]
+            if i > lo:
+                put_char(&b, b",")
+            put_char(&b, b"[")
+            put_int(&b, d_seq)
+            put_char(&b, b",")
+            put_int(&b, d_start)
+            put_char(&b, b",")
+            put_int(&b, cols[2][i])
+            put_char(&b, b",")
+            if k == 0 and nbytes < 0 and direction < 0:   # a kernel
+                if name >= n_ids:
+                    return None
+                put_char(&b, b"0")
+                put_char(&b, b",")
+                if name < 0:
+                    put_text(&b, b"null", 4)
+                else:
+                    put_int(&b, table[name])
+                put_char(&b, b",")
+                put_geometry(&b, cols[5][i], cols[6][i], cols[7][i])
+                put_char(&b, b",")
+                put_geometry(&b, cols[8][i], cols[9][i], cols[10][i])
+            elif 0 < k < N_KINDS and name < 0 and direction < N_DIRECTIONS:   # a copy or a memset
+                put_int(&b, k)
+                if direction >= 0:
+                    put_char(&b, b",")
+                    if nbytes < 0:
+                        put_text(&b, b"null", 4)
+                    else:
+                        put_int(&b, nbytes)
+                    put_char(&b, b",")
+                    put_int(&b, direction)
+                elif nbytes >= 0:
+                    put_char(&b, b",")
+                    put_int(&b, nbytes)
+            else:
+                return None
+            put_char(&b, b"]")
+        put_char(&b, b"]")
+        return PyUnicode_DecodeUTF8(b.data, b.used, NULL)
+    finally:
+        free(table)
+        free(b.data)
+
+
+cdef int put_value(Buf *b, object v) except -1:
+    """One kernel field's JSON; 1 when it is a value this writer does not take."""
+    cdef int overflow = 0
+    cdef long long small
+    cdef double f
+    cdef bytes raw
+    if v is None:
+        put_text(b, b"null", 4)
+    elif v is True:
+        put_text(b, b"true", 4)
+    elif v is False:
+        put_text(b, b"false", 5)
+    elif type(v) is int:
+        small = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if overflow:
+            raw = str(v).encode("ascii")
+            put_text(b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        else:
+            buf_reserve(b, INT_CHARS)
+            put_int(b, small)
+    elif type(v) is float:
+        f = PyFloat_AS_DOUBLE(v)
+        if isfinite(f):
+            raw = float.__repr__(v).encode("ascii")
+            put_text(b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+        else:
+            put_text(b, b"null", 4)
+    elif type(v) is str:
+        try:
+            raw = PyUnicode_AsUTF8String(encode_basestring(v))
+        except UnicodeEncodeError:
+            return 1
+        put_text(b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    else:
+        return 1
+    return 0
+
+
+def kernel_entries(kernels, ids, dict base, tuple fields):
+    """The changed kernels' entries as one JSON list; None: a value it does not take, or an id
+    given twice."""
+    cdef Py_ssize_t n = len(kernels), i, j, n_fields = len(fields)
+    cdef object k, b_obj, key
+    cdef int64_t kid, top = -1
+    cdef int same
+    cdef Buf b
+    cdef unsigned char *seen = NULL
+    if len(ids) != n:
+        raise ValueError(f"{len(ids)} ids for {n} kernels")
+    keys = [(',"' + f + '":').encode("ascii") if j else ('{"id":').encode("ascii") for j, f in enumerate(("id",) + fields)]
+    for i in range(n):
+        kid = ids[i]
+        if kid < 0:
+            return None
+        if kid > top:
+            top = kid
+    b.data = NULL
+    b.used = b.size = 0
+    try:
+        seen = <unsigned char *> malloc(top + 2)
+        if seen == NULL:
+            raise MemoryError()
+        for i in range(top + 1):
+            seen[i] = 0
+        for i in range(n):
+            kid = ids[i]
+            if seen[kid]:
+                return None
+            seen[kid] = 1
+        buf_reserve(&b, 2)
+        put_char(&b, b"[")
+        for i in range(n):
+            k = kernels[i]
+            key = ids[i]
+            values = [PyObject_GetAttr(k, f) for f in fields]
+            if base is not None:
+                b_obj = base.get(key)
+                if b_obj is k:
+                    continue
+                if b_obj is not None:
+                    same = 1
+                    for j in range(n_fields):
+                        if not PyObject_RichCompareBool(values[j], PyObject_GetAttr(b_obj, fields[j]), Py_EQ):
+                            same = 0
+                            break
+                    if same:
+                        continue
+            if b.used > 1:
+                put_char(&b, b",")
+            raw = keys[0]
+            put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+            buf_reserve(&b, INT_CHARS)
+            put_int(&b, ids[i])
+            for j in range(n_fields):
+                raw = keys[j + 1]
+                put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+                if put_value(&b, values[j]):
+                    return None
+            buf_reserve(&b, 1)
+            put_char(&b, b"}")
+        buf_reserve(&b, 1)
+        put_char(&b, b"]")
+        return PyUnicode_DecodeUTF8(b.data, b.used, NULL)
+    finally:
+        free(seen)
+        free(b.data)

@@ -1,0 +1,109 @@
+"""Pure-Python twin of ``_wire_text_c``: a lane's span rows and a kernel table's entries as the
+stream's JSON text, straight from the columns and the KernelStat objects.
+
+What it is for: the readable statement of what the compiled writer does, and the writer where the
+extension is not built. The frame encoder (gpuflow.transport.frames) splices these texts into a
+frame instead of making a Python list per span row and a dict per kernel entry and handing them to
+``json``: under bench/agent_rss.py that was most of the agent's CPU.
+
+* :func:`span_rows`: rows ``lo``..``hi`` of a :class:`~gpuflow.core.recorded.SpanColumns` as the
+  stream's arrays (docs/snapshot.md, "Spans"): exactly ``json.dumps`` of what
+  ``wire.encode_spans(columns[lo:hi], table)`` gives, ``ids`` being the table's id of each of the
+  columns' names. A span outside the two documented shapes of the columns (a kernel with bytes or
+  a direction, a copy with a name, an unknown kind or direction) is not written here: the answer
+  is then None and the caller encodes the lane through ``wire.encode_spans``; so is a difference
+  of two seqs or starts beyond int64 (the compiled twin writes int64s only).
+* :func:`kernel_entries`: the stream's kernel entries (``{"id": …, <fields>…}``) of the kernels
+  whose ``fields`` differ from their entry in ``base`` (a dict id → the KernelStat the base frame
+  sent; None: every kernel), in order, as one JSON list: exactly ``json.dumps`` of those dicts.
+  The values must be ints (bools included), None, floats (a non-finite one is written ``null``,
+  as ``frames.dumps`` writes it) or strings that UTF-8 can hold; anything else, a negative id or
+  an id given twice gives None, and the caller encodes the table with ``json``.
+
+Constraints: byte-identical to ``_wire_text_c`` (tests/transport/test_wire_text.py compares both
+with ``json.dumps`` of the reference rows and entries, extreme values included); reads its
+arguments, never changes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from gpuflow.core.recorded import SpanColumns
+
+is_compiled = False
+
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+#: the kind codes of the columns (SPAN_KINDS: kernel, memcpy, memset) and the directions' count
+_KINDS = 3
+_DIRECTIONS = 6
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def span_rows(c: SpanColumns, lo: int, hi: int, ids: Sequence[int]) -> str | None:
+    """Rows ``lo``..``hi`` of ``c`` as JSON text (see the module's opening); None: a row is
+    outside the columns' two shapes."""
+    if not 0 <= lo <= hi <= len(c):
+        raise IndexError(f"rows {lo}..{hi} of {len(c)}")
+    rows = []
+    prev_seq = prev_start = 0
+    seq, start_us, dur_ns, kind, name = c.seq, c.start_us, c.dur_ns, c.kind, c.name
+    gx, gy, gz, bx, by, bz = c.grid_x, c.grid_y, c.grid_z, c.block_x, c.block_y, c.block_z
+    nbytes, direction = c.bytes, c.direction
+    for i in range(lo, hi):
+        s, t, k, n, b, d = seq[i], start_us[i], kind[i], name[i], nbytes[i], direction[i]
+        head = [s - prev_seq, t - prev_start, dur_ns[i]]
+        if not (_INT64_MIN <= head[0] <= _INT64_MAX and _INT64_MIN <= head[1] <= _INT64_MAX):
+            return None   # a difference beyond int64, which the compiled twin does not write
+        prev_seq, prev_start = s, t
+        if k == 0 and b < 0 and d < 0:   # a kernel
+            if n >= len(ids):
+                return None
+            grid = gx[i] if gy[i] == 1 and gz[i] == 1 else [gx[i], gy[i], gz[i]]
+            block = bx[i] if by[i] == 1 and bz[i] == 1 else [bx[i], by[i], bz[i]]
+            rows.append(head + [0, None if n < 0 else ids[n], grid, block])
+        elif 0 < k < _KINDS and n < 0 and d < _DIRECTIONS:   # a copy or a memset
+            row = head + [k, None if b < 0 else b, None if d < 0 else d]
+            while row[-1] is None:
+                row.pop()
+            rows.append(row)
+        else:
+            return None
+    return _ENCODE(rows)
+
+
+def kernel_entries(kernels: Sequence[Any], ids: Sequence[int], base: dict[int, Any] | None,
+                   fields: Sequence[str]) -> str | None:
+    """The changed kernels' entries as one JSON list (see the module's opening); None: a value
+    this writer does not take, or an id given twice."""
+    if len(set(ids)) != len(ids) or min(ids, default=0) < 0:
+        return None
+    entries = []
+    for k, i in zip(kernels, ids):
+        values = [getattr(k, f) for f in fields]
+        if base is not None:
+            b = base.get(i)
+            if b is k or (b is not None and values == [getattr(b, f) for f in fields]):
+                continue
+        entry: dict[str, Any] = {"id": i}
+        for f, v in zip(fields, values):
+            if type(v) is float and not math.isfinite(v):
+                v = None
+            elif type(v) is str and not _utf8(v):
+                return None
+            elif v is not None and type(v) not in (int, bool, float, str):
+                return None
+            entry[f] = v
+        entries.append(entry)
+    return _ENCODE(entries)
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (a lone surrogate cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,0 +1,37 @@
+"""Picks the writer of the stream's span rows and kernel entries: the compiled ``_wire_text_c``
+when it loads, else its twin ``_wire_text_py`` (what both write: that module's opening).
+
+As the ring decoder and the column writer are picked: ``GPUFLOW_NO_EXTENSIONS=1`` (any non-empty
+value) forces the pure-Python twin, as does a non-CPython interpreter. Both twins stay importable
+under their own names (``wire_text_py`` always, ``wire_text_c`` when built) so the tests compare
+them; ``USING_EXTENSION`` says which one :func:`span_rows` and :func:`kernel_entries` are.
+
+Constraints: importing this module never fails because the extension is missing or broken.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from gpuflow.transport import _wire_text_py as wire_text_py
+
+NO_EXTENSIONS = bool(os.environ.get("GPUFLOW_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
+
+wire_text_c: ModuleType | None
+try:
+    from gpuflow.transport import _wire_text_c as wire_text_c  # type: ignore[attr-defined, no-redef]
+except ImportError:  # pragma: no cover - depends on the build
+    wire_text_c = None
+
+if TYPE_CHECKING or NO_EXTENSIONS or wire_text_c is None:
+    from gpuflow.transport._wire_text_py import kernel_entries, span_rows
+    USING_EXTENSION = False
+else:
+    span_rows = wire_text_c.span_rows
+    kernel_entries = wire_text_c.kernel_entries
+    USING_EXTENSION = True
+
+__all__ = ["span_rows", "kernel_entries", "wire_text_py", "wire_text_c", "USING_EXTENSION", "NO_EXTENSIONS"]
