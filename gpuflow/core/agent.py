@@ -31,6 +31,7 @@ import pluggy
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.errors import LaunchRefused
+from gpuflow.core.gil import restore as restore_switch_interval, share_the_gil
 from gpuflow.core.merge import merge_parts
 from gpuflow.core.plugins import declared_options
 from gpuflow.core.recorded import HistoryPart, WindowPart
@@ -62,6 +63,8 @@ class Agent:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._started_pid: int | None = None
+        #: the interpreter's switch interval before start (gpuflow.core.gil)
+        self._switch_interval_before: float | None = None
         self._check_options()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -75,6 +78,7 @@ class Agent:
             if self._started_pid == os.getpid():
                 return
             self._started_pid = os.getpid()
+            self._switch_interval_before = share_the_gil()
             self._stop.clear()
             self._call_each("start_collecting")
             self.collect_once()
@@ -93,6 +97,9 @@ class Agent:
             self._call_each("stop_collecting")
             self.collect_once(force=True)
             self._started_pid = None
+            if self._switch_interval_before is not None:
+                restore_switch_interval(self._switch_interval_before)
+                self._switch_interval_before = None
 
     # -- frames ----------------------------------------------------------------------------
     def collect_once(self, force: bool = False) -> Snapshot | None:
