@@ -13,9 +13,14 @@ every plugin.
 
 Constraints: never started at import or before a fork (``start`` records the pid it ran in);
 a collector that raises loses only its own part, reported as a Problem; ``stop`` returns within
-a few seconds whatever the collectors do. Made with a wrong option value it raises
-:class:`~gpuflow.core.options.OptionError`, with a plugin that cannot declare its options
-:class:`~gpuflow.core.plugins.PluginLoadError`, at once (nothing has started).
+a few seconds whatever the collectors do. Made with a wrong option value (or a ``NODE_NAME``
+that is no host name) it raises :class:`~gpuflow.core.options.OptionError`, with a plugin that
+cannot declare its options :class:`~gpuflow.core.plugins.PluginLoadError`, at once (nothing has
+started).
+
+Its snapshots name their host (:mod:`gpuflow.core.identity`: ``NODE_NAME`` or the hostname, and
+the boot epoch the stream's event ids carry): every item of its own collectors' parts is tagged
+with it, once per part object (a part returned again is not tagged again).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.errors import LaunchRefused
 from gpuflow.core.gil import restore as restore_switch_interval, share_the_gil
-from gpuflow.core.merge import merge_parts
+from gpuflow.core.identity import Identity, new_identity
+from gpuflow.core.merge import merge_parts, tag_part
 from gpuflow.core.plugins import declared_options
 from gpuflow.core.recorded import HistoryPart, WindowPart
 from gpuflow.core.snapshot import Problem, Snapshot, SnapshotPart
@@ -55,7 +61,10 @@ class Agent:
         self.pm = plugin_manager
         self.board = board if board is not None else SnapshotBoard()
         self.context = CollectorContext(config, environ=environ)
+        self.identity: Identity = new_identity(os.environ if environ is None else environ, clock)
         self._clock = clock
+        #: per part object of the last frame (by id): the part and its tagged copy
+        self._tagged: dict[int, tuple[SnapshotPart, SnapshotPart]] = {}
         self._seq = 0
         self._last_parts: list[Any] | None = None
         self._plugin_errors: dict[str, Problem] = {}
@@ -119,9 +128,26 @@ class Agent:
             return None
         self._last_parts = parts
         self._seq += 1
-        snapshot = merge_parts(parts, seq=self._seq, timestamp=self._clock())
+        snapshot = merge_parts(self._tag(parts), seq=self._seq, timestamp=self._clock(),
+                               identity=self.identity, interval_s=self.config.interval_s)
         self.board.publish(snapshot)
         return snapshot
+
+    @property
+    def boot_epoch(self) -> int:
+        """When this agent was made, ms since the epoch: the stream's event ids carry it."""
+        return self.identity.boot_epoch
+
+    def _tag(self, parts: list[SnapshotPart]) -> list[SnapshotPart]:
+        """Each part with its items tagged with this host's name, reusing the last frame's copies."""
+        tagged, out = {}, []
+        for part in parts:
+            known = self._tagged.get(id(part))
+            copy = known[1] if known is not None and known[0] is part else tag_part(part, self.identity.name)
+            tagged[id(part)] = (part, copy)
+            out.append(copy)
+        self._tagged = tagged
+        return out
 
     def _frame_loop(self) -> None:
         wake = self.context.wake_event

@@ -112,7 +112,10 @@ def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
       cmdline come from the first part that knows them;
     * ``traced``: keyed by ``(session, pid)``, the first part wins;
     * ``traced_retired``: keyed by ``session``, the first part wins;
-    * ``problems``: concatenated in source order.
+    * ``problems``: concatenated in source order;
+    * every key above includes the item's ``host``: the agent tags the items of a part that lists
+      no ``hosts`` with its own host's name; a part that lists ``hosts`` (a hub's fleet
+      collector) tags its items itself, and its hosts join the snapshot's ``hosts``.
 
     The result is therefore the same whatever order the plugins were registered in.
 

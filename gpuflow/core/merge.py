@@ -1,5 +1,12 @@
 """Deterministic merge of collector parts into one Snapshot (rules documented in hookspecs.py).
 
+Every device, process and traced process is keyed by its host as well (two hosts of a fleet may
+both have pid 4242, and replayed or faked GPUs the same uuid). A part about this agent's own host
+(no ``hosts`` of its own) has its items tagged with the agent's host name by :func:`tag_part`; a
+part about other hosts (a hub's fleet collector) tags its items itself and lists its hosts. The
+snapshot's ``hosts`` is the agent's own entry, when some part of its own host contributed, then
+the other parts' hosts, by name; the own entry wins a name both give.
+
 Constraints: runs on the frame thread up to 20 times a second; pure function of its inputs,
 independent of plugin registration order.
 """
@@ -9,17 +16,47 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Iterable
 
-from gpuflow.core.snapshot import Attachment, HostInfo, Process, Snapshot, SnapshotPart
+from gpuflow.core.identity import Identity
+from gpuflow.core.snapshot import (
+    Attachment, FleetHost, HostInfo, Process, Snapshot, SnapshotPart,
+)
+
+def tag_part(part: SnapshotPart, name: str) -> SnapshotPart:
+    """``part`` with every item that names no host tagged with ``name``; the part itself when it
+    is about other hosts (it lists ``hosts``) or nothing needs a tag."""
+    if part.hosts:
+        return part
+    changes = {}
+    for attr in ("devices", "processes", "traced", "traced_retired"):
+        items = getattr(part, attr)
+        if any(item.host is None for item in items):
+            changes[attr] = tuple(item if item.host is not None else replace(item, host=name)
+                                  for item in items)
+    return replace(part, **changes) if changes else part
 
 
-def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float) -> Snapshot:
+def _is_local(part: SnapshotPart) -> bool:
+    """Whether ``part`` says something about this agent's own host."""
+    return not part.hosts and (part.host is not None or bool(
+        part.devices or part.processes or part.traced or part.traced_retired))
+
+
+def _host_key(name: str | None) -> str:
+    return name or ""
+
+
+def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float,
+                identity: Identity | None = None, interval_s: float | None = None) -> Snapshot:
+    """One snapshot of ``parts``; ``identity`` and ``interval_s`` are the agent's own (its host
+    entry is made only when they are given)."""
     ordered = sorted(parts, key=lambda p: p.source)
     host_values: dict[str, object] = {}
-    devices: dict[str, object] = {}
-    processes: dict[int, Process] = {}
-    traced: dict[tuple[str, int], object] = {}
-    retired: dict[str, object] = {}
-    problems = []
+    devices: dict[tuple[str, str], object] = {}
+    processes: dict[tuple[str, int], Process] = {}
+    traced: dict[tuple[str, str, int], object] = {}
+    retired: dict[tuple[str, str], object] = {}
+    hosts: dict[str, FleetHost] = {}
+    problems, own_problems, local = [], [], False
     for part in ordered:
         if part.host is not None:
             for f in fields(HostInfo):
@@ -27,24 +64,38 @@ def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float) -> Sn
                 if value is not None and host_values.get(f.name) is None:
                     host_values[f.name] = value
         for device in part.devices:
-            devices.setdefault(device.uuid, device)
+            devices.setdefault((_host_key(device.host), device.uuid), device)
         for proc in part.processes:
-            processes[proc.pid] = _merge_process(processes.get(proc.pid), proc)
+            key = (_host_key(proc.host), proc.pid)
+            processes[key] = _merge_process(processes.get(key), proc)
         for t in part.traced:
-            traced.setdefault((t.session, t.pid), t)
+            traced.setdefault((_host_key(t.host), t.session, t.pid), t)
         for r in part.traced_retired:
-            retired.setdefault(r.session, r)
+            retired.setdefault((_host_key(r.host), r.session), r)
+        for h in part.hosts:
+            if h.name is not None:
+                hosts.setdefault(h.name, h)
         problems.extend(part.problems)
+        if not part.hosts:
+            own_problems.extend(part.problems)
+            local = local or _is_local(part)
+    if identity is not None:
+        host_values.update(name=identity.name, boot_epoch=identity.boot_epoch, interval_s=interval_s)
+    host = HostInfo(**host_values)  # type: ignore[arg-type]
+    if identity is not None and local:
+        hosts[identity.name] = FleetHost(info=host, problems=tuple(own_problems))
     return Snapshot(
         seq=seq,
         timestamp=timestamp,
-        host=HostInfo(**host_values),  # type: ignore[arg-type]
+        host=host,
         problems=tuple(problems),
-        devices=tuple(sorted(devices.values(), key=lambda d: (d.index, d.uuid))),  # type: ignore[attr-defined]
-        processes=tuple(processes[pid] for pid in sorted(processes)),
-        traced=tuple(traced[k] for k in sorted(traced, key=lambda k: (k[1], k[0]))),  # type: ignore[misc]
+        devices=tuple(devices[k] for k in sorted(devices, key=lambda k: (
+            k[0], devices[k].index, k[1]))),  # type: ignore[attr-defined]
+        processes=tuple(processes[k] for k in sorted(processes)),
+        traced=tuple(traced[k] for k in sorted(traced, key=lambda k: (k[0], k[2], k[1]))),  # type: ignore[misc]
         sources=tuple(p.source for p in ordered),
         traced_retired=tuple(retired[k] for k in sorted(retired)),  # type: ignore[misc]
+        hosts=tuple(hosts[name] for name in sorted(hosts)),
     )
 
 

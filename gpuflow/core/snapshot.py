@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:   # recorded.py imports this module: the columns' class is looked up when needed
     from gpuflow.core.recorded import SpanColumns
 
-SCHEMA_VERSION = 1
+#: the plain form's schema; 1 before hosts were named (docs/snapshot.md, "Schemas")
+SCHEMA_VERSION = 3
 
 #: Attachment kinds: how a process holds a device.
 ATTACHMENT_KINDS = ("compute", "graphics", "compute+graphics")
@@ -33,6 +34,10 @@ TRANSFER_DIRECTIONS = ("h2d", "d2h", "d2d", "p2p", "h2h", "memset")
 
 #: What a span is; a span's kind code (the stream's, a span column's) is its index here.
 SPAN_KINDS = ("kernel", "memcpy", "memset")
+
+#: A host's state in ``Snapshot.hosts``: its frames arrive; none came for 3 of its intervals; its
+#: connection is gone (or was never made).
+HOST_STATES = ("up", "stale", "down")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,14 @@ class HostInfo:
     nvml_poll_seconds: float | None = None  #: how long the tick that produced these readings took
     #: ticks or GPU reads that failed so far (a lost GPU, a collector bug, a poll over the interval)
     nvml_poll_errors: int | None = None
+    #: the host's name in a fleet: NODE_NAME, else the hostname (gpuflow.core.identity); set by
+    #: the agent, never by a collector
+    name: str | None = None
+    #: when the agent that serves this host started, ms since the epoch (the stream's event ids
+    #: carry it too): a new one is a restart
+    boot_epoch: int | None = None
+    #: the agent's interval (its NVML polling, its frame loop's wake-up): a hub judges silence by it
+    interval_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +100,7 @@ class Device:
     gpm_instances: tuple[GpmReadings, ...] = ()  #: the same per MIG GPU instance, when MIG is on
     links: LinkReadings | None = None  #: PCIe and NVLink (None: the GPU is lost)
     health: HealthReadings | None = None  #: energy, errors, throttling, engines (None: lost)
+    host: str | None = None  #: the name of the host it is on (set by the agent's merge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +208,7 @@ class Process:
     user: str | None = None
     cmdline: str | None = None  #: the executable only, unless --show-cmdline
     attachments: tuple[Attachment, ...] = ()
+    host: str | None = None  #: the name of the host it runs on (set by the agent's merge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +301,7 @@ class TracedProcess:
     window_start_us: int | None = None  #: earliest span start shown on any lane
     window_end_us: int | None = None  #: latest span end shown on any lane
     behind_live_ms: float | None = None  #: now - window_end, at the time of the snapshot
+    host: str | None = None  #: the name of the host it runs on (set by the agent's merge)
 
     @property
     def complete(self) -> bool:
@@ -314,6 +330,7 @@ class RetiredTraced:
     kernels: tuple[KernelStat, ...] = ()  #: in kernel_order (total_ns descending first)
     transfers: tuple[TransferStat, ...] = ()
     translate_cpu_ns: int = 0  #: summed
+    host: str | None = None  #: the name of the host they ran on (set by the agent's merge)
 
     @property
     def complete(self) -> bool:
@@ -322,8 +339,31 @@ class RetiredTraced:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetHost:
+    """One host whose devices and processes a snapshot holds: the agent's own, or each agent a hub
+    follows. ``info`` holds its name (``info.name``), boot epoch, interval and machine facts."""
+
+    info: HostInfo
+    state: str = "up"  #: one of HOST_STATES
+    problems: tuple[Problem, ...] = ()  #: what is wrong on that host, or with reaching it
+    seen: float | None = None  #: wall clock of the latest frame or ping from it (None: own host)
+    restarts: int = 0  #: new boot epochs seen since the hub began following it
+    address: str | None = None  #: the address a hub dials (scheme://host:port); None: own host
+    detail: str | None = None  #: the stream a hub holds from it: "summary", "full"; None: own host
+
+    @property
+    def name(self) -> str | None:
+        return self.info.name
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotPart:
-    """What one collector contributes; every field is optional. ``source`` names the collector."""
+    """What one collector contributes; every field is optional. ``source`` names the collector.
+
+    A part of this agent's own host leaves ``hosts`` empty: the agent tags its items with its own
+    host name. A part about other hosts (a hub's fleet collector) lists them in ``hosts`` and tags
+    every item itself.
+    """
 
     source: str
     host: HostInfo | None = None
@@ -332,6 +372,7 @@ class SnapshotPart:
     traced: tuple[TracedProcess, ...] = ()
     problems: tuple[Problem, ...] = ()
     traced_retired: tuple[RetiredTraced, ...] = ()
+    hosts: tuple[FleetHost, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,9 +388,11 @@ class Snapshot:
     traced: tuple[TracedProcess, ...] = ()
     sources: tuple[str, ...] = ()  #: collectors that contributed, sorted
     traced_retired: tuple[RetiredTraced, ...] = ()  #: older exited traced processes, per session
+    #: every host the items name, by name: an agent's own (a fleet of one), or a hub's agents
+    hosts: tuple[FleetHost, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The plain JSON form (schema 1) documented in docs/snapshot.md (None → null).
+        """The plain JSON form (schema 3) documented in docs/snapshot.md (None → null).
 
         /api/snapshot and --summary-json are this; /api/stream sends the same snapshot in a compact
         form (names once, spans as arrays) made by gpuflow.transport.wire, which reads back to this.
@@ -361,6 +404,7 @@ class Snapshot:
             "seq": self.seq,
             "timestamp": self.timestamp,
             "host": host,
+            "hosts": [fleet_host_json(h) for h in self.hosts],
             "sources": list(self.sources),
             "devices": [_plain(d) for d in self.devices],
             "processes": [_plain(p) for p in self.processes],
@@ -420,6 +464,14 @@ def _span_columns() -> type[SpanColumns]:
 
         _COLUMNS.append(SpanColumns)
     return _COLUMNS[0]
+
+
+def fleet_host_json(h: FleetHost) -> dict[str, Any]:
+    """A host entry: its HostInfo's fields, then its problems and the hub's view of it."""
+    d = _plain(h.info)
+    d["problems"] = [_plain(p) for p in h.problems]
+    d.update(state=h.state, seen=h.seen, restarts=h.restarts, address=h.address, detail=h.detail)
+    return d
 
 
 def _traced_json(t: TracedProcess | RetiredTraced) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class TransportState:
         else:
             raise TypeError(f"create_app needs an Agent or a SnapshotBoard, not {type(source).__name__}")
         self.settings = settings
-        self.frames = FrameEncoder(self.board)
+        self.frames = FrameEncoder(self.board, boot_epoch=getattr(self.agent, "boot_epoch", None))
         self.slots = StreamSlots(settings.max_streams)
         self._shutdown = threading.Event()
         self._worker: Any = None

@@ -60,7 +60,7 @@ from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport import json_pieces
 from gpuflow.transport.wire import (
     DELTA, FULL, OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head,
-    traced_head,
+    TracedKey, traced_head, traced_key,
 )
 
 #: new spans per second that delta frames may carry, over all lanes together (docs/transport.md)
@@ -167,18 +167,18 @@ class FrameEncoder:
         self._lock = threading.Lock()
         self._frame: Frame | None = None
         self._json: tuple[Snapshot, bytes] | None = None
-        #: per traced process (session, pid): its names table, while it is in the stream
-        self._tables: dict[tuple[str, int], NameTable] = {}
-        #: of the last encoded frame: per lane (session, pid, device, context, stream) its
+        #: per traced process (host, session, pid): its names table, while it is in the stream
+        self._tables: dict[TracedKey, NameTable] = {}
+        #: of the last encoded frame: per lane (host, session, pid, device, context, stream) its
         #: (largest span seq, executions); per traced process its number of names
         self._base_lanes: dict[tuple, tuple[int | None, int]] = {}
-        self._base_names: dict[tuple[str, int], int] = {}
+        self._base_names: dict[TracedKey, int] = {}
         #: per traced process, its kernels (encoded, by name id) in the last encoded frame
-        self._base_kernels: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
+        self._base_kernels: dict[TracedKey, dict[int, dict[str, Any]]] = {}
         #: per traced process, its lanes' heads (lane_head) in the last encoded frame
-        self._base_heads: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self._base_heads: dict[TracedKey, list[dict[str, Any]]] = {}
         #: per traced process, (records, state) in the last encoded frame: tells pid reuse
-        self._base_progress: dict[tuple[str, int], tuple[int, str]] = {}
+        self._base_progress: dict[TracedKey, tuple[int, str]] = {}
         self._base_parts: dict[str, Any] = {}
 
     def event_id(self, seq: int) -> str:
@@ -222,7 +222,7 @@ class FrameEncoder:
 
     def _replaced(self, t: TracedProcess) -> bool:
         """Whether ``t`` is a new process under the (session, pid) of one in the base frame."""
-        key = (t.session, t.pid)
+        key = traced_key(t)
         progress = self._base_progress.get(key)
         if progress is None:
             return False
@@ -237,30 +237,30 @@ class FrameEncoder:
         doc = replace(snap, traced=()).to_json_dict()
         doc["schema"] = WIRE_SCHEMA
         # a process that replaced its namesake of the base frame starts afresh: no table, no base
-        reset = {(t.session, t.pid) for t in snap.traced if prev is not None and self._replaced(t)}
+        reset = {traced_key(t) for t in snap.traced if prev is not None and self._replaced(t)}
         for key in reset:
             self._tables.pop(key, None)
             self._base_names.pop(key, None)
             self._base_kernels.pop(key, None)
             self._base_heads.pop(key, None)
-            self._base_lanes = {k: v for k, v in self._base_lanes.items() if k[:2] != key}
+            self._base_lanes = {k: v for k, v in self._base_lanes.items() if k[:3] != key}
         # the delta's spans first: which are new, then how many of them each lane may carry
         news: list[Sequence[Span] | SpanColumns] = []
         if prev is not None:
             for t in snap.traced:
                 for lane in t.lanes:
-                    base = self._base_lanes.get((t.session, t.pid, lane.device, lane.context,
-                                                 lane.stream))
+                    base = self._base_lanes.get(traced_key(t) + (lane.device, lane.context,
+                                                                 lane.stream))
                     news.append(new_spans(lane, None if base is None else base[0]))
             shares = fair_shares([len(n) for n in news], self.allowance(snap, prev.snapshot))
-        tables: dict[tuple[str, int], NameTable] = {}
-        kernels_now: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
-        heads_now: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        tables: dict[TracedKey, NameTable] = {}
+        kernels_now: dict[TracedKey, dict[int, dict[str, Any]]] = {}
+        heads_now: dict[TracedKey, list[dict[str, Any]]] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
         i = 0
         for t in snap.traced:
-            key = (t.session, t.pid)
+            key = traced_key(t)
             table = tables[key] = self._tables.get(key) or NameTable()
             head = traced_head(t)
             kernels = encode_kernels(t.kernels, table)
@@ -319,7 +319,7 @@ class FrameEncoder:
         self._tables = tables
         self._base_kernels = kernels_now
         self._base_heads = heads_now
-        self._base_progress = {(t.session, t.pid): (t.records, t.state) for t in snap.traced}
+        self._base_progress = {traced_key(t): (t.records, t.state) for t in snap.traced}
         self._base_lanes = lanes_now
         self._base_names = {key: len(table) for key, table in tables.items()}
         return Frame(snapshot=snap, seq=snap.seq, full=full, delta=delta,

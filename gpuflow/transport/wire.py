@@ -1,11 +1,11 @@
-"""The stream's compact form (schema 2, docs/snapshot.md "The stream"): its one Python definition.
+"""The stream's compact form (schema 4, docs/snapshot.md "The stream"): its one Python definition.
 
 This module holds everything about the form itself: its constants, the encoder's pieces and
 :class:`StreamReader`, which reads it back. :mod:`gpuflow.transport.frames` only frames it (which
 parts a full or a delta frame carries); ``gpuflow/ui/stream.js`` is the page's reader of the same
 form, and tests/transport/test_wire_page.py fails if its constants leave this module's.
 
-``GET /api/stream`` carries schema 2: a traced process has a ``names`` table (id → demangled and
+``GET /api/stream`` carries schema 4: a traced process has a ``names`` table (id → demangled and
 mangled name), its kernels refer to a name id instead of repeating the name, and each lane's
 spans are arrays, not objects::
 
@@ -20,7 +20,11 @@ Everything else (devices, processes, transfers, lanes' counters) is the plain fo
 :meth:`Snapshot.to_json_dict`. The encoding is lossless: :class:`StreamReader` turns a stream
 frame back into exactly that plain form (the tests compare the two).
 
-A :class:`NameTable` belongs to one traced process and is append-only, so an id never changes
+Schema 4 is schema 2 with hosts named (every item's ``host``, the ``hosts`` list):
+:class:`StreamReader` reads both, a schema-2 frame through :mod:`gpuflow.transport.wire_upgrade`,
+into the plain form of schema 3.
+
+A :class:`NameTable` belongs to one traced process (``(host, session, pid)``) and is append-only, so an id never changes
 meaning while the process is in the stream; the frame encoder sends a delta only the entries
 added since its base frame.
 
@@ -35,13 +39,18 @@ from dataclasses import fields
 from typing import Any, Callable, Iterable, Sequence
 
 from gpuflow.core.recorded import SpanColumns
+from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
     SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
 )
 
-#: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 1)
-WIRE_SCHEMA = 2
+#: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 3)
+WIRE_SCHEMA = 4
+#: the stream's schema before hosts were named, which StreamReader still reads
+OLD_WIRE_SCHEMA = 2
+#: the schemas of the compact form, old and new (the others are plain: 1 and 3)
+COMPACT_SCHEMAS = (OLD_WIRE_SCHEMA, WIRE_SCHEMA)
 #: a frame's ``frame`` field: the whole snapshot, or the changes since ``base_seq``
 FULL, DELTA = "full", "delta"
 
@@ -53,13 +62,22 @@ DIRECTIONS = TRANSFER_DIRECTIONS
 _KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 _DIRECTION_CODE = {d: i for i, d in enumerate(DIRECTIONS)}
 #: top-level parts a delta frame may leave out (unchanged since its base frame)
-OMITTABLE = ("host", "sources", "devices", "processes", "traced_retired")
+OMITTABLE = ("host", "hosts", "sources", "devices", "processes", "traced_retired")
 #: KernelStat fields sent as they are (name and mangled travel in the names table)
 _KERNEL_FIELDS = tuple(f.name for f in fields(KernelStat) if f.name not in ("name", "mangled"))
 _TRANSFER_FIELDS = tuple(f.name for f in fields(TransferStat))
 #: TracedProcess fields sent as they are, in the plain form's order
 _TRACED_SCALARS = tuple(f.name for f in fields(TracedProcess)
                         if f.name not in ("kernels", "transfers", "lanes"))
+
+
+#: a traced process's key in a stream: (host, session, pid)
+TracedKey = tuple[str | None, str, int]
+
+
+def traced_key(t: TracedProcess) -> TracedKey:
+    """Which traced process ``t`` is: pids and sessions repeat across the hosts of a fleet."""
+    return (t.host, t.session, t.pid)
 
 
 class NameTable:
@@ -260,15 +278,23 @@ class StreamReader:
     and no ``names``; a delta's lanes keep their ``spans_skipped``, and the parts a delta left out
     (unchanged: top-level parts, a traced process's ``kernels`` or ``lanes``) are filled in from the
     frame before; a delta's kernels (those that changed) update the table the frame before had. A delta that does not follow
-    the last frame read raises ValueError, as does a span naming an id the table lacks.
+    the last frame read raises ValueError, as does a span naming an id the table lacks. A
+    schema-2 frame (an agent from before hosts were named) is read as the schema-4 frame it would
+    be: its host named by its hostname (else ``fallback_host``), every item tagged with it.
     """
 
-    def __init__(self) -> None:
-        self.names: dict[tuple[str, int], list[list[str | None]]] = {}
+    def __init__(self, fallback_host: str | None = None) -> None:
+        self.names: dict[TracedKey, list[list[str | None]]] = {}
         self.last_seq: int | None = None
         self.last: dict[str, Any] = {}
+        #: a schema-2 frame names no host: it is this agent's hostname, else ``fallback_host``
+        self.fallback_host = fallback_host
+        self._old_host: str | None = None
 
     def read(self, frame: dict[str, Any]) -> dict[str, Any]:
+        if frame.get("schema") == OLD_WIRE_SCHEMA:
+            frame, self._old_host = upgrade_frame(frame, self._old_host, self.fallback_host)
+            frame["schema"] = WIRE_SCHEMA
         delta = frame.get("frame") == DELTA
         if delta and frame.get("base_seq") != self.last_seq:
             raise ValueError(f"delta on base {frame.get('base_seq')}, last frame read {self.last_seq}")
@@ -276,9 +302,9 @@ class StreamReader:
             frame = {**{k: self.last[k] for k in OMITTABLE if k not in frame}, **frame}
         tables = {}
         traced = []
-        before = {(t["session"], t["pid"]): t for t in self.last.get("traced", [])} if delta else {}
+        before = {_key(t): t for t in self.last.get("traced", [])} if delta else {}
         for t in frame["traced"]:
-            key = (t["session"], t["pid"])
+            key = _key(t)
             fresh = not delta or key not in before or t.get("reset", False)
             names = ([] if fresh else self.names.get(key, [])) + list(t["names"])
             tables[key] = names
@@ -301,6 +327,10 @@ class StreamReader:
         self.last_seq = frame["seq"]
         self.last = {**frame, "traced": traced}
         return self.last
+
+
+def _key(t: dict[str, Any]) -> TracedKey:
+    return (t.get("host"), t["session"], t["pid"])
 
 
 def plain_traced(t: dict[str, Any], names: Sequence[Sequence[str | None]]) -> dict[str, Any]:

@@ -1,13 +1,14 @@
-// The stream's compact form (schema 2, docs/snapshot.md "The stream"): the page's one reader of it.
+// The stream's compact form (schema 4, docs/snapshot.md "The stream"): the page's one reader of it.
 //
-// What the agent sends on api/stream, read back into the plain form (schema 1, what
-// /api/snapshot serves): per traced process a names table, kernels and spans naming an id in
-// it, spans as arrays with seq and start relative to the span before. A delta's left-out parts
-// are the frame before's, its kernels are only those that changed, its names only those added.
+// What the agent sends on api/stream, read back into the plain form (schema 3, what
+// /api/snapshot serves): per traced process (by host, session and pid) a names table, kernels
+// and spans naming an id in it, spans as arrays with seq and start relative to the span before.
+// A delta's left-out parts are the frame before's, its kernels are only those that changed, its
+// names only those added.
 // read() does for the page what gpuflow.transport.wire.StreamReader does in Python and gives the
 // same plain frames (tests/ui/test_stream_reader.py feeds both the agent's own encoding). A plain
-// frame (schema 1: the demo's frames, the recorded H200 stream) passes through, with only the
-// parts a delta left out filled in.
+// frame (schema 1 or 3: the demo's frames, the recorded H200 stream) passes through, with only the
+// parts a delta left out filled in. Frames of schemas 1 and 2 name no host (one host, unnamed).
 //
 // Constraints: the constants below are gpuflow/transport/wire.py's (and the snapshot's schema
 // and kernel order), each written here once, as a literal on one line of its own:
@@ -15,13 +16,14 @@
 // Pure: no DOM, no I/O. read() returns a new state and never changes the one it was given, so a
 // frame that cannot be read changes nothing.
 
-export const PLAIN_SCHEMA = 1;
-export const STREAM_SCHEMA = 2;
+export const PLAIN_SCHEMA = 3;
+export const STREAM_SCHEMA = 4;
+export const COMPACT_SCHEMAS = [2, 4];
 export const FULL = 'full';
 export const DELTA = 'delta';
 export const SPAN_KINDS = ['kernel', 'memcpy', 'memset'];
 export const DIRECTIONS = ['h2d', 'd2h', 'd2d', 'p2p', 'h2h', 'memset'];
-export const OMITTABLE = ['host', 'sources', 'devices', 'processes', 'traced_retired'];
+export const OMITTABLE = ['host', 'hosts', 'sources', 'devices', 'processes', 'traced_retired'];
 export const KERNEL_ORDER = [['total_ns', 'desc'], ['count', 'desc'], ['name', 'asc'], ['mangled', 'asc']];
 
 // why read() refused a frame (`why`): a delta on another base than the last frame read,
@@ -94,10 +96,10 @@ export function read(state, f) {
   const frame = Object.assign({}, f);
   if (isDelta && state.frame) for (const k of OMITTABLE) if (!(k in frame)) frame[k] = state.frame[k];
   if (!Array.isArray(frame.devices)) throw new FrameError(FrameError.NOT_A_SNAPSHOT, 'no devices');
-  const compact = frame.schema !== PLAIN_SCHEMA;
+  const compact = COMPACT_SCHEMAS.indexOf(frame.schema) >= 0;
   const processes = new Map(), traced = [];
   for (const t of frame.traced || []) {
-    const key = t.session + '/' + t.pid;
+    const key = (t.host ?? '') + '/' + t.session + '/' + t.pid;
     const old = isDelta && !t.reset ? state.processes.get(key) : undefined;   // reset: a new process, same pid
     const plain = {};
     for (const k in t) if (k !== 'names' && k !== 'kernels' && k !== 'lanes') plain[k] = t[k];

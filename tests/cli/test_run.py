@@ -129,7 +129,7 @@ def test_linger_keeps_serving_the_final_state_until_ctrl_c(injection_built):
             break
     assert port is not None and "exited with status 5" in "".join(lines), "".join(lines)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
-        assert json.load(resp)["schema"] == 1  # still serving after the program ended
+        assert json.load(resp)["schema"] == 3  # still serving after the program ended
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=15) == 5

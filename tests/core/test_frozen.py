@@ -11,14 +11,15 @@ from gpuflow.core.frozen import positional_constructor
 from gpuflow.core.snapshot import Attachment, Device, Process, SnapshotPart
 
 DEVICE = (3, "GPU-1", "NVIDIA H200", "00000000:19:00.0", False, 87, 41, 1 << 34, 150754820096,
-          63, 609.5, 700.0, 1980, 3201, 1_290_000_000, 5_600_000, "disabled", None, (), None, None)
+          63, 609.5, 700.0, 1980, 3201, 1_290_000_000, 5_600_000, "disabled", None, (), None, None,
+          "gpu-node-3")
 
 
 @pytest.mark.parametrize("cls, values", [
     (Device, DEVICE),
     (Attachment, (0, "GPU-1", "compute+graphics", None, 99, None)),
-    (Process, (42, "python", "alice", "python", (Attachment(0, "GPU-1"),))),
-    (SnapshotPart, ("nvml", None, (Device(0, "GPU-0"),), (), (), (), ())),
+    (Process, (42, "python", "alice", "python", (Attachment(0, "GPU-1"),), "gpu-node-3")),
+    (SnapshotPart, ("nvml", None, (Device(0, "GPU-0"),), (), (), (), (), ())),
 ])
 def test_same_object_as_the_constructor(cls, values):
     make = positional_constructor(cls)

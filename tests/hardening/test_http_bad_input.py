@@ -299,6 +299,6 @@ def test_a_connection_closed_mid_request_leaves_the_agent_healthy(server):
 
 def test_stream_and_snapshot_still_served_after_everything(server):
     r = one(server.port, L("/api/snapshot"))
-    assert r.status == 200 and json.loads(r.body)["schema"] == 1
+    assert r.status == 200 and json.loads(r.body)["schema"] == 3
     head = one(server.port, L("/api/stream", method="HEAD"), head_only=True)
     assert head.status == 200 and head.header("content-type").startswith("text/event-stream")

@@ -63,7 +63,7 @@ def test_first_frame_is_full_with_boot_epoch_id_and_reads_back_to_the_plain_snap
     assert f.seq == 7 and f.delta is None and f.base_seq is None
     assert f.full.startswith(b"id: 1234-7\nevent: snapshot\ndata: ")
     doc = body(f.full)
-    assert doc["frame"] == "full" and doc["base_seq"] is None and doc["schema"] == 2
+    assert doc["frame"] == "full" and doc["base_seq"] is None and doc["schema"] == 4
     assert list(doc)[:2] == ["frame", "base_seq"]
     read = StreamReader().read(doc)
     assert without(read, "frame", "base_seq", "schema") == without(plain(board.latest()), "schema")

@@ -27,6 +27,7 @@ CONSTANT = re.compile(r"^export const ([A-Z][A-Z0-9_]*) = (.+);$", re.MULTILINE)
 PYTHON = {
     "PLAIN_SCHEMA": SCHEMA_VERSION,
     "STREAM_SCHEMA": wire.WIRE_SCHEMA,
+    "COMPACT_SCHEMAS": list(wire.COMPACT_SCHEMAS),
     "FULL": wire.FULL,
     "DELTA": wire.DELTA,
     "SPAN_KINDS": list(wire.KINDS),

@@ -472,7 +472,7 @@ class NvmlCollector:
         self._built_host = h = self._host
         host = HostInfo(h.hostname, h.driver_version, h.nvml_version, h.cuda_driver_version, True,
                         self.polls, self.last_poll_s, self.poll_errors)
-        self._built = part = make_part(SOURCE, host, tuple(devices), processes, (), problems_t, ())
+        self._built = part = make_part(SOURCE, host, tuple(devices), processes, (), problems_t, (), ())
         return part, new
 
     def _no_processes(self) -> tuple[Process, ...]:
@@ -518,15 +518,15 @@ class NvmlCollector:
                 else:  # same process, other readings: its name and command line stand
                     changed = True
                     old = known[2]
-                    process = make_process(pid, old.name, old.user, old.cmdline, attachments)
+                    process = make_process(pid, old.name, old.user, old.cmdline, attachments, None)
             else:
                 changed = True
                 if f is None:
-                    process = make_process(pid, None, None, None, attachments)
+                    process = make_process(pid, None, None, None, attachments, None)
                 else:
                     process = make_process(pid, f.name, f.user,
                                            describe_cmdline(f.argv, self._show_cmdline),
-                                           attachments)
+                                           attachments, None)
             now[pid] = (f, attachments, process)
             out.append(process)
         self._known_procs = now

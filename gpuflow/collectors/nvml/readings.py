@@ -127,7 +127,7 @@ _DEVICE_FIELDS = ("index", "uuid", "name", "pci_bus_id", "lost", "utilization_gp
                   "utilization_memory_pct", "memory_used_bytes", "memory_total_bytes",
                   "temperature_c", "power_draw_w", "power_limit_w", "clock_sm_mhz", "clock_mem_mhz",
                   "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "mig_mode", "gpm", "gpm_instances",
-                  "links", "health")
+                  "links", "health", "host")
 _HEALTH_FIELDS = ("energy_joules", "memory_temperature_c", "xid_errors", "xid_last",
                   "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_corrected_aggregate",
                   "ecc_uncorrected_aggregate", "remapped_rows_correctable",
@@ -138,8 +138,9 @@ _LINK_FIELDS = ("pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pci
                 "pcie_tx_bytes_total", "pcie_rx_bytes_total", "pcie_rate_source", "nvlinks")
 _ATTACHMENT_FIELDS = ("device_index", "device_uuid", "kind", "memory_used_bytes", "sm_util_pct",
                       "mem_util_pct")
-_PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments")
-_PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems", "traced_retired")
+_PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments", "host")
+_PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems", "traced_retired",
+                "hosts")
 for _cls, _names in ((Device, _DEVICE_FIELDS), (Attachment, _ATTACHMENT_FIELDS),
                      (Process, _PROCESS_FIELDS), (SnapshotPart, _PART_FIELDS),
                      (HealthReadings, _HEALTH_FIELDS), (LinkReadings, _LINK_FIELDS)):
@@ -229,7 +230,7 @@ def read_gpu(b: NvmlBackend, gpu: GpuState, sampled: Sampled | None, now: float 
         else:
             gpu.values = values
             gpu.device = device = make_device(gpu.index, gpu.uuid, gpu.name, gpu.pci_bus_id,
-                                               False, *values)
+                                               False, *values, None)  # host: the agent tags it
     if compute or graphics:
         return device, (compute, graphics, sampled)
     if gpu.attached:

@@ -1,0 +1,125 @@
+"""Real agents for the fleet tests: ``gpuflow watch`` with the fake NVML backend and the fake traced
+collector, each named by ``NODE_NAME``, on a loopback port of its own.
+
+An :class:`Agent` is a child process the test owns: it can be read (``snapshot()``), frozen
+(``freeze()``: SIGSTOP, as a hung host or a partition looks to a hub), thawed, killed (SIGKILL, a
+crash) or stopped (SIGTERM), and restarted on the same port. Every wait has a timeout.
+
+Constraints: the machine running the tests may have two cores shared with other work, so the
+agents are light: one fake GPU, one traced process of two lanes, a few frames per second.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+from cli_process import gpuflow_env
+
+URL_RE = re.compile(r"http://[^\s]+:(\d+)/")
+
+#: the fake NVML backend (one GPU, one process) and the fake traced collector (one traced
+#: process, no devices or processes of its own), CUPTI off
+AGENT_ENV = {
+    "GPUFLOW_NVML_FAKE": "single",
+    "GPUFLOW_DISABLED_PLUGINS": "cupti",
+    "GPUFLOW_FAKE_GPUS": "0",
+    "GPUFLOW_FAKE_PROCS": "0",
+    "GPUFLOW_FAKE_TRACED": "1",
+    "GPUFLOW_FAKE_LANES": "2",
+    "GPUFLOW_FAKE_SPANS": "3",
+    "GPUFLOW_FAKE_RATE_HZ": "5",
+    "GPUFLOW_NVML_HISTORY": "0",
+}
+
+
+class Agent:
+    """``gpuflow watch`` named ``name``, every ``interval_ms``; ``port`` 0 picks a free one."""
+
+    def __init__(self, name: str | None, interval_ms: int = 100, port: int = 0,
+                 args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+        self.name, self.interval_ms, self.args = name, interval_ms, args
+        self.env = gpuflow_env(**AGENT_ENV)
+        self.env.pop("NODE_NAME", None)
+        if name is not None:
+            self.env["NODE_NAME"] = name
+        self.env.update(env or {})
+        self.proc: subprocess.Popen | None = None
+        self.port = port
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start it (again, on the port it had, when it had one); returns once it serves."""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port),
+             "--interval", str(self.interval_ms), "--plugin", "gpuflow.testing.fake_collector",
+             *self.args],
+            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        deadline, seen = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            m = URL_RE.search(line)
+            if m:
+                self.port = int(m.group(1))
+                self._drain()
+                return
+        self.proc.kill()
+        raise AssertionError("the agent printed no URL:\n" + "".join(seen))
+
+    def _drain(self) -> None:
+        """Read its output in the background, so that a full pipe never blocks it."""
+        out = self.proc.stdout
+        threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
+
+    def snapshot(self, path: str = "/api/snapshot") -> dict:
+        with urllib.request.urlopen(self.url + path, timeout=5) as resp:
+            return json.load(resp)
+
+    def freeze(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL: the agent vanishes at once, as in a crash (its sockets close)."""
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.02, what: str = "condition"):
+    """The first true value of ``predicate()`` within ``timeout`` seconds, else AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
