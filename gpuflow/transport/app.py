@@ -5,7 +5,8 @@ Routes (GET and HEAD; anything else 405):
 * ``/`` — the UI page (:mod:`gpuflow.transport.ui`), served without a token like its modules
   (it holds no data; with a token it asks for it and sends it as a Bearer header);
 * ``/api/snapshot`` — the latest snapshot as JSON (docs/snapshot.md);
-* ``/api/stream`` — Server-Sent Events (:mod:`gpuflow.transport.sse`);
+* ``/api/stream`` — Server-Sent Events (:mod:`gpuflow.transport.sse`), the whole snapshot or its
+  summary (``detail=summary``, :mod:`gpuflow.transport.stream_views`);
 * ``/api/window``, ``/api/history`` — the flight recorder's answers
   (:mod:`gpuflow.transport.recorded_api`);
 * ``/api/export`` — a range of them as a Perfetto trace to save (:mod:`gpuflow.transport.export_api`);
@@ -52,7 +53,8 @@ from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_r
 from gpuflow.transport.recorded_api import HistoryResource, WindowResource
 from gpuflow.transport.security import SecurityMiddleware
 from gpuflow.transport.settings import AppSettings, from_environ
-from gpuflow.transport.sse import StreamResource, StreamSlots
+from gpuflow.transport.sse import StreamSlots
+from gpuflow.transport.stream_views import ViewStreamResource
 from gpuflow.transport.ui import FaviconResource, IndexResource, module_routes
 
 __all__ = ["AppSettings", "GpuflowApp", "TransportState", "assemble_app", "create_app", "get_app"]
@@ -195,7 +197,7 @@ def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> Gpu
         app.add_route(route, module)
     app.add_route("/favicon.ico", FaviconResource())
     app.add_route("/api/snapshot", SnapshotResource(state))
-    app.add_route("/api/stream", StreamResource(state))
+    app.add_route("/api/stream", ViewStreamResource(state))
     app.add_route("/api/window", WindowResource(state))
     app.add_route("/api/history", HistoryResource(state))
     app.add_route("/api/export", ExportResource(state))

@@ -14,6 +14,9 @@ falls behind skips snapshots (it always gets the latest) and gets a full frame a
 nothing is queued per client. Concurrent streams are capped (:class:`StreamSlots`); over the cap
 the answer is 503 with Retry-After, before any thread is held for long.
 
+The route itself, with its views (``detail=summary``), is
+:class:`gpuflow.transport.stream_views.ViewStreamResource`.
+
 Constraints: one server thread per open stream (gunicorn gthread / threaded embedded server), so
 the cap must stay below the thread count; the slot is released exactly once, in ``close()``,
 whether or not the body was ever iterated.
@@ -21,7 +24,6 @@ whether or not the body was ever iterated.
 
 from __future__ import annotations
 
-import logging
 import socket
 import threading
 import time
@@ -32,8 +34,6 @@ import falcon
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.frames import FrameEncoder
 from gpuflow.transport.settings import AppSettings
-
-log = logging.getLogger("gpuflow.transport.sse")
 
 PING = b": ping\n\n"
 
@@ -157,44 +157,13 @@ def bound_send_time(environ: dict, seconds: float, buffer_bytes: int | None = No
         pass
 
 
-class StreamResource:
-    """Falcon resource for GET /api/stream."""
-
-    def __init__(self, state) -> None:
-        self.state = state
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        state = self.state
-        settings: AppSettings = state.settings
-        if state.stopping():
-            _unavailable(resp, settings, "shutting down")
-            return
-        if not state.slots.acquire():
-            log.warning("stream refused: %d streams open (max_streams)", state.slots.limit)
-            _unavailable(resp, settings, "too many open streams")
-            return
-        try:
-            events = event_stream(state.board, state.frames, settings, state.stopping)
-            body = SseBody(events, state.slots.release)
-        except BaseException:
-            state.slots.release()
-            raise
-        bound_send_time(req.env, settings.send_timeout_s, settings.send_buffer_bytes)
-        _stream_headers(resp)
-        resp.stream = body
-
-    def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """The stream's headers, without a body and without taking a slot."""
-        _stream_headers(resp)
-
-
-def _stream_headers(resp: falcon.Response) -> None:
+def stream_headers(resp: falcon.Response) -> None:
     resp.content_type = "text/event-stream; charset=utf-8"
     resp.cache_control = ["no-cache"]
     resp.set_header("X-Accel-Buffering", "no")
 
 
-def _unavailable(resp: falcon.Response, settings: AppSettings, why: str) -> None:
+def unavailable(resp: falcon.Response, settings: AppSettings, why: str) -> None:
     resp.status = falcon.HTTP_503
     resp.set_header("Retry-After", str(settings.retry_after_s))
     resp.content_type = falcon.MEDIA_TEXT

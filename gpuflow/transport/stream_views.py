@@ -1,0 +1,192 @@
+"""GET /api/stream's views: the whole snapshot, or its summary (``detail=summary``).
+
+``/api/stream`` takes ``detail=full`` (the default: everything, lanes and spans included) or
+``detail=summary``: devices, processes, traced processes with their complete aggregates
+(kernels, transfers, counters) and retired roll-ups, but no lanes and so no spans. A hub takes
+summaries from every agent it follows (a few kB/s per host instead of a busy program's hundreds),
+and full detail only from a host a page is looking at. Any other value of ``detail``, or
+``detail`` given twice, is 400 with a one-line message that does not repeat it; other
+parameters are ignored, as before. The Host, method and token checks run first (the security
+middleware), as on every route.
+
+Each view has its own frame encoder, fed by a :class:`DerivedBoard` that makes the view's
+snapshot once per snapshot of the agent, for all its streams: a view's frames are still encoded
+once for all its clients. An encoder exists while some stream uses its view
+(:class:`ViewFrames`); the default view uses the app's own.
+
+Every stream, whatever its view, sends a frame or a ``: ping`` at least every agent interval
+(``host.interval_s``; the configured ping interval when that is shorter), so that a hub can tell
+a silent agent (hung, partitioned) from a quiet one: it judges silence by that interval.
+
+Constraints: a view's snapshot shares every object it does not change with the agent's (no copy
+per stream, none of the spans); the encoders are created and dropped under one lock; a stream
+whose view cannot be parsed takes no stream slot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any, Callable
+
+import falcon
+
+from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.snapshot import Snapshot
+from gpuflow.transport.frames import FrameEncoder, dumps
+from gpuflow.transport.settings import AppSettings
+from gpuflow.transport.sse import (
+    SseBody, bound_send_time, event_stream, stream_headers, unavailable,
+)
+
+log = logging.getLogger("gpuflow.transport.stream_views")
+
+FULL, SUMMARY = "full", "summary"
+DETAILS = (FULL, SUMMARY)
+
+
+class BadView(ValueError):
+    """A stream query that names no view; the message names the parameter, not its value."""
+
+
+def parse_detail(req: falcon.Request) -> str:
+    """``detail`` of the query: ``full`` when not given; BadView for anything but one known value."""
+    raw = req.params.get("detail")
+    if raw is None:
+        return FULL
+    if not isinstance(raw, str) or raw not in DETAILS:
+        raise BadView(f"detail must be given once, as {' or '.join(DETAILS)}")
+    return raw
+
+
+def summary_of(snap: Snapshot) -> Snapshot:
+    """``snap`` without lanes: every traced process's aggregates and counters, no spans."""
+    if not any(t.lanes for t in snap.traced):
+        return snap
+    return dataclasses.replace(snap, traced=tuple(
+        dataclasses.replace(t, lanes=()) if t.lanes else t for t in snap.traced))
+
+
+class DerivedBoard:
+    """What a frame encoder reads (``latest()``): a view of a board's latest snapshot, made once
+    per snapshot, so the encoder sees the same object until the board has a new one."""
+
+    def __init__(self, board: SnapshotBoard, derive: Callable[[Snapshot], Snapshot]) -> None:
+        self.board = board
+        self.derive = derive
+        self._lock = threading.Lock()
+        self._cached: tuple[Snapshot, Snapshot] | None = None
+
+    def latest(self) -> Snapshot | None:
+        snap = self.board.latest()
+        if snap is None:
+            return None
+        cached = self._cached
+        if cached is not None and cached[0] is snap:
+            return cached[1]
+        with self._lock:
+            cached = self._cached
+            if cached is None or cached[0] is not snap:
+                cached = (snap, self.derive(snap))
+                self._cached = cached
+            return cached[1]
+
+
+class ViewFrames:
+    """The frame encoders of the views streams use now: one per view, while a stream uses it."""
+
+    def __init__(self, board: SnapshotBoard, default: FrameEncoder) -> None:
+        self.board = board
+        self.default = default
+        self._lock = threading.Lock()
+        self._open: dict[str, list[Any]] = {}   # view -> [encoder, streams using it]
+
+    def acquire(self, detail: str) -> tuple[FrameEncoder, Callable[[], None]]:
+        """The encoder of ``detail`` and the call that gives it back (once, when the stream ends)."""
+        if detail == FULL:
+            return self.default, lambda: None
+        with self._lock:
+            entry = self._open.get(detail)
+            if entry is None:
+                derived: Any = DerivedBoard(self.board, summary_of)   # read as a board: latest()
+                encoder = FrameEncoder(derived, boot_epoch=self.default.boot_epoch,
+                                       span_rate=self.default.span_rate)
+                entry = self._open[detail] = [encoder, 0]
+            entry[1] += 1
+        released = []
+
+        def release() -> None:
+            if released:
+                return
+            released.append(True)
+            with self._lock:
+                entry[1] -= 1
+                if entry[1] == 0 and self._open.get(detail) is entry:
+                    del self._open[detail]
+        return entry[0], release
+
+    def open_views(self) -> dict[str, int]:
+        """Each view in use and its number of streams (for tests and /healthz)."""
+        with self._lock:
+            return {view: entry[1] for view, entry in self._open.items()}
+
+
+def heartbeat_settings(settings: AppSettings, interval_s: float | None) -> AppSettings:
+    """``settings`` with streams pinging at least every ``interval_s`` (the agent's interval)."""
+    if interval_s is None or not interval_s > 0 or interval_s >= settings.ping_interval_s:
+        return settings
+    return dataclasses.replace(settings, ping_interval_s=interval_s)
+
+
+class ViewStreamResource:
+    """Falcon resource for GET /api/stream, with its views (see the module's docstring)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.views = ViewFrames(state.board, state.frames)
+        agent = state.agent
+        self.settings = heartbeat_settings(state.settings, agent.config.interval_s if agent else None)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        state, settings = self.state, self.settings
+        try:
+            detail = parse_detail(req)
+        except BadView as exc:
+            resp.status = falcon.HTTP_400
+            resp.content_type = falcon.MEDIA_JSON
+            resp.data = dumps({"error": str(exc)})
+            return
+        if state.stopping():
+            unavailable(resp, settings, "shutting down")
+            return
+        if not state.slots.acquire():
+            log.warning("stream refused: %d streams open (max_streams)", state.slots.limit)
+            unavailable(resp, settings, "too many open streams")
+            return
+        frames, give_back = None, None
+        try:
+            frames, give_back = self.views.acquire(detail)
+            events = event_stream(state.board, frames, settings, state.stopping)
+            body = SseBody(events, _both(state.slots.release, give_back))
+        except BaseException:
+            state.slots.release()
+            if give_back is not None:
+                give_back()
+            raise
+        bound_send_time(req.env, settings.send_timeout_s, settings.send_buffer_bytes)
+        stream_headers(resp)
+        resp.stream = body
+
+    def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The stream's headers, without a body and without taking a slot."""
+        stream_headers(resp)
+
+
+def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def release() -> None:
+        try:
+            first()
+        finally:
+            second()
+    return release
