@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
