@@ -111,6 +111,7 @@ def _merge_process(known: Process | None, new: Process) -> Process:
         user=known.user if known.user is not None else new.user,
         cmdline=known.cmdline if known.cmdline is not None else new.cmdline,
         attachments=_sorted_attachments(by_uuid.values()),
+        workload=known.workload if known.workload is not None else new.workload,
     )
 
 

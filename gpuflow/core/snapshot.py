@@ -200,6 +200,24 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class Workload:
+    """Who a process belongs to: its container, Kubernetes pod and Slurm job, from its cgroup
+    (ids), the node's Kubernetes API (names) and the kubelet (allocations); None: not known."""
+
+    container_id: str | None = None  #: 64 hex digits
+    container_runtime: str | None = None  #: "containerd" | "cri-o" | "docker" | None
+    pod_uid: str | None = None
+    pod_name: str | None = None
+    pod_namespace: str | None = None
+    container_name: str | None = None
+    slurm_job_id: int | None = None
+    #: the GPU device ids the kubelet allocated to its container (None: not known)
+    gpus_allocated: tuple[str, ...] | None = None
+    #: indexes of the GPUs it holds that its container was not allocated
+    gpus_unallocated: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Process:
     """A process holding one or more GPUs: one process on four GPUs has four attachments."""
 
@@ -209,6 +227,7 @@ class Process:
     cmdline: str | None = None  #: the executable only, unless --show-cmdline
     attachments: tuple[Attachment, ...] = ()
     host: str | None = None  #: the name of the host it runs on (set by the agent's merge)
+    workload: Workload | None = None  #: its container, pod and job (None: none, or not known)
 
 
 @dataclass(frozen=True, slots=True)

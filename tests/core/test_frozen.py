@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpuflow.core.frozen import positional_constructor
-from gpuflow.core.snapshot import Attachment, Device, Process, SnapshotPart
+from gpuflow.core.snapshot import Attachment, Device, Process, SnapshotPart, Workload
 
 DEVICE = (3, "GPU-1", "NVIDIA H200", "00000000:19:00.0", False, 87, 41, 1 << 34, 150754820096,
           63, 609.5, 700.0, 1980, 3201, 1_290_000_000, 5_600_000, "disabled", None, (), None, None,
@@ -18,7 +18,8 @@ DEVICE = (3, "GPU-1", "NVIDIA H200", "00000000:19:00.0", False, 87, 41, 1 << 34,
 @pytest.mark.parametrize("cls, values", [
     (Device, DEVICE),
     (Attachment, (0, "GPU-1", "compute+graphics", None, 99, None)),
-    (Process, (42, "python", "alice", "python", (Attachment(0, "GPU-1"),), "gpu-node-3")),
+    (Process, (42, "python", "alice", "python", (Attachment(0, "GPU-1"),), "gpu-node-3",
+               Workload(container_id="ab" * 32, pod_uid="5a1c3e2f-8b4d-4f0e-9c6a-1d2e3f405161"))),
     (SnapshotPart, ("nvml", None, (Device(0, "GPU-0"),), (), (), (), (), ())),
 ])
 def test_same_object_as_the_constructor(cls, values):

@@ -3,8 +3,10 @@
 :class:`NvmlCollector` turns NVML answers into a :class:`~gpuflow.core.snapshot.SnapshotPart`
 (``source="nvml"``): the host (hostname, driver, NVML and CUDA driver versions), one
 :class:`Device` per GPU and one :class:`Process` per pid holding any GPU (a job on four GPUs is
-one process with four attachments). :meth:`latest` hands out the same object until a poll
-produces different readings, so the agent sends a frame only when something changed.
+one process with four attachments), with who it belongs to (its container, pod and job:
+:mod:`gpuflow.workload`, its cgroup read once per process). :meth:`latest` hands out the same
+object until a poll produces different readings, so the agent sends a frame only when something
+changed.
 
 Two threads: the poll thread (init, then a tick every interval: the fast per-device fields, the
 clock event reasons, each GPU's GPM pair, the process lists, /proc) and the sampler thread
@@ -68,7 +70,8 @@ from gpuflow.testing.ab_period import ab_period_ms, seconds_until_on
 from gpuflow.collectors.nvml.options import DEFAULT_INIT_RETRY_S
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.problem_log import restates
-from gpuflow.core.snapshot import Attachment, Device, HostInfo, Problem, Process, SnapshotPart
+from gpuflow.core.snapshot import Attachment, Device, HostInfo, Problem, Process, SnapshotPart, Workload
+from gpuflow.workload.resolver import WorkloadResolver
 
 log = logging.getLogger("gpuflow.nvml")
 
@@ -99,6 +102,7 @@ class NvmlCollector:
         extra_problems: tuple[Problem, ...] = (),
         history: HistoryStore | None = None,
         gpm_gap_s: float = GPM_MIN_GAP_S,
+        workloads: WorkloadResolver | None = None,
     ) -> None:
         self._b = backend
         #: GPM pairs are at least this far apart (the benchmark sets 0: a pair every tick)
@@ -107,6 +111,9 @@ class NvmlCollector:
         self.interval_s = config.interval_s
         self._show_cmdline = config.show_cmdline
         self._procs = proc_reader if proc_reader is not None else LinuxProcReader()
+        #: who each process belongs to (its cgroup, read once per process; names where known)
+        self.workloads = workloads if workloads is not None else WorkloadResolver(
+            getattr(self._procs, "cgroup", _no_cgroup))
         self._notify = notify if notify is not None else (lambda: None)
         self._clock = clock
         self._monotonic = monotonic
@@ -128,7 +135,8 @@ class NvmlCollector:
         self._busy: frozenset[int] | None = None  # GPUs that had processes at the last tick
         self._busy_list: list[int] | None = None  # the same, as the tick found them
         self._unresolved_streak = 0
-        self._known_procs: dict[int, tuple[Any, tuple[Attachment, ...], Process]] = {}  # last tick's
+        #: last tick's: pid → (its /proc facts, attachments, Process, (index, uuid) of its GPUs)
+        self._known_procs: dict[int, tuple[Any, tuple[Attachment, ...], Process, Any]] = {}
         self._shown_procs: tuple[Process, ...] = ()  # the processes of the last part the tick built
         self._built: SnapshotPart | None = None  # the last part the tick built
 
@@ -479,6 +487,7 @@ class NvmlCollector:
         self._unresolved_streak = 0
         if self._known_procs:
             self._known_procs = {}
+            self.workloads.retain(())
         self._shown_procs = ()
         return ()
 
@@ -507,32 +516,63 @@ class NvmlCollector:
         before, now = self._known_procs, {}
         out = []
         changed = False
+        workload_of = self.workloads.workload
         for pid, f in facts:
             if f is None and not foreign:
                 continue  # vanished between NVML's answer and our look at /proc
             attachments = tuple(held[pid])
             known = before.get(pid)
+            same = known is not None and known[1] == attachments
+            devices = known[3] if same else _devices(attachments)  # type: ignore[index]
             if known is not None and known[0] == f:
-                if known[1] == attachments:
-                    process = known[2]
+                old = known[2]
+                workload = workload_of(pid, devices) if f is not None else None
+                if same and old.workload is workload:
+                    process = old
                 else:  # same process, other readings: its name and command line stand
                     changed = True
-                    old = known[2]
-                    process = make_process(pid, old.name, old.user, old.cmdline, attachments, None)
+                    process = make_process(pid, old.name, old.user, old.cmdline, attachments, None,
+                                           workload)
             else:
                 changed = True
+                if known is not None:
+                    self.workloads.forget(pid)  # another process has this pid now
+                # a pid of another PID namespace (f None) may name an unrelated process here
+                workload = workload_of(pid, devices) if f is not None else None
                 if f is None:
-                    process = make_process(pid, None, None, None, attachments, None)
+                    process = make_process(pid, None, None, None, attachments, None, workload)
                 else:
                     process = make_process(pid, f.name, f.user,
                                            describe_cmdline(f.argv, self._show_cmdline),
-                                           attachments, None)
-            now[pid] = (f, attachments, process)
+                                           attachments, None, workload)
+            if workload is not None and workload.gpus_unallocated:
+                problems.append(_unallocated_problem(process, workload))
+            now[pid] = (f, attachments, process, devices)
             out.append(process)
         self._known_procs = now
+        self.workloads.retain(now)
         if changed or len(out) != len(self._shown_procs):
             self._shown_procs = tuple(out)
         return self._shown_procs
+
+
+def _no_cgroup(pid: int) -> None:
+    """The cgroup reader of a ProcReader that has none: no process belongs to anything."""
+    return None
+
+
+def _devices(attachments: tuple[Attachment, ...]) -> tuple[tuple[int, str], ...]:
+    """The (index, uuid) of each GPU a process holds: what its pod's allocation is checked against."""
+    return tuple((a.device_index, a.device_uuid) for a in attachments)
+
+
+def _unallocated_problem(process: Process, w: Workload) -> Problem:
+    where = f"pod {w.pod_namespace}/{w.pod_name}" + (
+        f", container {w.container_name}" if w.container_name else "")
+    gpus = ", ".join(str(i) for i in w.gpus_unallocated)
+    return Problem(SOURCE, severity="warning", message=(
+        f"process {process.pid} ({where}) uses GPU {gpus}, which the kubelet did not allocate to "
+        "its container"))
 
 
 def _discover_nvlinks(b: NvmlBackend, handle: Any) -> tuple[Remote, ...]:

@@ -117,6 +117,12 @@ class FakeProcReader:
             return None
         return ProcFacts(p.name, p.user, p.argv)
 
+    def cgroup(self, pid: int) -> bytes | None:
+        p = self._procs.get(pid)
+        if p is None or p.cgroup is None or pid in self._gone:
+            return None
+        return p.cgroup.encode()
+
 
 def churn_job(number: int, index: int) -> FakeProcess:
     """The ``number``-th short job of a scenario with churn, on GPU ``index``."""

@@ -35,6 +35,7 @@ class FakeProcess:
     devices: dict[int, str]  #: device index → "compute" | "graphics" | "compute+graphics"
     memory_bytes: int  #: per device it holds
     busy: float  #: 0..1, how hard it drives its GPUs; 0 = holds memory, runs nothing
+    cgroup: str | None = None  #: its /proc/<pid>/cgroup (its container, pod or job); None: unreadable
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,27 @@ class Scenario:
     mig_instances: dict[int, float] = field(default_factory=dict)
 
 
-def _job(pid, name, user, argv, devices, mem, busy, kind="compute") -> FakeProcess:
-    return FakeProcess(pid, name, user, tuple(argv), {d: kind for d in devices}, mem, busy)
+def _job(pid, name, user, argv, devices, mem, busy, kind="compute", cgroup=None) -> FakeProcess:
+    return FakeProcess(pid, name, user, tuple(argv), {d: kind for d in devices}, mem, busy, cgroup)
+
+
+#: the ``pods`` scenario's workloads: pod UIDs, container ids and a Slurm job, as a fake
+#: Kubernetes API server and kubelet in the tests describe them
+POD_TRAIN_UID = "0f8f4f3c-6a4e-4c1e-9a55-2b1d7e9c1a01"
+POD_SERVE_UID = "7c2d9b10-3e8a-4f6b-8c1d-5a9e0b2c4d02"
+CONTAINER_TRAIN = "3b7e" + "a1" * 30
+CONTAINER_SERVE = "9d04" + "c2" * 30
+CONTAINER_DOCKER = "e5f6" + "d3" * 30
+SLURM_JOB = 81234
+_CGROUP_TRAIN = ("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+                 f"{POD_TRAIN_UID.replace('-', '_')}.slice/cri-containerd-{CONTAINER_TRAIN}.scope\n")
+_CGROUP_SERVE = ("0::/kubepods.slice/kubepods-pod"
+                 f"{POD_SERVE_UID.replace('-', '_')}.slice/crio-{CONTAINER_SERVE}.scope\n")
+_CGROUP_DOCKER = f"0::/system.slice/docker-{CONTAINER_DOCKER}.scope\n"
+_CGROUP_SLURM = (f"12:memory:/slurm/uid_1000/job_{SLURM_JOB}/step_0/task_0\n"
+                 f"4:devices:/slurm/uid_1000/job_{SLURM_JOB}/step_0/task_0\n"
+                 "1:name=systemd:/system.slice/slurmd.service\n"
+                 "0::/system.slice/slurmd.service\n")
 
 
 _TRAIN = _job(4242, "python", "alice", ["python", "train.py", "--api-key=sk-not-a-real-secret",
@@ -162,6 +182,23 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "and go all day)", gpus=8,
         processes=(_TRAIN, _SERVE),
         churn_every=30, churn_life=300,
+    ),
+    Scenario(
+        "pods", "4 GPUs of a Kubernetes node: a containerd pod on GPUs 0-1, a CRI-O pod on GPU 2, "
+        "a Docker container and a Slurm job (cgroup v1) on GPU 3, a host process on GPU 2",
+        gpus=4,
+        processes=(
+            _job(7001, "python", "alice", ["python", "train.py"], (0, 1), 20 * GIB, 0.8,
+                 cgroup=_CGROUP_TRAIN),
+            _job(7002, "python3", "bob", ["python3", "-m", "server"], (2,), 12 * GIB, 0.5,
+                 cgroup=_CGROUP_SERVE),
+            _job(7003, "python", "carol", ["python", "notebook.py"], (3,), 4 * GIB, 0.3,
+                 cgroup=_CGROUP_DOCKER),
+            _job(7004, "lmp", "dave", ["lmp", "-in", "in.lj"], (3,), 6 * GIB, 0.6,
+                 cgroup=_CGROUP_SLURM),
+            _job(7005, "python", "erin", ["python", "bench.py"], (2,), 2 * GIB, 0.2,
+                 cgroup="0::/user.slice/user-1004.slice/session-3.scope\n"),
+        ),
     ),
     Scenario(
         "hang", "1 GPU whose utilization call takes 2 s, longer than the polling interval",

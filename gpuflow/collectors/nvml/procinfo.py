@@ -3,7 +3,9 @@
 NVML gives only pids. The name comes from ``/proc/<pid>/comm``, which works where nvidia-smi
 prints ``[Not Found]`` (it asks NVML, which cannot see into other PID namespaces' names); the
 user from the owner of ``/proc/<pid>``; the command line from ``/proc/<pid>/cmdline``. Command
-lines can hold secrets (tokens, passwords), so by default only the executable is kept.
+lines can hold secrets (tokens, passwords), so by default only the executable is kept. Its cgroup
+file (``/proc/<pid>/cgroup``: its container, pod and job) is read by :meth:`LinuxProcReader.cgroup`
+for :mod:`gpuflow.workload`, once per process.
 
 A pid whose /proc entry is gone exited between NVML's answer and our look: :meth:`read`
 returns None and the collector drops it.
@@ -21,6 +23,8 @@ import pwd
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
+from gpuflow.workload.cgroup import read_cgroup_file
+
 
 class ProcFacts(NamedTuple):
     """What /proc says about a pid; any field may be None (hidden by hidepid, kernel thread...)."""
@@ -33,6 +37,9 @@ class ProcFacts(NamedTuple):
 class ProcReader(Protocol):
     def read(self, pid: int) -> ProcFacts | None:
         """Facts about ``pid``, or None if no such process exists (it vanished)."""
+
+    def cgroup(self, pid: int) -> bytes | None:
+        """The bytes of ``pid``'s cgroup file (who it belongs to: gpuflow.workload), or None."""
 
 
 @lru_cache(maxsize=256)
@@ -83,6 +90,9 @@ class LinuxProcReader:
             self._known.clear()
         self._known[pid] = (raw, facts)
         return facts
+
+    def cgroup(self, pid: int) -> bytes | None:
+        return read_cgroup_file(self._root, pid)
 
 
 def _facts(uid: int | None, comm: bytes | None, cmdline: bytes | None) -> ProcFacts:

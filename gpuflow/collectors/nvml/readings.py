@@ -138,7 +138,7 @@ _LINK_FIELDS = ("pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "pci
                 "pcie_tx_bytes_total", "pcie_rx_bytes_total", "pcie_rate_source", "nvlinks")
 _ATTACHMENT_FIELDS = ("device_index", "device_uuid", "kind", "memory_used_bytes", "sm_util_pct",
                       "mem_util_pct")
-_PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments", "host")
+_PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments", "host", "workload")
 _PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems", "traced_retired",
                 "hosts")
 for _cls, _names in ((Device, _DEVICE_FIELDS), (Attachment, _ATTACHMENT_FIELDS),
