@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 #: The ``gpuflow`` subcommands a flag can be offered on.
-COMMANDS = ("watch", "run")
+COMMANDS = ("watch", "run", "open")
 
 
 class OptionError(ValueError):
@@ -44,7 +44,8 @@ class Option:
     :param flag: the command-line flag (``--ring-capacity``), or None for none.
     :param env: the environment variable (``GPUFLOW_RING_CAPACITY``), or None for none.
     :param metavar: how ``--help`` names the flag's value.
-    :param commands: the subcommands that offer the flag (a subset of :data:`COMMANDS`).
+    :param commands: the subcommands that offer the flag (a subset of :data:`COMMANDS`; by default
+        ``watch`` and ``run``).
     :param switch: the flag takes no value and turns the option on (``True``).
     """
 
@@ -55,7 +56,7 @@ class Option:
     flag: str | None = None
     env: str | None = None
     metavar: str | None = None
-    commands: tuple[str, ...] = COMMANDS
+    commands: tuple[str, ...] = ("watch", "run")
     switch: bool = False
 
     def __post_init__(self) -> None:
