@@ -29,6 +29,10 @@ INJECT_SOURCES = ["cupti_src/gpuflow_inject.c", "cupti_src/activity.c", "cupti_s
                   "cupti_src/ring_handover.c"]
 INJECT_OUTPUT = "gpuflow/collectors/cupti/libgpuflow_inject.so"
 INJECT_VERSION_SCRIPT = "cupti_src/exports.map"
+# the PM-sampling helper (docs/gpu-metrics.md, "PM sampling"): an executable, C and C++ parts
+PM_SAMPLER_C = ["cupti_src/pm_ring.c"]
+PM_SAMPLER_CXX = ["cupti_src/pm_sampler.cpp", "cupti_src/pm_session.cpp", "cupti_src/pm_api.cpp"]
+PM_SAMPLER_OUTPUT = "gpuflow/collectors/pmsampling/gpuflow-pm-sampler"
 
 
 def cupti_include_dirs() -> list[str]:
@@ -65,6 +69,7 @@ class BuildNative(build_ext):
         except Exception as exc:  # noqa: BLE001 - reported, then re-raised when required
             self._report("Cython decoder", exc)
         self.build_injection_library()
+        self.build_pm_sampler()
 
     def build_extension(self, ext: Extension) -> None:
         try:
@@ -113,6 +118,33 @@ class BuildNative(build_ext):
             )
         except Exception as exc:  # noqa: BLE001
             self._report("libgpuflow_inject.so", exc)
+            return
+        print(f"built {output}")
+
+    def build_pm_sampler(self) -> None:
+        """gpuflow-pm-sampler, built like the injection library: the toolkit's headers only,
+        libcuda and libcupti loaded at run time."""
+        includes = cupti_include_dirs()
+        if DISABLE:
+            return
+        if not any((Path(d) / "cupti_pmsampling.h").exists() for d in includes):
+            msg = "CUPTI's PM sampling headers (CUDA 12.6+) not found; gpuflow-pm-sampler not built, no --gpu-metrics"
+            if REQUIRE:
+                raise RuntimeError(msg)
+            print(f"WARNING: {msg}", file=sys.stderr)
+            return
+        output = (HERE if self.inplace else Path(self.build_lib)) / PM_SAMPLER_OUTPUT
+        output.parent.mkdir(parents=True, exist_ok=True)
+        warn = ["-O2", "-Wall", "-Wextra", "-pthread"]
+        try:
+            objects = self.compiler.compile(PM_SAMPLER_C, output_dir=self.build_temp, include_dirs=["cupti_src"],
+                                            extra_postargs=["-std=c11", *warn])
+            objects += self.compiler.compile(PM_SAMPLER_CXX, output_dir=self.build_temp,
+                                             include_dirs=["cupti_src", *includes], extra_postargs=["-std=c++17", *warn])
+            self.compiler.link_executable(objects, output.name, output_dir=str(output.parent), libraries=["dl"],
+                                          extra_postargs=["-pthread", "-Wl,--as-needed"], target_lang="c++")
+        except Exception as exc:  # noqa: BLE001
+            self._report("gpuflow-pm-sampler", exc)
             return
         print(f"built {output}")
 
