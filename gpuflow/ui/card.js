@@ -17,6 +17,7 @@ import { agentNow } from './scrub.js';
 import { spark } from './spark.js';
 import { shownSnap, store } from './store.js';
 import { isUnnamed, laneText } from './traced.js';
+import { workloadRows } from './workload.js';
 
 function row(k, v, warn) {
   const d = document.createElement('div'); d.className = 'r';
@@ -153,6 +154,7 @@ function processCard(t, title, n) {
   title.textContent = nz(p ? p.name : tr.info.name) + ' · pid ' + n.pid;
   if (p) {
     t.append(row('user', nz(p.user)), row('command', nz(p.cmdline)));
+    for (const [label, value, warn] of workloadRows(p.workload)) t.append(row(label, value, warn));
     for (const a of p.attachments) {
       t.append(row('GPU ' + a.device_index + ' (' + a.kind + ')', 'mem ' + nz(a.memory_used_bytes, fmtBytes) + ' · SM ' +
         nz(a.sm_util_pct, fmtPct) + ' · mem util ' + nz(a.mem_util_pct, fmtPct)));

@@ -2,6 +2,8 @@
 // ones) with its GPUs, memory and SM %, sortable by each column. Pointing at a row outlines its
 // node in the graph and lights its neighbourhood; clicking a row isolates the node, as clicking
 // the node does. It is what nvitop users look for first, and it keeps the graph as the picture.
+// Beside a process's name: who it belongs to (its pod, container or Slurm job: workload.js), in
+// the warning colour when it holds a GPU its container was not allocated.
 //
 // The list is collapsible (the button in the top bar, or P). It starts open on a window at least
 // OPEN_WIDTH CSS px wide and closed on a smaller one, where the graph needs the width; a choice
@@ -15,6 +17,7 @@
 import { markDirty, ui } from './canvas.js';
 import { fmtBytes, fmtPct, isNum } from './format.js';
 import { shownSnap } from './store.js';
+import { unallocatedText, workloadLabel, workloadRows } from './workload.js';
 
 export const OPEN_WIDTH = 1680;
 const REFRESH_MS = 500, STORE_KEY = 'gpuflow.processList';
@@ -43,16 +46,16 @@ export function gpuText(idx) {
 // reports it), both null when nothing is reported
 export function entries(f) {
   const byPid = new Map();
-  for (const p of f.processes || []) byPid.set(p.pid, { pid: p.pid, name: p.name, user: p.user, atts: p.attachments, traced: null });
+  for (const p of f.processes || []) byPid.set(p.pid, { pid: p.pid, name: p.name, user: p.user, atts: p.attachments, traced: null, workload: p.workload || null });
   for (const t of f.traced || []) {
     const e = byPid.get(t.pid);
-    if (e) e.traced = t; else byPid.set(t.pid, { pid: t.pid, name: t.name, user: null, atts: [], traced: t });
+    if (e) e.traced = t; else byPid.set(t.pid, { pid: t.pid, name: t.name, user: null, atts: [], traced: t, workload: null });
   }
   return [...byPid.values()].map(e => {
     const mem = e.atts.map(a => a.memory_used_bytes).filter(isNum), sm = e.atts.map(a => a.sm_util_pct).filter(isNum);
     return { pid: e.pid, name: e.name, user: e.user, gpus: e.atts.map(a => a.device_index).sort((a, b) => a - b),
       memory: mem.length ? mem.reduce((a, b) => a + b, 0) : null, sm: sm.length ? sm.reduce((a, b) => a + b, 0) / sm.length : null,
-      traced: e.traced ? e.traced.state : null, atts: e.atts };
+      traced: e.traced ? e.traced.state : null, atts: e.atts, workload: e.workload };
   });
 }
 function compareBy(key, dir) {
@@ -73,7 +76,8 @@ function makeRow(pid) {
   const tr = document.createElement('tr');
   for (let i = 0; i < COLUMNS.length; i++) tr.append(document.createElement('td'));
   const tag = document.createElement('span'); tag.className = 'tag';
-  tr.cells[1].append(document.createTextNode(''), tag);
+  const wl = document.createElement('span'); wl.className = 'wl';
+  tr.cells[1].append(document.createTextNode(''), tag, wl);
   tr.addEventListener('mouseenter', () => { ui.highlight = 'p:' + pid; markDirty(); });
   tr.addEventListener('click', () => { ui.isolated = ui.isolated === 'p:' + pid ? null : 'p:' + pid; syncSelection(); markDirty(); });
   return tr;
@@ -84,10 +88,14 @@ function fill(tr, e) {
     const node = i === 1 ? tr.cells[1].firstChild : tr.cells[i];
     if (node.textContent !== texts[i]) node.textContent = texts[i];
   }
-  const tag = tr.cells[1].lastChild, tagText = e.traced === null ? '' : e.traced === 'exited' ? 'exited' : 'traced';
+  const tag = tr.cells[1].childNodes[1], tagText = e.traced === null ? '' : e.traced === 'exited' ? 'exited' : 'traced';
   if (tag.textContent !== tagText) tag.textContent = tagText;
+  const wl = tr.cells[1].lastChild, wlText = workloadLabel(e.workload), warn = unallocatedText(e.workload) !== '';
+  if (wl.textContent !== wlText) wl.textContent = wlText;
+  if (wl.classList.contains('warn') !== warn) wl.classList.toggle('warn', warn);
   const title = e.atts.map(a => 'GPU ' + a.device_index + ': SM ' + (isNum(a.sm_util_pct) ? fmtPct(a.sm_util_pct) : '—') +
-    ' · ' + (isNum(a.memory_used_bytes) ? fmtBytes(a.memory_used_bytes) : '—')).join('\n');
+    ' · ' + (isNum(a.memory_used_bytes) ? fmtBytes(a.memory_used_bytes) : '—'))
+    .concat(workloadRows(e.workload).map(([k, v]) => k + ': ' + v)).join('\n');
   if (tr.title !== title) tr.title = title;
 }
 

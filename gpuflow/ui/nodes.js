@@ -21,6 +21,7 @@ import { DEV_BAND, DEV_BAR_W, DEV_BAR_X, DEV_ROW, DEV_ROW0, DEV_SPARK_ROWS, DEV_
   PROC_SPARK_X, devSparkBox, procRowY, procSparkBox, procSparkW, tracedNote } from './geometry.js';
 import { model } from './layout.js';
 import { queueSpark, seriesOf, sparkBaseline } from './spark.js';
+import { unallocatedText, workloadLabel } from './workload.js';
 
 export function drawDevice(n, full) {
   const d = n.data, x = n.x, y = n.y, id = n.id, ty = y + 20;
@@ -129,7 +130,17 @@ export function procTitle(n, w, badges) {
   const userText = p ? cell(p.user, String, id + '.user') : null;
   const nameW = Math.min(textWidth(name, F.title), room);
   text(name, x + 10, y, F.title, COL.text, 'left', nameW);
-  if (userText !== null && nameW + 6 + textWidth(userText, F.small) <= room) text(userText, x + 16 + nameW, y, F.small, COL.dim);
+  let used = nameW;
+  if (userText !== null && nameW + 6 + textWidth(userText, F.small) <= room) {
+    text(userText, x + 16 + nameW, y, F.small, COL.dim);
+    used += 6 + textWidth(userText, F.small);
+  }
+  // who it belongs to (its pod, container or job: workload.js), where it fits; the whole of it
+  // is in the hover and the process list
+  const who = p ? p.workload : null, wl = workloadLabel(who);
+  if (wl && room - used - 8 >= textWidth('…', F.small) * 4) {
+    text(wl, x + 18 + used, y, F.small, unallocatedText(who) ? COL.warn : COL.dim, 'left', room - used - 8, id + '.workload');
+  }
 }
 // one row per GPU the process holds: its SM % (bar and number) and its memory on that GPU
 export function drawHolds(n, w) {
