@@ -1,4 +1,4 @@
-"""The ``gpuflow`` command: ``watch``, ``run``, ``export`` and ``doctor``.
+"""The ``gpuflow`` command: ``watch``, ``run``, ``export``, ``open`` and ``doctor``.
 
 Constraints: imports of heavy modules happen inside the subcommand that needs them, so
 ``gpuflow --help`` and bad-flag errors are instant and work without falcon or a driver.
@@ -21,6 +21,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gpuflow.cli.run import cmd_run
 
         return cmd_run(args)
+    if args.command == "open":
+        from gpuflow.cli.open import cmd_open
+
+        return cmd_open(args)
     if args.command == "export":
         from gpuflow.cli.export import cmd_export
 

@@ -26,6 +26,7 @@ from typing import Any, NoReturn, Sequence
 
 
 from gpuflow import __version__
+from gpuflow.cli.open import add_open_command
 from gpuflow.core.context import DEFAULT_INTERVAL_S
 from gpuflow.core.options import Option, PluginOptions
 from gpuflow.core.plugins import PluginLoadError, declared_options, get_plugin_manager
@@ -241,6 +242,8 @@ def build_parser(plugins: Sequence[PluginOptions] = ()) -> OneLineParser:
     export.add_argument("-o", "--output", type=writable_file, required=True, metavar="FILE",
                         help="the trace file to write (replaced only once the whole trace has arrived)")
 
+    add_open_command(sub, plugins, _add_serving_flags, _add_plugin_flags)
+
     sub.add_parser("doctor", help="check what works on this machine and why not",
                    description="Check NVML, the driver, CUPTI, the injection library and shared memory.")
     return parser
@@ -260,7 +263,7 @@ def plugin_modules(argv: Sequence[str]) -> list[str]:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    return next((a for a in argv if a in ("watch", "run", "export", "doctor")), None)
+    return next((a for a in argv if a in ("watch", "run", "export", "open", "doctor")), None)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -278,7 +281,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         parser.error("a command is needed: watch (every GPU, live), run -- COMMAND (trace a program), "
-                     "export (save a range as a Perfetto trace) or doctor (what works here)")
+                     "export (save a range as a Perfetto trace), open FILE (show a saved trace) or doctor "
+                     "(what works here)")
     sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     if unknown:
         sub.error(f"unrecognized arguments: {' '.join(unknown)}")

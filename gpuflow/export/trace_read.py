@@ -15,12 +15,15 @@ docs/recorder.md, "Export"), for ``gpuflow open``: a trace written by ``gpuflow 
   under a device's, ``("process", pid, uuid)`` for "<metric> (<uuid>)" under a process's.
 
 Only the few fields GPUFlow writes are read, by protowire's numbers (one definition for both
-sides); the tracks' layout is read back by :mod:`gpuflow.export.trace_tracks`; the fixed tables (categories, argument names, the names of slices that are not kernels)
-must be the ones slice_layout defines, in the trace's first packet, or the file is not a GPUFlow
-trace. What a trace does not keep cannot be read back: a series' resolution (taken as the median
-spacing of its points), a roll-up's least and greatest, readings that were not available (left
-out of counters), a process's session (each process is given ``recorded-<n>``, its place in the
-file), a context of 1 (implied by a stream track's name without one).
+sides); the tracks' layout is read back by :mod:`gpuflow.export.trace_tracks`. The fixed tables
+(categories, argument names, the names of slices that are not kernels) must be the ones
+slice_layout defines, in the trace's first packet, or the file is not a GPUFlow trace.
+
+What a trace does not keep cannot be read back: a series' resolution (taken as the median
+spacing of its points, to the microsecond), a roll-up's least and greatest, readings that were
+not available (left out of counters), a process's session (each process is given
+``recorded-<n>``, its place in the file), a context of 1 (implied by a stream track's name
+without one).
 
 The bytes are untrusted: besides protoread's checks (lengths, varints, wire types), a trace
 must begin with GPUFlow's header and end with its end-of-trace packet (nothing after it), every
@@ -105,7 +108,13 @@ class _Reader:
             if key != _PACKET_KEY:
                 pos = skip(buf, pos, end, key, at)
                 continue
-            size, pos = length(buf, pos, end, at)
+            if pos < end and buf[pos] < 0x80:
+                size, pos = buf[pos], pos + 1
+            else:
+                size, pos = varint(buf, pos, end)
+            if size > end - pos:
+                raise TraceReadError(f"the trace was cut short: its packet at byte {at} has {end - pos} of its "
+                                     f"{size} bytes (a copy or download that did not finish?)")
             if self.ended:
                 raise TraceReadError(f"a packet at byte {at} follows the end-of-trace packet")
             self.packet(pos, pos + size, first)
