@@ -25,9 +25,11 @@ def lane_of(rows: list[tuple[int, int, int, int]], names: tuple[str, ...] = NAME
     cols = {c: array("q") for c in ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",
                                      "block_x", "block_y", "block_z", "bytes", "direction")}
     for seq, start, dur, name in rows:
-        for c, v in (("seq", seq), ("start_us", start), ("dur_ns", dur), ("kind", 0 if name >= 0 else 1),
+        kernel = name >= 0
+        for c, v in (("seq", seq), ("start_us", start), ("dur_ns", dur), ("kind", 0 if kernel else 1),
                      ("name", name), ("grid_x", seq % 9), ("grid_y", 1), ("grid_z", 1), ("block_x", 32),
-                     ("block_y", 1), ("block_z", 1), ("bytes", -1 if name >= 0 else 64), ("direction", -1 if name >= 0 else 0)):
+                     ("block_y", 1), ("block_z", 1), ("bytes", -1 if kernel else 64),
+                     ("direction", -1 if kernel else 0)):
             cols[c].append(v)
     spans = SpanColumns(**cols, names=names)
     return LaneWindow(0, 1, 7, "compute", len(spans), spans=spans)
@@ -97,7 +99,8 @@ def test_windows_equal_the_definition(seed, shuffled):
 def test_executions_far_longer_than_the_window_at_the_widest_answer():
     # a hostile trace's lane: thousands of executions each covering the whole window, asked at the
     # most buckets the API allows: every bucket is busy whole, the one start inside is counted
-    rows = [(i, T0_US - 10 + i % 5, 10 ** 12, 0) for i in range(3_000)] + [(5_000, T0_US + 3, 10, 1), (5_001, T0_US + 4, 10, 1)]
+    rows = [(i, T0_US - 10 + i % 5, 10 ** 12, 0) for i in range(3_000)]
+    rows += [(5_000, T0_US + 3, 10, 1), (5_001, T0_US + 4, 10, 1)]
     lo, hi, width = T0_US, T0_US + 1_000_000, 16_384
     W = (hi - lo) * 1000
     got = LaneIndex(lane_of(rows)).window(lo, hi, 1)

@@ -164,7 +164,8 @@ def summary(recording: Recording) -> str:
     c = recording.contents
     span = ""
     if recording.start_s is not None and recording.end_s is not None:
-        span = f", {_clock(recording.start_s)} – {_clock(recording.end_s)} ({recording.end_s - recording.start_s:.1f} s)"
+        length = recording.end_s - recording.start_s
+        span = f", {_clock(recording.start_s)} – {_clock(recording.end_s)} ({length:.1f} s)"
     held = f"{c.executions:,} executions of {len(c.processes)} traced process(es), {len(c.series)} reading series"
     return f"recording of {os.path.basename(recording.path)}{span}, not live: {held} (gpuflow open)"
 
