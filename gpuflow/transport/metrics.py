@@ -4,12 +4,17 @@ A private ``CollectorRegistry`` holds one custom collector whose ``collect()`` r
 latest snapshot, so exited processes simply stop appearing (no stale labelled gauges to remove).
 Names use the ``gpuflow_`` prefix and base units (ratios 0–1, bytes, joules, watts, celsius,
 hertz, seconds; counters end in ``_total``); device series carry the labels ``gpu`` (index),
-``uuid``, ``name``, ``pci_bus_id`` and ``Hostname`` (:mod:`gpuflow.transport.metrics_gpu` holds
-their table and its dcgm-exporter counterparts; docs/metrics.md). A reading the snapshot has as
-null is *absent* from the output, never 0. The agent's own series: ``gpuflow_build_info``,
-``gpuflow_nvml_up`` and the NVML collector's ticks, last tick duration and failures (from the
-snapshot's host). Per-process and traced-process series (labels ``pid``, ``process``, ``user``)
-only appear with ``metrics_per_process``: they are high-cardinality and say who runs what.
+``uuid``, ``name``, ``pci_bus_id`` and ``Hostname`` (the host's name in the fleet: ``NODE_NAME``
+when set, else the hostname; :mod:`gpuflow.transport.metrics_gpu` holds their table and its
+dcgm-exporter counterparts; docs/metrics.md). A reading the snapshot has as null is *absent* from
+the output, never 0. The agent's own series: ``gpuflow_build_info``, ``gpuflow_nvml_up`` and the
+NVML collector's ticks, last tick duration and failures (from the snapshot's host). Per-process
+and traced-process series (labels ``pid``, ``process``, ``user``, and who the process belongs
+to: :data:`WORKLOAD_LABELS`) only appear with ``metrics_per_process``: they are high-cardinality
+and say who runs what. The workload labels are named as OpenTelemetry's attributes are
+(``k8s_pod_name``...), never ``pod``/``namespace``/``container``, which a Kubernetes scrape's own
+target labels take (a clash Prometheus resolves by renaming the series' label ``exported_pod``).
+Kernel names are never labels.
 
 Constraints: runs on a server thread per scrape; O(size of the snapshot); no locks beyond the
 board's; the Host/token middleware applies as for every route.
@@ -26,11 +31,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 
 import gpuflow
-from gpuflow.core.snapshot import Snapshot
-from gpuflow.transport.metrics_gpu import GPU_LABELS, device_labels, gpu_families
+from gpuflow.core.snapshot import Process, Snapshot, Workload
+from gpuflow.transport.metrics_gpu import GPU_LABELS, device_labels, gpu_families, host_label
 
-PROC_LABELS = GPU_LABELS + ["pid", "process", "user"]
-TRACED_LABELS = ["pid", "session", "process"]
+#: who a process belongs to (snapshot.Workload); empty where not known
+WORKLOAD_LABELS = ["container_id", "k8s_pod_uid", "k8s_pod_name", "k8s_namespace_name",
+                   "k8s_container_name", "slurm_job_id"]
+PROC_LABELS = GPU_LABELS + ["pid", "process", "user"] + WORKLOAD_LABELS
+TRACED_LABELS = ["pid", "session", "process", "Hostname"] + WORKLOAD_LABELS
+NO_WORKLOAD = [""] * len(WORKLOAD_LABELS)
 #: the pid label of a session's roll-up of older exited processes (snapshot.RetiredTraced)
 FOLDED_PID = "folded"
 
@@ -53,6 +62,14 @@ def _scaled(value: Any, scale: float) -> float | None:
     if value is None:
         return None
     return value * scale if scale != 1 else value
+
+
+def workload_labels(w: Workload | None) -> list[str]:
+    """The values of :data:`WORKLOAD_LABELS` for a process's workload (empty: not known)."""
+    if w is None:
+        return NO_WORKLOAD
+    return [_s(w.container_id), _s(w.pod_uid), _s(w.pod_name), _s(w.pod_namespace),
+            _s(w.container_name), _s(w.slurm_job_id)]
 
 
 class SnapshotCollector:
@@ -140,32 +157,43 @@ class SnapshotCollector:
                                  labels=GPU_LABELS)
         procs = GaugeMetricFamily("gpuflow_gpu_processes", "Processes holding the GPU",
                                   labels=GPU_LABELS)
-        per_gpu: dict[str, int] = {}
+        unallocated = GaugeMetricFamily("gpuflow_gpu_unallocated_processes", "Processes holding "
+                                        "the GPU that the kubelet did not allocate it to",
+                                        labels=GPU_LABELS)
+        per_gpu: dict[tuple[str | None, str], int] = {}
+        stray: dict[tuple[str | None, int], int] = {}
         for p in snap.processes:
             for a in p.attachments:
-                per_gpu[a.device_uuid] = per_gpu.get(a.device_uuid, 0) + 1
-        host = _s(snap.host.hostname)
+                key = (p.host, a.device_uuid)
+                per_gpu[key] = per_gpu.get(key, 0) + 1
+            if p.workload is not None:
+                for index in p.workload.gpus_unallocated:
+                    stray[(p.host, index)] = stray.get((p.host, index), 0) + 1
+        host = host_label(snap)
         for d in snap.devices:
             labels = device_labels(d, host)
             info.add_metric(labels + [_s(d.mig_mode)], 1)
             lost.add_metric(labels, 1 if d.lost else 0)
-            procs.add_metric(labels, per_gpu.get(d.uuid, 0))
+            procs.add_metric(labels, per_gpu.get((d.host, d.uuid), 0))
+            unallocated.add_metric(labels, stray.get((d.host, d.index), 0))
         yield info
         yield lost
         yield procs
+        yield unallocated
         yield from gpu_families(snap)
 
     def _processes(self, snap: Snapshot) -> Iterator[Metric]:
-        host = _s(snap.host.hostname)
-        devices = {d.uuid: d for d in snap.devices}
+        host = host_label(snap)
+        devices = {(d.host, d.uuid): d for d in snap.devices}
         families = [GaugeMetricFamily(name, doc, labels=PROC_LABELS)
                     for name, doc, _, _ in PROCESS_GAUGES]
         for p in snap.processes:
+            who = workload_labels(p.workload)
             for a in p.attachments:
-                d = devices.get(a.device_uuid)
-                gpu = ([str(a.device_index), a.device_uuid, "", "", host] if d is None
+                d = devices.get((p.host, a.device_uuid))
+                gpu = ([str(a.device_index), a.device_uuid, "", "", p.host or host] if d is None
                        else device_labels(d, host))
-                labels = gpu + [str(p.pid), _s(p.name), _s(p.user)]
+                labels = gpu + [str(p.pid), _s(p.name), _s(p.user)] + who
                 for family, (_, _, attr, scale) in zip(families, PROCESS_GAUGES):
                     value = _scaled(getattr(a, attr), scale)
                     if value is not None:
@@ -193,13 +221,17 @@ class SnapshotCollector:
                                      "Exited traced processes folded into the session's roll-up",
                                      labels=["session"])
         # the roll-up of older exited processes: the same series under pid="folded", so a sum
-        # by session is the session's complete total
-        rows = [(str(t.pid), t.name, t) for t in snap.traced]
-        rows += [(FOLDED_PID, None, r) for r in snap.traced_retired]
+        # by session is the session's complete total; a traced process's workload is the one
+        # its pid has among the GPU processes of its host
+        host = host_label(snap)
+        owners: dict[tuple[str | None, int], Process] = {(p.host, p.pid): p for p in snap.processes}
+        rows = [(str(t.pid), t.name, t, owners.get((t.host, t.pid))) for t in snap.traced]
+        rows += [(FOLDED_PID, None, r, None) for r in snap.traced_retired]
         for r in snap.traced_retired:
             folded.add_metric([r.session], r.processes)
-        for pid, name, t in rows:
-            labels = [pid, t.session, _s(name)]
+        for pid, name, t, owner in rows:
+            labels = [pid, t.session, _s(name), t.host or host] + workload_labels(
+                owner.workload if owner is not None else None)
             records.add_metric(labels, t.records)
             dropped.add_metric(labels + ["ring"], t.dropped_ring)
             dropped.add_metric(labels + ["cupti"], t.dropped_cupti)

@@ -7,7 +7,7 @@ every family is documented there). A reading the snapshot has as null is *absent
 
 Every device series carries the labels ``gpu`` (index), ``uuid``, ``name``, ``pci_bus_id`` and
 ``Hostname`` (dcgm-exporter's own label names for the last two, so dashboards and joins written
-for it work here). GPM families also carry ``gpu_instance``: empty for the whole GPU, the MIG GPU
+for it work here; ``Hostname`` is the host's name in the fleet, ``NODE_NAME`` when set). GPM families also carry ``gpu_instance``: empty for the whole GPU, the MIG GPU
 instance id otherwise. NVLink families carry ``link``; ECC, remapped rows and clock events say
 which counter or reason in a label of their own.
 
@@ -139,8 +139,16 @@ def _s(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def host_label(snap: Snapshot) -> str:
+    """The ``Hostname`` of a snapshot's own host: its name in the fleet (``NODE_NAME`` when set,
+    else the hostname: gpuflow.core.identity), else the hostname NVML's collector gave."""
+    return _s(snap.host.name or snap.host.hostname)
+
+
 def device_labels(d: Device, host: str) -> list[str]:
-    return [str(d.index), d.uuid, _s(d.name), _s(d.pci_bus_id), host]
+    """A device's labels; ``Hostname`` is the host the device is on (a hub's snapshot holds
+    several), ``host`` where the snapshot did not say."""
+    return [str(d.index), d.uuid, _s(d.name), _s(d.pci_bus_id), d.host or host]
 
 
 def _family(kind: str, name: str, doc: str, labels: list[str]) -> Metric:
@@ -163,7 +171,7 @@ _PATHS = tuple(tuple(row[3].split(".")) for row in DEVICE_SERIES)
 
 def gpu_families(snap: Snapshot) -> Iterator[Metric]:
     """Every device family of ``snap`` (each GPU's readings, GPM, links, health)."""
-    host = _s(snap.host.hostname)
+    host = host_label(snap)
     families = [_family(kind, name, doc, GPU_LABELS) for name, kind, doc, _, _, _ in DEVICE_SERIES]
     gpm = [GaugeMetricFamily(name, doc, labels=GPU_LABELS + ["gpu_instance"]) for name, doc, _, _ in GPM_SERIES]
     ecc = CounterMetricFamily("gpuflow_gpu_ecc_errors", "ECC errors (volatile: since the driver was "

@@ -75,7 +75,8 @@ def test_per_process_series_only_with_the_setting():
     assert s.value == 3 << 30
     assert s.labels == {"gpu": "0", "uuid": "GPU-a", "name": "Test GPU", "pid": "4242",
                         "process": "train", "user": "alice", "pci_bus_id": "00000000:19:00.0",
-                        "Hostname": "h"}
+                        "Hostname": "h", "container_id": "", "k8s_pod_uid": "", "k8s_pod_name": "",
+                        "k8s_namespace_name": "", "k8s_container_name": "", "slurm_job_id": ""}
     assert one(m, "gpuflow_process_sm_utilization_ratio", gpu="0").value == pytest.approx(0.34)
     assert "gpuflow_process_memory_utilization_ratio" not in m  # None everywhere
     assert [s.labels["gpu"] for s in m["gpuflow_process_gpu_memory_used_bytes"]] == ["0"]
