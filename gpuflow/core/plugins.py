@@ -33,6 +33,7 @@ ENTRY_POINT_GROUP = "gpuflow.collectors"
 DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("nvml", "gpuflow.collectors.nvml.plugin"),
     ("cupti", "gpuflow.collectors.cupti.plugin"),
+    ("pmsampling", "gpuflow.collectors.pmsampling.plugin"),
     ("recording", "gpuflow.collectors.recording.plugin"),
 )
 
