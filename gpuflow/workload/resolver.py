@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple, Protocol
 
-from gpuflow.core.snapshot import Workload
+from gpuflow.core.snapshot import Problem, Workload
 from gpuflow.workload.cgroup import CgroupIds, parse_cgroup
 
 MAX_PIDS = 4096  #: pids kept; beyond it the cache starts again (a collector prunes it every tick)
@@ -80,6 +80,8 @@ class WorkloadResolver:
         self.allocations = allocations
         self._entries: dict[int, _Entry] = {}
         self.reads = 0  #: cgroup files read so far (a test sees the cache work)
+        self._problem_lines: tuple[str, ...] = ()
+        self._problems: tuple[Problem, ...] = ()
 
     def workload(self, pid: int, devices: tuple[tuple[int, str], ...] = ()) -> Workload | None:
         """Who ``pid`` belongs to (None: no container, pod or job), given the GPUs it holds as
@@ -104,6 +106,28 @@ class WorkloadResolver:
             entry.workload = made
         entry.key = key
         return entry.workload
+
+    def start(self) -> None:
+        """Start the sources' own threads (each fetches when asked and now and then)."""
+        for source in (self.names, self.allocations):
+            start = getattr(source, "start", None)
+            if start is not None:
+                start()
+
+    def stop(self) -> None:
+        for source in (self.names, self.allocations):
+            stop = getattr(source, "stop", None)
+            if stop is not None:
+                stop()
+
+    def problems(self, source: str) -> tuple[Problem, ...]:
+        """Why a source's latest fetch failed, as warnings of the collector ``source``."""
+        lines = tuple(p for p in (getattr(self.names, "problem", None),
+                                  getattr(self.allocations, "problem", None)) if p)
+        if lines != self._problem_lines:
+            self._problem_lines = lines
+            self._problems = tuple(Problem(source, line, "warning") for line in lines)
+        return self._problems
 
     def forget(self, pid: int) -> None:
         """``pid`` is another process now: read its cgroup again when next asked."""

@@ -161,6 +161,7 @@ class NvmlCollector:
             return
         self._threaded = True
         self._stop.clear()
+        self.workloads.start()
         self._poll_thread = threading.Thread(target=self._poll_loop, name="gpuflow-nvml-poll",
                                              daemon=True)
         self._poll_thread.start()
@@ -169,6 +170,7 @@ class NvmlCollector:
     def stop(self, timeout: float = 3.0) -> None:
         """Stop both threads and call nvmlShutdown; returns within ``timeout`` seconds."""
         self._stop.set()
+        self.workloads.stop()
         deadline = time.monotonic() + timeout
         for thread in (self._poll_thread, self._sample_thread):
             if thread is not None:
@@ -473,6 +475,7 @@ class NvmlCollector:
             self._busy_list = busy
             self._busy = frozenset(busy)
         processes = self._describe(held, problems) if held else self._no_processes()
+        problems.extend(self.workloads.problems(SOURCE))  # the Kubernetes API, the kubelet
         problems_t = self._problems_base() + tuple(problems) if problems else self._problems_base()
         if (not fresh and processes is last.processes and problems_t == last.problems
                 and self._host is self._built_host):

@@ -11,6 +11,12 @@ unless ``GPUFLOW_NVML_HISTORY=0``; ``GPUFLOW_NVML_HISTORY_FINE_S`` (how long sam
 the polling rate), ``_COARSE_S`` (how long the minute roll-ups are) and ``_PROCESSES`` (process
 series kept) bound it; environment only, no flags: they are rarely changed.
 
+Who a process belongs to (gpuflow.workload; docs/fleet.md): ``GPUFLOW_K8S_API`` (``auto``: the
+API server a pod sees, with its service account; ``off``; or a URL, https unless loopback) with
+``GPUFLOW_K8S_TOKEN_FILE``/``_CA_FILE`` names pods, of the node ``NODE_NAME`` names (the Downward
+API); ``GPUFLOW_POD_RESOURCES_SOCKET`` (``auto``: the kubelet's socket when it is there; ``off``;
+or a path) says which GPUs each container was allocated. Environment only: a DaemonSet sets them.
+
 Constraints: pure; importing it loads no NVML.
 """
 
@@ -87,6 +93,35 @@ def count(value: Any) -> int:
     return number
 
 
+def switch_or_url(value: Any) -> str:
+    """``auto``, ``off``, or the Kubernetes API server's URL (https, or http to loopback)."""
+    text = str(value).strip()
+    if text in ("auto", "off"):
+        return text
+    from gpuflow.workload.kube_api import ApiConfig
+
+    ApiConfig(text, None, None)  # ValueError with the reason
+    return text
+
+
+def switch_or_path(value: Any) -> str:
+    """``auto``, ``off``, or a path."""
+    text = str(value).strip()
+    if not text:
+        raise ValueError("expected auto, off or a path")
+    return text
+
+
+def node_name(value: Any) -> str | None:
+    """A Kubernetes node name (a DNS subdomain), or None."""
+    text = str(value).strip()
+    if not text:
+        return None
+    if len(text) > 253 or not all(c.isalnum() and c.isascii() or c in "-." for c in text):
+        raise ValueError(f"expected a Kubernetes node name, got {text[:64]!r}")
+    return text
+
+
 OPTIONS = PluginOptions(KEY, (
     Option("fake", scenario_name, None,
            "play a scripted fake-GPU scenario instead of the real NVML (tests, demos)",
@@ -104,4 +139,14 @@ OPTIONS = PluginOptions(KEY, (
     Option("history_processes", _within(count, *HISTORY_PROCESSES_RANGE, "series"),
            DEFAULT_HISTORY_PROCESSES, "GPU process series kept (one per process and GPU it holds)",
            env="GPUFLOW_NVML_HISTORY_PROCESSES"),
+    Option("k8s_api", switch_or_url, "auto", "the Kubernetes API server that names pods: auto (in a "
+           "pod), off, or its URL", env="GPUFLOW_K8S_API"),
+    Option("k8s_token_file", switch_or_path, None, "the token presented to the Kubernetes API server",
+           env="GPUFLOW_K8S_TOKEN_FILE"),
+    Option("k8s_ca_file", switch_or_path, None, "the CA the Kubernetes API server's certificate is "
+           "checked against", env="GPUFLOW_K8S_CA_FILE"),
+    Option("k8s_node", node_name, None, "this node's name (the Downward API's spec.nodeName)",
+           env="NODE_NAME"),
+    Option("pod_resources", switch_or_path, "auto", "the kubelet's pod-resources socket: auto, off, "
+           "or its path", env="GPUFLOW_POD_RESOURCES_SOCKET"),
 ))
