@@ -64,6 +64,8 @@ DRAIN_INTERVAL_S = 0.020
 MIN_BUILD_GAP_S = 0.050
 #: A running process whose lanes show spans gets its behind-live figure refreshed this often.
 REFRESH_IDLE_S = 1.0
+#: A running process's name (it may rename itself) is read again at most this often.
+NAME_REFRESH_S = 1.0
 #: Traced processes with a ring open at once; a ring beyond it is refused (and said so).
 MAX_OPEN_RINGS = 1024
 #: Exited traced processes kept whole (with their lanes) in the snapshot; older ones are folded.
@@ -90,6 +92,7 @@ class _Ring:
     counters: dict[str, Any] = field(default_factory=dict)
     header_key: tuple[Any, ...] = ()
     recorded: Recorded | None = None  # its flight recorder entry (None: retention off)
+    name_read_at: float = float("-inf")  # when the build last read its name (time.monotonic)
 
 
 class CuptiCollector:
@@ -380,9 +383,13 @@ class CuptiCollector:
 
     def _build(self) -> None:
         now_ns = self._clock_ns()
+        now = time.monotonic()
         for pid in sorted(self._rings):
             ring = self._rings[pid]
-            if ring.state == "running":  # programs rename themselves (prctl, setproctitle)
+            if ring.state == "running" and now - ring.name_read_at >= NAME_REFRESH_S:
+                # programs rename themselves (prctl, setproctitle): read again once a second, not
+                # at every build (opening /proc/<pid>/comm was ~0.1 ms of each process's build)
+                ring.name_read_at = now
                 ring.name = rings.process_name(pid) or ring.name
                 if ring.recorded is not None:
                     ring.recorded.name = ring.name

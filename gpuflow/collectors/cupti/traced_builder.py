@@ -38,9 +38,11 @@ from __future__ import annotations
 import json
 from array import array
 from collections import Counter
+from operator import itemgetter
 
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import _retain_layout as RL
+from gpuflow.collectors.cupti import kernel_table
 from gpuflow.collectors.cupti.demangle import MAX_CHARS, demangle_in_time
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.core.recorded import SpanColumns
@@ -72,6 +74,8 @@ LANE_JSON_FIXED = 160
 SPAN_JSON_FIXED = 224
 _COPY_COST = SPAN_JSON_FIXED + len("null")  # a copy's or memset's span has no name
 
+#: the KernelStat of a kernel_table sort key
+_STAT = itemgetter(5)
 #: SpanColumns' fields, in the order of the decoders' lane_columns
 _SPAN_FIELDS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
                 "block_z", "bytes", "direction")
@@ -164,12 +168,16 @@ class TracedBuilder:
         #: the demangled text its names may have (characters)
         self.demangled_budget = demangled_chars
         self._lanes: dict[tuple[int, int, int], _LaneCache] = {}
-        self._kernels: dict[int, tuple[int, int, KernelStat]] = {}  # by name id, shown by name
+        #: by name id, the kernels shown by name: their latest KernelStat (kernel_table.refresh
+        #: replaces one only when its figures move)
+        self._kernels: dict[int, KernelStat] = {}
         self._over_budget: set[int] = set()  # name ids shown as OTHER_KERNELS
         self._display: dict[int, str] = {0: UNNAMED_KERNEL, L.OTHER_NAME_ID: OTHER_KERNELS}
         #: name id -> the most JSON bytes a kernel span with that name takes (SPAN_JSON_FIXED + its name's)
         self._span_cost: dict[int, int] = {0: SPAN_JSON_FIXED + json_cost(UNNAMED_KERNEL),
                                            L.OTHER_NAME_ID: SPAN_JSON_FIXED + json_cost(OTHER_KERNELS)}
+        #: the most any span of this process costs (its costliest name's, or a copy's)
+        self._max_span_cost = max(_COPY_COST, *self._span_cost.values())
         self._kernel_bytes = 0
         self._other: KernelStat | None = None
         #: kernel names shown as "(other kernel names)" because the kernel table's budget was spent
@@ -227,8 +235,9 @@ class TracedBuilder:
         self._kernel_bytes += cost
         self._display[name_id] = display
         self._span_cost[name_id] = SPAN_JSON_FIXED + json_cost(display)
-        self._kernels[name_id] = (-1, -1, KernelStat(name=display, mangled=mangled, count=0, total_ns=0,
-                                                      min_ns=None, max_ns=None, timed=0))
+        self._max_span_cost = max(self._max_span_cost, self._span_cost[name_id])
+        self._kernels[name_id] = KernelStat(name=display, mangled=mangled, count=0, total_ns=0, min_ns=None,
+                                            max_ns=None, timed=0)
         return True
 
     def _demangled(self, mangled: str, flags: int) -> str:
@@ -253,30 +262,27 @@ class TracedBuilder:
         return text
 
     def _kernel_stats(self, decoder: RingDecoder) -> tuple[KernelStat, ...]:
-        out = []
+        """The complete kernel table, in kernel order. Only a kernel whose figures moved gets a new
+        KernelStat (kernel_table.refresh, compiled: a build of 200 busy names is ~0.1 ms); a name
+        seen for the first time is admitted by name or counted among the others."""
+        keys, unknown = kernel_table.refresh(decoder.kernels(), self._kernels)
         other = _Other()  # the kernels not shown by name
-        for name_id, count, timed, total, mn, mx in decoder.kernels():
-            if (name_id == L.OTHER_NAME_ID or name_id in self._over_budget
-                    or (name_id not in self._kernels and not self._admit(decoder, name_id))):
+        for row in unknown:
+            name_id, count, timed, total, mn, mx = row
+            if name_id == L.OTHER_NAME_ID or name_id in self._over_budget or not self._admit(decoder, name_id):
                 other.add(count, timed, total, mn, mx)
                 continue
-            cached = self._kernels[name_id]
-            if cached[0] == count and cached[1] == total:
-                out.append(cached[2])
-                continue
-            stat = KernelStat(name=cached[2].name, mangled=cached[2].mangled, count=count, total_ns=total,
-                              min_ns=mn, max_ns=mx, timed=timed)
-            self._kernels[name_id] = (count, total, stat)
-            out.append(stat)
+            keys.extend(kernel_table.refresh([row], self._kernels)[0])
         if other.count:
             kept = self._other
-            if kept is None or kept.count != other.count or kept.total_ns != other.total:
+            if (kept is None or kept.count != other.count or kept.total_ns != other.total
+                    or kept.timed != other.timed or kept.min_ns != other.min or kept.max_ns != other.max):
                 kept = self._other = KernelStat(name=OTHER_KERNELS, mangled="", count=other.count,
                                                 total_ns=other.total, min_ns=other.min, max_ns=other.max,
                                                 timed=other.timed)
-            out.append(kept)
-        out.sort(key=kernel_order)
-        return tuple(out)
+            keys.append(kernel_table.sort_key(kept, L.OTHER_NAME_ID))
+        keys.sort()   # kernel_order, ties by name id (the decoder's rows come by name id)
+        return tuple(map(_STAT, keys))
 
     @staticmethod
     def _fitting(names: array, costs: list[int], share: int) -> int:
@@ -337,7 +343,10 @@ class TracedBuilder:
             key = (dev, ctx, stream)
             cache = self._lanes[key]
             n = len(columns[0])
-            shown = self._fitting(columns[4], [span_cost[nid] for nid in name_ids], share)
+            if n * self._max_span_cost <= share:   # even at the costliest span they all fit
+                shown = n
+            else:
+                shown = self._fitting(columns[4], list(map(span_cost.__getitem__, name_ids)), share)
             over = max(over, min(kept, self._cap) - shown)   # what the budget kept out of this build
             if shown < n:
                 columns = tuple(column[n - shown:] for column in columns)
@@ -347,7 +356,7 @@ class TracedBuilder:
             if (lane is None or lane.executions != executions or lane.label != label
                     or len(lane.spans) != shown or cache.last_seq != last_seq):
                 spans = SpanColumns(**dict(zip(_SPAN_FIELDS, columns)),
-                                    names=tuple(display[nid] for nid in name_ids))
+                                    names=tuple(map(display.__getitem__, name_ids)))
                 lane = cache.lane = Lane(device=dev, context=ctx, stream=stream, label=label,
                                          executions=executions, spans_elided=executions - shown, spans=spans)
                 cache.last_seq = last_seq

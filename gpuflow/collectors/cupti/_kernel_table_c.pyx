@@ -1,0 +1,165 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled twin of ``_kernel_table_py``: a traced process's kernel table brought up to date from
+the decoder's aggregates, ready to be put in kernel order (what it does: that module's opening).
+
+What it is for: the snapshot builder makes a new frozen KernelStat for every kernel whose figures
+moved, up to 20 times a second per traced process (~1,600 a build under bench/agent_rss.py's 8
+programs); through the dataclass's ``__init__`` (or ``dataclasses.replace``) each costs a few
+microseconds of the agent's CPU on a small VM, the largest part of a build. Here a changed one is
+made as a copy of the one it replaces, the five figures from the decoder's row and every other
+field as it was, written straight into the new object's slots.
+
+How: a frozen slotted dataclass keeps each field in a slot, at an offset its member descriptor
+(``PyMemberDescrObject``) gives. For such a type (every field an object slot, ``T_OBJECT_EX``) the
+fields are read and the copy's are set through those offsets, as the slots' own descriptors do
+(the dataclass's ``__init__`` sets them through ``object.__setattr__``, which ends there too). Any
+other dataclass is copied through ``PyObject_GenericSetAttr``, field by field.
+
+Constraints: the same answer and the same ``shown`` as ``_kernel_table_py``
+(tests/cupti/test_kernel_table.py compares them field for field and type for type); the stats'
+type must be a dataclass with the five figure fields; holds the GIL throughout.
+"""
+
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from types import MemberDescriptorType
+from dataclasses import fields as dataclass_fields
+
+is_compiled = True
+
+cdef extern from "Python.h":
+    int PyObject_GenericSetAttr(object o, object name, object value) except -1
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+
+#: a member's type when it is a plain object slot (``T_OBJECT_EX``, 3.12's ``Py_T_OBJECT_EX``)
+DEF OBJECT_SLOT = 16
+#: the most fields a copied type may have through slots (a KernelStat has 7)
+DEF MAX_FIELDS = 64
+
+#: the figures a decoder's row gives, by field name: index in the row
+_FIGURES = {"count": 1, "timed": 2, "total_ns": 3, "min_ns": 4, "max_ns": 5}
+
+
+cdef class Layout:
+    """How the fields of one dataclass type are read and set: by slot offset when every field is
+    an object slot, else by name."""
+    cdef readonly tuple names   # the fields, in order
+    cdef readonly tuple figure  # per field: its index in a decoder's row, or -1
+    cdef bint slotted
+    cdef Py_ssize_t n
+    cdef Py_ssize_t offsets[MAX_FIELDS]
+    cdef int row_index[MAX_FIELDS]
+    cdef Py_ssize_t at[6]       # by row index 1..5: the slot offset of that figure's field
+
+    def __init__(self, type cls):
+        cdef Py_ssize_t i
+        cdef PyMemberDef *member
+        self.names = tuple(f.name for f in dataclass_fields(cls))
+        self.figure = tuple(_FIGURES.get(name, -1) for name in self.names)
+        missing = set(_FIGURES) - set(self.names)
+        if missing:
+            raise TypeError(f"{cls.__name__} has no field {sorted(missing)[0]!r}")
+        self.n = len(self.names)
+        self.slotted = self.n <= MAX_FIELDS
+        for i in range(self.n):
+            if not self.slotted:
+                break
+            descriptor = next((vars(base)[self.names[i]] for base in cls.__mro__
+                               if self.names[i] in vars(base)), None)
+            if type(descriptor) is not MemberDescriptorType:
+                self.slotted = False
+                break
+            member = (<PyMemberDescrObject *> <PyObject *> descriptor).d_member
+            if member.type != OBJECT_SLOT:
+                self.slotted = False
+                break
+            self.offsets[i] = member.offset
+            self.row_index[i] = self.figure[i]
+            if self.figure[i] > 0:
+                self.at[self.figure[i]] = member.offset
+
+
+cdef dict _LAYOUTS = {}
+
+
+cdef Layout layout_of(type cls):
+    cdef Layout found = _LAYOUTS.get(cls)
+    if found is None:
+        found = _LAYOUTS[cls] = Layout(cls)
+    return found
+
+
+cdef inline PyObject *slot(object obj, Py_ssize_t offset) noexcept:
+    return (<PyObject **> ((<char *> <PyObject *> obj) + offset))[0]
+
+
+cdef object figure(object stat, Layout lay, int index, str name):
+    """One of the five figures of ``stat``."""
+    cdef PyObject *value
+    if lay.slotted:
+        value = slot(stat, lay.at[index])
+        if value != NULL:
+            return <object> value
+    return getattr(stat, name)
+
+
+cdef object copy_with(object stat, Layout lay, tuple row):
+    """A new object of ``stat``'s type: the row's figures, every other field as ``stat`` has it."""
+    cdef type cls = type(stat)
+    cdef Py_ssize_t i
+    cdef PyObject *value
+    new = cls.__new__(cls)
+    if lay.slotted:
+        for i in range(lay.n):
+            if lay.row_index[i] > 0:
+                value = <PyObject *> row[lay.row_index[i]]
+            else:
+                value = slot(stat, lay.offsets[i])
+                if value == NULL:   # a field never set: the copy raises for it as the original does
+                    continue
+            Py_INCREF(<object> value)
+            (<PyObject **> ((<char *> <PyObject *> new) + lay.offsets[i]))[0] = value
+        return new
+    for i in range(lay.n):
+        name = lay.names[i]
+        PyObject_GenericSetAttr(new, name, row[lay.figure[i]] if lay.figure[i] > 0 else getattr(stat, name))
+    return new
+
+
+def sort_key(stat, name_id):
+    """A kernel's place in its table (``_kernel_table_py.sort_key``)."""
+    return (-stat.total_ns, -stat.count, stat.name, stat.mangled, name_id, stat)
+
+
+def refresh(rows, dict shown):
+    """Bring ``shown`` up to date with ``rows``; the sort keys of the shown kernels and the rows of
+    the others (``_kernel_table_py.refresh``)."""
+    cdef list keys = [], unknown = []
+    cdef tuple row
+    cdef Layout lay = None
+    cdef type lay_type = None
+    for row in rows:
+        if len(row) != 6:
+            raise ValueError(f"a kernel row has 6 figures, not {len(row)}")
+        name_id = row[0]
+        stat = shown.get(name_id)
+        if stat is None:
+            unknown.append(row)
+            continue
+        if type(stat) is not lay_type:
+            lay_type = type(stat)
+            lay = layout_of(lay_type)
+        if not (figure(stat, lay, 1, "count") == row[1] and figure(stat, lay, 3, "total_ns") == row[3]
+                and figure(stat, lay, 2, "timed") == row[2] and figure(stat, lay, 4, "min_ns") == row[4]
+                and figure(stat, lay, 5, "max_ns") == row[5]):
+            stat = copy_with(stat, lay, row)
+            shown[name_id] = stat
+        keys.append((-figure(stat, lay, 3, "total_ns"), -figure(stat, lay, 1, "count"), stat.name, stat.mangled,
+                     name_id, stat))
+    return keys, unknown

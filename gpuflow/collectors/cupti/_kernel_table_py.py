@@ -1,0 +1,55 @@
+"""Pure-Python twin of ``_kernel_table_c``: a traced process's kernel table brought up to date from
+the decoder's aggregates, ready to be put in kernel order.
+
+What it is for: the readable statement of what the compiled helper does, and the helper where the
+extension is not built. The snapshot's kernel table is a tuple of frozen KernelStat objects, and
+every build (up to 20 a second per traced process) must give each kernel whose figures moved a new
+one: under bench/agent_rss.py that is ~200 names x 8 processes a build, and a frozen dataclass
+costs microseconds to make in Python. :func:`refresh` makes only the changed ones, each a copy of
+the one it replaces with the new figures (every other field, those other issues add included,
+kept), and gives each kernel its sort key.
+
+``refresh(rows, shown)``: ``rows`` are the decoder's ``(name_id, count, timed, total_ns, min_ns,
+max_ns)`` (``RingDecoder.kernels``); ``shown`` maps the name ids shown by their own name to their
+current KernelStat, and is updated in place (a kernel whose figures differ from its row gets its
+new KernelStat there). The answer is ``(keys, unknown)``: per row of a shown name, in ``rows``'
+order, ``(-total_ns, -count, name, mangled, name_id, stat)`` (:func:`sort_key`: sorting these
+tuples sorts the stats in ``kernel_order`` with the name id breaking a tie, so two stats are never
+compared); and the rows of names not in ``shown``, in order, for the caller to admit or count
+among the others.
+
+Constraints: byte-for-byte the same answer and the same ``shown`` as ``_kernel_table_c``
+(tests/cupti/test_kernel_table.py); a changed KernelStat is ``dataclasses.replace`` of the old
+one with the five figures, so its type and other fields are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+is_compiled = False
+
+
+def sort_key(stat: Any, name_id: int) -> tuple:
+    """A kernel's place in its table: ``kernel_order`` (total time descending, then launches
+    descending, then name and mangled name), then the name id, then the stat."""
+    return (-stat.total_ns, -stat.count, stat.name, stat.mangled, name_id, stat)
+
+
+def refresh(rows: list[tuple], shown: dict[int, Any]) -> tuple[list[tuple], list[tuple]]:
+    """Bring ``shown`` up to date with ``rows``; the sort keys of the shown kernels and the rows of
+    the others (see the module's opening)."""
+    keys, unknown = [], []
+    for row in rows:
+        name_id, count, timed, total, mn, mx = row
+        stat = shown.get(name_id)
+        if stat is None:
+            unknown.append(row)
+            continue
+        if not (stat.count == count and stat.total_ns == total and stat.timed == timed
+                and stat.min_ns == mn and stat.max_ns == mx):
+            stat = shown[name_id] = replace(stat, count=count, total_ns=total, min_ns=mn, max_ns=mx,
+                                            timed=timed)
+        keys.append(sort_key(stat, name_id))
+    return keys, unknown

@@ -1,0 +1,118 @@
+"""The snapshot builder's kernel table helper (gpuflow.collectors.cupti.kernel_table): both twins
+bring the shown KernelStats up to date with the decoder's rows in the same way, make a new object
+only for a kernel whose figures moved (keeping its type and every other field), give the sort keys
+that put a table in kernel_order, and hand back the rows of names not shown."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, fields
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gpuflow.collectors.cupti import kernel_table
+from gpuflow.core.snapshot import KernelStat, kernel_order
+
+TWINS = [pytest.param(kernel_table.kernel_table_py, id="py"),
+         pytest.param(kernel_table.kernel_table_c, id="c",
+                      marks=pytest.mark.skipif(kernel_table.kernel_table_c is None, reason="not built"))]
+FIGURE = st.one_of(st.integers(0, 2**64 - 1), st.integers(0, 50))
+
+
+@dataclass(frozen=True, slots=True)
+class WithOccupancy:
+    """A kernel table entry as another issue may grow it: the five figures and more."""
+
+    name: str
+    mangled: str
+    count: int
+    total_ns: int
+    min_ns: int | None
+    max_ns: int | None
+    timed: int | None = None
+    occupancy_pct: float | None = None
+    limiter: str | None = None
+
+
+@dataclass(frozen=True)
+class Unslotted:
+    """A frozen dataclass without slots: copied field by field by name."""
+
+    name: str
+    mangled: str
+    count: int
+    total_ns: int
+    min_ns: int | None
+    max_ns: int | None
+    timed: int | None = None
+    note: str = "kept"
+
+
+def as_fields(stat) -> tuple:
+    return (type(stat), *(getattr(stat, f.name) for f in fields(stat)))
+
+
+@st.composite
+def table(draw) -> tuple[dict, list[tuple]]:
+    kind = draw(st.sampled_from([KernelStat, WithOccupancy, Unslotted]))
+    ids = draw(st.lists(st.integers(0, 5000), unique=True, max_size=30))
+    shown, rows = {}, []
+    for name_id in ids:
+        figures = (draw(FIGURE), draw(FIGURE), draw(FIGURE), draw(st.none() | FIGURE), draw(st.none() | FIGURE))
+        count, timed, total, mn, mx = figures
+        if draw(st.booleans()):   # a shown name; its figures as in the row, or not
+            extra = {"occupancy_pct": 37.5, "limiter": "registers"} if kind is WithOccupancy else {}
+            same = draw(st.booleans())
+            shown[name_id] = kind(name=draw(st.sampled_from(["gemm", "gemm", "softmax"])), mangled=f"_Z{name_id}",
+                                  count=count if same else draw(FIGURE), total_ns=total, min_ns=mn, max_ns=mx,
+                                  timed=timed, **extra)
+        rows.append((name_id, count, timed, total, mn, mx))
+    return shown, rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(table())
+def test_both_twins_refresh_alike_and_copy_only_what_moved(case):
+    shown, rows = case
+    answers = []
+    for twin in (kernel_table.kernel_table_py, kernel_table.kernel_table_c or kernel_table.kernel_table_py):
+        mine = dict(shown)
+        keys, unknown = twin.refresh(rows, mine)
+        answers.append(([(*k[:5], as_fields(k[5])) for k in keys], unknown,
+                        {i: as_fields(s) for i, s in mine.items()}))
+        for name_id, stat in mine.items():   # an unchanged kernel keeps its object, a moved one is new
+            row = next(r for r in rows if r[0] == name_id)
+            old = shown[name_id]
+            moved = (old.count, old.timed, old.total_ns, old.min_ns, old.max_ns) != row[1:]
+            assert (stat is old) is not moved
+            assert (stat.count, stat.timed, stat.total_ns, stat.min_ns, stat.max_ns) == row[1:]
+            assert [getattr(stat, f.name) for f in fields(stat) if f.name not in ("count", "timed", "total_ns",
+                    "min_ns", "max_ns")] == [getattr(old, f.name) for f in fields(old) if f.name not in (
+                        "count", "timed", "total_ns", "min_ns", "max_ns")]
+        assert [k[5] for k in keys] == [mine[r[0]] for r in rows if r[0] in shown]
+        assert unknown == [r for r in rows if r[0] not in shown]
+    assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_sorted_keys_put_a_table_in_kernel_order(twin):
+    shown = {i: KernelStat(name=n, mangled=f"_Z{i}", count=0, total_ns=0, min_ns=None, max_ns=None, timed=0)
+             for i, n in enumerate(["b", "a", "c", "a", "d"], start=1)}
+    rows = [(1, 3, 3, 500, 1, 300), (2, 4, 4, 500, 1, 300), (3, 9, 9, 900, 1, 300), (4, 4, 4, 500, 1, 300),
+            (5, 0, 0, 0, None, None), (6, 1, 1, 100, 100, 100)]
+    keys, unknown = twin.refresh(rows, shown)
+    keys.sort()
+    table = [k[5] for k in keys]
+    assert table == sorted(table, key=kernel_order)
+    assert [(k.name, k.mangled) for k in table] == [("c", "_Z3"), ("a", "_Z2"), ("a", "_Z4"), ("b", "_Z1"),
+                                                    ("d", "_Z5")]
+    assert unknown == [(6, 1, 1, 100, 100, 100)]
+    assert sorted([twin.sort_key(s, i) for i, s in shown.items()]) == keys
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_row_that_is_not_six_figures_is_refused(twin):
+    shown = {1: KernelStat(name="k", mangled="_Z1kv", count=0, total_ns=0, min_ns=None, max_ns=None)}
+    with pytest.raises((ValueError, TypeError)):
+        twin.refresh([(1, 2, 3)], copy.copy(shown))
