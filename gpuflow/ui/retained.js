@@ -4,9 +4,11 @@
 //
 // Two small questions: GET api/history for the retained range, utilization only, reduced to
 // about a point per OVERVIEW_PX pixels of the track (metrics= and points=; the first time, a
-// week back, the longest range the API takes, to learn where the range begins), and GET
-// api/window for the last second at a width of one pixel, which says what each traced process
-// retains. The range is the union of both; nothing retained at all (no recorder) is said so.
+// week back, the longest range the API takes, to learn where the range begins; for readings that
+// ended longer ago than that, as a recording's may under gpuflow open, the week before they
+// ended), and GET api/window for the last second at a width of one pixel, which says what each
+// traced process retains. The range is the union of both, and so are the collectors named as
+// keeping it; nothing retained at all (no recorder) is said so.
 //
 // Constraints: one request of each kind in flight (recorder.js); answers are bounded by the
 // reduction (at most the track's width over OVERVIEW_PX points per GPU).
@@ -18,13 +20,14 @@ import { agentNow, setRetained } from './scrub.js';
 export const ASK_MS = 4000, OVERVIEW_PX = 3;
 const WEEK_S = 7 * 86400 - 60;
 
-export const retained = { history: null, traced: null, overview: [], asked: 0, answers: 0, error: null, sources: [], heard: false };
+export const retained = { history: null, traced: null, overview: [], asked: 0, answers: 0, error: null, sources: [], heard: false,
+  historySources: [], tracedSources: [] };
 let onChange = () => {};
 export function setOnRetained(fn) { onChange = fn; }
 
 const hist = channel((q, doc) => {
   retained.history = isNum(doc.retained_from) && isNum(doc.retained_to) ? { from: doc.retained_from, to: doc.retained_to } : null;
-  retained.sources = Array.isArray(doc.sources) ? doc.sources.map(String) : [];
+  retained.historySources = Array.isArray(doc.sources) ? doc.sources.map(String) : [];
   retained.overview = meanOver(seriesIndex(doc));
   retained.error = null; retained.heard = true;
   settle();
@@ -36,6 +39,7 @@ const probe = channel((q, doc) => {
     if (isNum(p.retained_to)) to = Math.max(to, p.retained_to);
   }
   retained.traced = from <= to ? { from, to } : null;
+  retained.tracedSources = Array.isArray(doc.sources) ? doc.sources.map(String) : [];
   retained.heard = true;
   settle();
 }, (q, err) => { retained.error = err.message; settle(); });
@@ -49,6 +53,7 @@ function settle() {
   const h = retained.history, t = retained.traced;
   const from = h && t ? Math.min(h.from, t.from) : h ? h.from : t ? t.from : null;
   const to = h && t ? Math.max(h.to, t.to) : h ? h.to : t ? t.to : null;
+  retained.sources = [...new Set([...retained.historySources, ...retained.tracedSources])].sort();   // who keeps what
   setRetained(from, to, retained.sources);
   onChange();
 }
@@ -56,11 +61,13 @@ function settle() {
 export function askRetained(trackPx) {
   if (pending > 0) return;
   const now = agentNow(), h = retained.history;
-  const from = h ? Math.max(h.from, now - WEEK_S) : now - WEEK_S;
+  // readings that ended over a week ago (a recording, gpuflow open): the week before they ended
+  const end = h && h.to < now - WEEK_S ? h.to + 1e-3 : now + 1e-3;
+  const from = h ? Math.max(h.from, end - WEEK_S) : end - WEEK_S;
   const points = Math.max(16, Math.min(2048, Math.round(trackPx / OVERVIEW_PX)));
   pending = 2;
   retained.asked++;
-  hist.ask(historyQuestion(from, now + 1e-3, ['utilization_gpu_pct'], points));
+  hist.ask(historyQuestion(from, end, ['utilization_gpu_pct'], points));
   probe.ask(windowQuestion(now - 1, now + 1e-3, 1));
 }
 
