@@ -183,7 +183,7 @@ def main(argv: list[str]) -> int:
         run.wait(timeout=60)
     lines = (work / "stdout").read_text().splitlines()
     print("\n".join(x for x in (work / "stderr").read_text().splitlines() if "pmsampling" in x or "GPU" in x))
-    pm_lines = [p for p in snap.get("problems", []) if p.get("source") == "pmsampling"]
+    pm_lines = [p for p in snap.get("host", {}).get("problems", []) if p.get("source") == "pmsampling"]
     for p in pm_lines:
         print(f"pm_line {p['severity']}: {p['message']}")
     refused = [p for p in pm_lines if "no GPU metrics" in p["message"]]

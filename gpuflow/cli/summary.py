@@ -1,4 +1,5 @@
-"""The end-of-run summary ``gpuflow run`` prints: top kernels, transfers, drops, CUPTI status.
+"""The end-of-run summary ``gpuflow run`` prints: top kernels, transfers, drops, CUPTI status, and
+what the collectors still reported at the end (GPU metrics sampled or refused, caps reached).
 
 Constraints: built from the final published Snapshot only (the one contract); written to stderr
 so it never mixes with the traced program's own stdout. Means are over timed launches only
@@ -112,14 +113,29 @@ def untraced_reasons(snapshot: Snapshot) -> list[str]:
         f"  error: [{printable(p.source)}] {printable(p.message)}" for p in errors]
 
 
+def agent_notes(snapshot: Snapshot, skip_errors: bool) -> list[str]:
+    """What the collectors still said at the end (a GPU's metrics sampled or refused, a cap
+    reached, ...), every severity; the errors left out when they were already given as reasons."""
+    notes = [p for p in snapshot.problems if not (skip_errors and p.severity == "error")]
+    if not notes:
+        return []
+    return ["the agent also reported:" if skip_errors else "the agent reported:"] + [
+        f"  {p.severity}: [{printable(p.source)}] {printable(p.message)}" for p in notes]
+
+
 def write_summary(snapshot: Snapshot | None, out: TextIO, live: Snapshot | None = None) -> None:
     """The summary of the final ``snapshot``; when nothing was traced, the errors of ``live`` (the
-    last snapshot before the collectors stopped, which still holds their problems) may say why."""
+    last snapshot before the collectors stopped, which still holds their problems) may say why;
+    then whatever else the collectors reported there."""
     out.write("gpuflow: end-of-run summary\n")
     body = format_summary(snapshot.traced if snapshot is not None else (),
                           retired=snapshot.traced_retired if snapshot is not None else ())
     lines = body.splitlines()
     reasons_from = live if live is not None else snapshot
+    reasons: list[str] = []
     if reasons_from is not None and (snapshot is None or not (snapshot.traced or snapshot.traced_retired)):
-        lines += untraced_reasons(reasons_from)
+        reasons = untraced_reasons(reasons_from)
+    lines += reasons
+    if reasons_from is not None:
+        lines += agent_notes(reasons_from, skip_errors=bool(reasons))
     out.write("".join(f"  {line}\n" for line in lines))
