@@ -13,6 +13,7 @@
 
 import { COL, F, wrap } from './canvas.js';
 import { retiredLines } from './format.js';
+import { gpuRowsHeight } from './gpu_metrics_layout.js';
 
 // a GPU: a title band, then one row per reading: its name, a bar, a sparkline (util, memory and
 // power), the number
@@ -68,14 +69,15 @@ export function procHeight(p, tr) {
   if (!isStrip(tr)) return PROC_ROW0 + (rows - 1) * PROC_ROW + 10 + tracedNote(tr.info).lines.length * LINE_H + 6;
   const left = TR_HEAD + 16 + rows * PROC_ROW + 2 * STAT_ROW + 8;
   const nl = Math.min(tr.lanes.length, MAX_LANES_DRAWN);
-  const strip = LANES_Y + nl * LANE_H + (tr.lanes.length > nl ? 16 : 0) + AXIS_H + 8;
+  const strip = LANES_Y + gpuRowsHeight(p, tr) + nl * LANE_H + (tr.lanes.length > nl ? 16 : 0) + AXIS_H + 8;
   const i = tr.info, nk = Math.min(i.kernels ? i.kernels.length : 0, KERNEL_ROWS);
   const stats = TR_HEAD + 24 + Math.max(1, nk) * STAT_ROW + ((i.kernels || []).length > KERNEL_ROWS ? 13 : 0) + 30
     + Math.max(1, i.transfers ? i.transfers.length : 0) * STAT_ROW + (i.cupti_status !== 'ok' ? 16 : 0) + 10;
   return Math.max(left, strip, stats) + 4;
 }
 // top of lane row li of a traced node with lanes
-export function laneTop(n, li) { return n.y + LANES_Y + li * LANE_H; }
+// (GPU-metric rows, when on, come first: gpu_metrics_rows.js)
+export function laneTop(n, li) { return n.y + LANES_Y + gpuRowsHeight(n.data, n.tr) + li * LANE_H; }
 // baseline of kernel row i in a traced node's stats column
 export function kernelRowY(n, i) { return n.y + TR_HEAD + 24 + i * STAT_ROW; }
 

@@ -21,6 +21,7 @@ import { COL, F, beginDraw, ctx, cssH, cssW, dpr, drawn, fit, flushText, setWorl
 import { conn, demo } from './connection.js';
 import { clamp01, isNum } from './format.js';
 import { DEV_BAND, procRowY } from './geometry.js';
+import { drawGpuRows } from './gpu_metrics_rows.js';
 import { drawLanes } from './lanes.js';
 import { litSets, model } from './layout.js';
 import { drawDevice, drawHost, drawProcess } from './nodes.js';
@@ -115,7 +116,7 @@ export function draw() {
     visible.push([n, alpha]);
   }
   ctx.globalAlpha = 1;
-  for (const [n, alpha] of visible) if (n.form === 'strip') drawLanes(n, alpha);
+  for (const [n, alpha] of visible) if (n.form === 'strip') { drawLanes(n, alpha); drawGpuRows(n, alpha); }
   if (!full) drawTitles(visible);
   flushText();
   drawn.dashes = drawn.dashCells.length;
