@@ -55,12 +55,57 @@ function timeAt(clientX) {
 }
 
 // -- drawing -------------------------------------------------------------------------------------
+// The track is two layers: what stays still while the moment moves (the range's background, the
+// utilization overview, the clock ticks and their labels), drawn into a bitmap of its own, and
+// over it, every picture, the chosen window and the moment. The still layer is drawn again only
+// when the track's size, the overview or the range changed enough to move something on it by
+// half a pixel (the range's newest end is now: at 10 min over 900 px, about three times a second).
 const TICKS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
 let trackQueued = false;
 function queueTrack() {
   if (trackQueued) return;
   trackQueued = true;
   requestAnimationFrame(() => { trackQueued = false; drawTrack(); });
+}
+let tickFont = '';
+const still = { canvas: null, ctx: null, image: null, w: 0, h: 0, dpr: 0, overview: null, from: NaN, to: NaN, drawn: 0 };
+// does the still layer drawn for [still.from, still.to] show [from, to] to within half a pixel?
+function stillHolds(from, to, W) {
+  const was = still.to - still.from, now = to - from;
+  return from === still.from && was > 0 && Math.abs(now - was) / now * W < 0.5;
+}
+function drawStill(s, w, h, dpr, W, H) {
+  if (!still.canvas || still.canvas.width !== w || still.canvas.height !== h) {
+    still.canvas = new OffscreenCanvas(w, h); still.ctx = still.canvas.getContext('2d');
+  }
+  const g = still.ctx;
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  Object.assign(still, { w, h, dpr, overview: retained.overview, from: s.from, to: s.to });
+  still.drawn++;
+  const X = (t) => (t - s.from) / (s.to - s.from) * W, bandH = H - 11;
+  g.fillStyle = '#0d1117'; g.fillRect(0, 0, W, H);
+  g.fillStyle = '#1c2330'; g.fillRect(0, 0, W, bandH);
+  // the GPUs' mean utilization over the range
+  g.fillStyle = COL.sm; g.globalAlpha = 0.45; g.beginPath();
+  for (const [t, res, v] of retained.overview) {
+    const x0 = Math.max(0, X(t)), x1 = Math.min(W, X(t + res));
+    if (x1 > x0) g.rect(x0, bandH - v / 100 * bandH, Math.max(1, x1 - x0), v / 100 * bandH);
+  }
+  g.fill(); g.globalAlpha = 1;
+  // clock ticks about 90 px apart
+  const step = TICKS.find(k => k / (s.to - s.from) * W >= 90) || 86400;
+  if (!tickFont) tickFont = '10px ' + getComputedStyle(document.body).fontFamily;
+  g.font = tickFont; g.textBaseline = 'bottom';
+  for (let t = Math.ceil(s.from / step) * step; t <= s.to; t += step) {
+    const x = X(t);
+    g.fillStyle = '#30363d'; g.fillRect(Math.round(x), bandH, 1, 3);
+    const label = fmtClock(t).replace(step >= 60 ? /:\d\d$/ : /$/, '');
+    const lw = g.measureText(label).width;
+    if (x - lw / 2 < 0 || x + lw / 2 > W) continue;
+    g.fillStyle = '#8b949e'; g.fillText(label, x - lw / 2, H);
+  }
+  if (still.image) still.image.close();
+  still.image = still.canvas.transferToImageBitmap();   // a bitmap draws fast; the canvas is blank again
 }
 export function drawTrack() {
   const r = trackRect(), dpr = window.devicePixelRatio || 1;
@@ -71,29 +116,15 @@ export function drawTrack() {
   const s = trackSpan();
   el.track.classList.toggle('off', !s);
   // nothing to rewind (yet): the bar's own colour and a faint line, no track to point at
-  tctx.fillStyle = s ? '#0d1117' : '#161b22'; tctx.fillRect(0, 0, W, H);
-  if (!s) { tctx.fillStyle = COL.barBg; tctx.fillRect(0, H - 12, W, 1); return; }
-  const X = (t) => (t - s.from) / (s.to - s.from) * W, bandH = H - 11;
-  tctx.fillStyle = '#1c2330'; tctx.fillRect(0, 0, W, bandH);
-  // the GPUs' mean utilization over the range
-  tctx.fillStyle = COL.sm; tctx.globalAlpha = 0.45; tctx.beginPath();
-  for (const [t, res, v] of retained.overview) {
-    const x0 = Math.max(0, X(t)), x1 = Math.min(W, X(t + res));
-    if (x1 > x0) tctx.rect(x0, bandH - v / 100 * bandH, Math.max(1, x1 - x0), v / 100 * bandH);
+  if (!s) { tctx.fillStyle = '#161b22'; tctx.fillRect(0, 0, W, H); tctx.fillStyle = COL.barBg; tctx.fillRect(0, H - 12, W, 1); return; }
+  if (still.w !== w || still.h !== h || still.dpr !== dpr || still.overview !== retained.overview || !stillHolds(s.from, s.to, W)) {
+    drawStill(s, w, h, dpr, W, H);
   }
-  tctx.fill(); tctx.globalAlpha = 1;
-  // clock ticks about 90 px apart
-  const step = TICKS.find(k => k / (s.to - s.from) * W >= 90) || 86400;
-  tctx.font = '10px ' + getComputedStyle(document.body).fontFamily; tctx.textBaseline = 'bottom';
-  for (let t = Math.ceil(s.from / step) * step; t <= s.to; t += step) {
-    const x = X(t);
-    tctx.fillStyle = '#30363d'; tctx.fillRect(Math.round(x), bandH, 1, 3);
-    const label = fmtClock(t).replace(step >= 60 ? /:\d\d$/ : /$/, '');
-    const lw = tctx.measureText(label).width;
-    if (x - lw / 2 < 0 || x + lw / 2 > W) continue;
-    tctx.fillStyle = '#8b949e'; tctx.fillText(label, x - lw / 2, H);
-  }
-  // the chosen window and the moment
+  tctx.setTransform(1, 0, 0, 1, 0, 0);
+  tctx.drawImage(still.image, 0, 0);
+  tctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  // the chosen window and the moment, on the scale the still layer was drawn at
+  const X = (t) => (t - still.from) / (still.to - still.from) * W, bandH = H - 11;
   const win = chosenWindow(), past = isPast();
   const wx0 = X(Math.max(s.from, win.from)), wx1 = X(Math.min(s.to, win.to));
   tctx.fillStyle = past ? COL.past : COL.sm; tctx.globalAlpha = 0.35;
