@@ -39,11 +39,12 @@ def client(**settings) -> testing.TestClient:
 
 
 def imported_modules() -> set[str]:
-    """Every module the page loads: index.html's script and each module's imports, static or not."""
+    """Every module the page loads: index.html's script and each module's imports, static or not,
+    and the workers it starts (``new Worker(new URL('./x.js', import.meta.url), ...)``)."""
     names = set(re.findall(r'<script type="module" src="([\w-]+\.js)">', (UI_DIR / "index.html").read_text()))
     for name in UI_MODULES:
         text = (UI_DIR / name).read_text()
-        names |= set(re.findall(r"""(?:from|import\()\s*'\./([\w-]+\.js)'""", text))
+        names |= set(re.findall(r"""(?:from|import\(|new URL\()\s*'\./([\w-]+\.js)'""", text))
     return names
 
 
