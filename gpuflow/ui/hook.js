@@ -16,7 +16,7 @@ import { recorderStats } from './recorder.js';
 import { retained } from './retained.js';
 import { agentNow, momentNow, rangeFrom, rangeTo, scrub } from './scrub.js';
 import { spark } from './spark.js';
-import { shownSnap, shownTraced, store } from './store.js';
+import { seqsOf, shownSnap, shownTraced, spanAt, store } from './store.js';
 import { timeline, trackRect, xOf } from './timeline.js';
 
 function nodeRect(id) {
@@ -29,7 +29,7 @@ function nodeRect(id) {
 function spanPoint(pid, li, i) {
   const n = model.nodes.get('p:' + pid);
   if (!n || !n.tr || !n.tr.lanes[li]) return null;
-  const tr = n.tr, L = tr.lanes[li], s = L.spans[i < 0 ? L.spans.length + i : i];
+  const tr = n.tr, L = tr.lanes[li], s = spanAt(L, i < 0 ? L.held + i : i);
   if (!s) return null;
   const r = canvas.getBoundingClientRect(), k = TRACK_W * view.s / (tr.t1 - tr.t0);
   const a = view.x + (n.x + TRACK_X) * view.s + (s.start_us - tr.t0) * k;
@@ -87,7 +87,7 @@ function pastLanes() {
   return [...shownTraced()].map(([pid, t]) => ({ pid, exact: t.past.exact, complete: t.past.complete, execs: t.execs,
     t0: t.t0, t1: t.t1, kernels: t.info.kernels.map(k => ({ name: k.name, count: k.count })),
     lanes: t.lanes.map(L => ({ key: L.key, label: L.label, executions: L.executions,
-      seqs: L.buckets ? null : L.spans.map(s => s.seq), buckets: L.buckets ? L.buckets.count.length : null })) }));
+      seqs: L.buckets ? null : seqsOf(L), buckets: L.buckets ? L.buckets.count.length : null })) }));
 }
 // defines window.__gpuflow, once, from main.js
 export function installHook() {
@@ -136,7 +136,7 @@ export function installHook() {
   hook.sparkPoint = sparkPoint;
   hook.laneSeqs = (pid) => {
     const t = store.traced.get(pid);
-    return t ? t.lanes.map(L => ({ key: L.key, seqs: L.spans.map(s => s.seq) })) : null;
+    return t ? t.lanes.map(L => ({ key: L.key, seqs: seqsOf(L) })) : null;
   };
   hook.spanPoint = spanPoint;
   hook.laneLabelPoint = laneLabelPoint;

@@ -20,10 +20,10 @@ import { fillCard } from './card.js';
 import { el } from './connection.js';
 import { COUNT_X, DEV_SPARK_ROWS, KERNEL_ROWS, LANE_H, MAX_LANES_DRAWN, STATS_X, STAT_ROW, STRIP_X, TRACK_W, TRACK_X,
   TR_LEFT_W, devSparkBox, kernelRowY, laneTop, procSparkBox } from './geometry.js';
-import { firstIndexAtOrAfter } from './lanes.js';
+import { firstAtOrAfter } from './lanes.js';
 import { fitTo, litSets, model, rebuild } from './layout.js';
 import { pointAt, seriesOf } from './spark.js';
-import { shownSnap, shownTraced, store } from './store.js';
+import { shownSnap, shownTraced, spanAt, store } from './store.js';
 import { timelineKey } from './timeline.js';
 import { statsRows } from './traced.js';
 
@@ -86,12 +86,12 @@ function stripHit(n, wx, wy, hit) {
   if (lx >= TRACK_X && lx <= TRACK_X + TRACK_W && tr.t0 !== null) {
     const L = tr.lanes[li], k = TRACK_W * view.s / (tr.t1 - tr.t0);   // screen px per µs
     const t = tr.t0 + (lx - TRACK_X) / TRACK_W * (tr.t1 - tr.t0), tol = 3 / k;
-    const sp = L.spans;
-    let i = firstIndexAtOrAfter(sp, t + tol) - 1, best = null, bd = Infinity;
+    const st = L.start, du = L.dur, held = L.held;
+    let i = firstAtOrAfter(st, held, t + tol) - 1, best = -1, bd = Infinity;
     for (let j = i; j >= 0 && j > i - 64; j--) {
-      const s = sp[j], a = s.start_us, b = a + s.dur_ns / 1000;
+      const a = st[j], b = a + du[j] / 1000;
       const d = t < a ? a - t : t > b ? t - b : 0;
-      if (d < bd) { bd = d; best = s; }
+      if (d < bd) { bd = d; best = j; }
       if (b < t - L.maxDurUs - tol) break;
     }
     const ps = tr.past;
@@ -100,8 +100,8 @@ function stripHit(n, wx, wy, hit) {
       if (i >= 0 && i < b.count.length && b.count[i] > 0) {
         hit.bucket = { lane: L, laneIndex: li, count: b.count[i], busy_ns: b.busy_ns[i], from_us: b.start_us + i * b.width_us, width_us: b.width_us };
       }
-    } else if (best && bd <= tol) { hit.span = best; hit.lane = li; hit.laneObj = L; }
-    else if (!ps && L.executions > sp.length && (!sp.length || t < sp[0].start_us)) hit.notSampled = L;
+    } else if (best >= 0 && bd <= tol) { hit.span = spanAt(L, best); hit.lane = li; hit.laneObj = L; }
+    else if (!ps && L.executions > held && (!held || t < st[0])) hit.notSampled = L;
     if (!hit.span && !hit.bucket && ps && ps.retainedFrom !== null && t < ps.retainedFrom * 1e6) hit.notRetained = ps;
   } else if (lx >= STRIP_X && lx < TRACK_X) hit.laneLabel = tr.lanes[li];
   else if (lx >= COUNT_X && lx < STATS_X) hit.laneLabel = tr.lanes[li];

@@ -6,12 +6,14 @@
 // visible without claiming the stream was busy. All runs of one colour and shade are filled as
 // one path. Off-screen lanes and spans outside the visible part of the track are skipped (binary
 // search on start), and a dense stretch of a one-colour lane is jumped over using the lane's
-// running sum of durations (store.js keeps both). A lane of a past window reduced to pixel
+// running sum of durations. Spans are read from the lane's typed columns (start, duration, kernel
+// or not, running sum: store.js), live or of a past window alike. A lane of a past window reduced to pixel
 // buckets by the recorder (past.js) is drawn bucket by bucket in the reduced colour, each shaded
 // by the share of its time the stream was busy, neighbours of one shade merged.
 //
 // Constraints: this is the page's hot loop (16 lanes × 2,000 spans redrawn every frame in
-// ?demo=bench): no allocation per span, no text, one fill per colour and shade.
+// ?demo=bench): no allocation per span, no object read per span, no text, one fill per colour and
+// shade.
 
 import { COL, ctx, cssH, cssW, dpr, drawn, setWorld, ui, view } from './canvas.js';
 import { LANE_H, MAX_LANES_DRAWN, TRACK_W, TRACK_X, laneTop } from './geometry.js';
@@ -27,9 +29,10 @@ function pushRun(bucket, x, y, w, h) {
   r.a[r.n] = x; r.a[r.n + 1] = y; r.a[r.n + 2] = w; r.a[r.n + 3] = h;
   r.n += 4;
 }
-export function firstIndexAtOrAfter(spans, tUs) {
-  let lo = 0, hi = spans.length;
-  while (lo < hi) { const m = (lo + hi) >> 1; if (spans[m].start_us < tUs) lo = m + 1; else hi = m; }
+// the index of the first of the n starts (ascending) at or after tUs
+export function firstAtOrAfter(start, n, tUs) {
+  let lo = 0, hi = n;
+  while (lo < hi) { const m = (lo + hi) >> 1; if (start[m] < tUs) lo = m + 1; else hi = m; }
   return lo;
 }
 // the visible buckets of a reduced lane as runs: [x0, x1) of one shade, neighbours merged
@@ -67,27 +70,27 @@ export function drawLanes(n, alpha) {
   const rowTop = laneTop(n, 0);
   const lh = (LANE_H - 4) * S;
   for (let li = 0; li < ny; li++) {
-    const L = tr.lanes[li], sp = L.spans, cum = L.cum;
+    const L = tr.lanes[li], st = L.start, du = L.dur, kn = L.kern, cum = L.cum, held = L.held;
     const sy = view.y + (rowTop + li * LANE_H + 1) * S;
     if (sy > cssH || sy + lh < 0) continue;
     if (L.buckets) { drawn.lanes++; bucketRuns(L.buckets, tr, tx0, k, vis0, vis1, sy, lh); continue; }
-    if (!sp.length) continue;
+    if (!held) continue;
     drawn.lanes++;
-    let i = firstIndexAtOrAfter(sp, tVis0 - L.maxDurUs);
+    let i = firstAtOrAfter(st, held, tVis0 - L.maxDurUs);
     // current run per colour: [x0, x1, busy px]; index 0 kernels, 1 copies and memsets
     let kx0 = -1, kx1 = -1, kb = 0, cx0 = -1, cx1 = -1, cb = 0;
     const one = L.oneColour;
-    for (; i < sp.length; i++) {
-      const s = sp[i];
-      if (s.start_us > tVis1) break;
-      let a = tx0 + (s.start_us - tr.t0) * k, b = a + s.dur_ns * 0.001 * k;
+    for (; i < held; i++) {
+      const s0 = st[i], kernel = kn[i] === 1;
+      if (s0 > tVis1) break;
+      let a = tx0 + (s0 - tr.t0) * k, b = a + du[i] * 0.001 * k;
       if (b < vis0) continue;
       drawn.spans++;
       if (a < vis0) a = vis0;
       if (b > vis1) b = vis1;
       const busy = b - a;
       if (b - a < 1) b = a + 1;
-      if (s.kind === 'kernel') {
+      if (kernel) {
         if (a <= kx1 + 0.5) { if (b > kx1) kx1 = b; kb += busy; }
         else { if (kx1 >= 0) pushRun(shadeOf(kb / (kx1 - kx0)), kx0, sy, kx1 - kx0, lh); kx0 = a; kx1 = b; kb = busy; }
       } else {
@@ -98,12 +101,12 @@ export function drawLanes(n, alpha) {
       // into it, so jump over them (a stream runs one thing at a time: they end before the
       // last of them starts, and that last one is still looked at, since it may extend the
       // run). Their busy time comes from the lane's running sum of durations.
-      if (one && i + 2 < sp.length) {
-        const tNext = tr.t0 + ((s.kind === 'kernel' ? kx1 : cx1) + 0.5 - tx0) / k;
-        if (sp[i + 2].start_us < tNext) {
-          const j = firstIndexAtOrAfter(sp, tNext);
+      if (one && i + 2 < held) {
+        const tNext = tr.t0 + ((kernel ? kx1 : cx1) + 0.5 - tx0) / k;
+        if (st[i + 2] < tNext) {
+          const j = firstAtOrAfter(st, held, tNext);
           const skipped = (cum[j - 1] - cum[i + 1]) * k;
-          if (s.kind === 'kernel') kb += skipped; else cb += skipped;
+          if (kernel) kb += skipped; else cb += skipped;
           drawn.spans += j - 2 - i;
           i = j - 2;
         }

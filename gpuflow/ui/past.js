@@ -24,10 +24,10 @@
 import { dpr, view } from './canvas.js';
 import { fmtClock, isNum } from './format.js';
 import { TRACK_W } from './geometry.js';
-import { STALE_AFTER, channel, historyQuestion, seriesIndex, valueAt, windowQuestion } from './recorder.js';
+import { STALE_AFTER, channel, historyQuestion, valueAt, windowQuestion } from './recorder.js';
 import { isPast, momentNow, scrub } from './scrub.js';
-import { laneOf, store } from './store.js';
-import { DIRECTIONS, SPAN_KINDS, kernelOrder } from './stream.js';
+import { store, windowLane } from './store.js';
+import { DIRECTIONS, kernelOrder } from './stream.js';
 
 export const CHUNK_S = 30;
 const MAX_NAMES = 4096;
@@ -55,31 +55,19 @@ export function remember(f) {
 // -- asking --------------------------------------------------------------------------------------
 // the chunk asked last is `chunkAsked` until its answer is in: a moment it will hold is not asked again
 const chunks = channel((q, doc) => {
-  past.chunk = { from: q.from, to: q.to, index: seriesIndex(doc), dataFrom: doc.retained_from, dataTo: doc.retained_to,
-    newestRes: newestResolution(doc) };
+  const index = doc.index;
+  past.chunk = { from: q.from, to: q.to, index, entities: entitiesOf(index), dataFrom: doc.retained_from, dataTo: doc.retained_to,
+    newestRes: doc.newest_resolution_s };
   if (past.chunkAsked && past.chunkAsked.q === q) past.chunkAsked = null;
   past.error = null;
   tryShow();
-}, (q, err) => { past.error = err.message; past.chunkAsked = null; });
+}, (q, err) => { past.error = err.message; past.chunkAsked = null; }, 'history');
 const windows = channel((q, doc) => {
   past.window = { q, doc };
   past.error = null;
   tryShow();
-}, (q, err) => { past.error = err.message; past.windowKey = ''; });
+}, (q, err) => { past.error = err.message; past.windowKey = ''; }, 'window');
 
-// the resolution of the newest readings (the series whose last point is newest): how long after
-// them the chunk still holds a moment. Not the coarsest series': an older stretch at a coarser
-// resolution (roll-ups; the demo's made-up minutes) would make the chunk claim moments its
-// newest readings are already too old for, and the plane would show dashes there.
-function newestResolution(doc) {
-  let t = -Infinity, r = 1;
-  for (const s of doc.series || []) {
-    const n = Array.isArray(s.t) ? s.t.length : 0, last = n ? s.t[n - 1] : null;
-    if (!isNum(last) || !isNum(s.resolution_s) || s.resolution_s <= 0) continue;
-    if (last > t || (last === t && s.resolution_s > r)) { t = last; r = s.resolution_s; }
-  }
-  return r;
-}
 // does the chunk hold the readings of moment t?
 function covers(c, t) {
   if (!c) return false;
@@ -127,10 +115,24 @@ function tryShow() {
 }
 
 // -- the frame at a moment -------------------------------------------------------------------------
+// a chunk's series by entity, read once when it arrives (every moment of a drag reads them):
+// devices by UUID, and each process's readings on one GPU
+function entitiesOf(index) {
+  const devices = new Map(), processes = [];
+  for (const [key, m] of index) {
+    if (key.startsWith('device|')) { devices.set(key.slice(7), m); continue; }
+    const parts = key.split('|');
+    if (parts[0] === 'process' && parts.length === 3) {
+      const pid = Number(parts[1]);
+      if (Number.isInteger(pid)) processes.push({ pid, uuid: parts[2], m });
+    }
+  }
+  return { devices, processes };
+}
 function frameAt(live, chunk, t) {
-  const ix = chunk.index, byUuid = new Map();
+  const ix = chunk.entities, byUuid = new Map();
   const devices = live.devices.map(d => {
-    const m = ix.get('device|' + d.uuid);
+    const m = ix.devices.get(d.uuid);
     const out = Object.assign({}, d);
     let any = false;
     for (const f of DEVICE_READINGS) {
@@ -143,11 +145,8 @@ function frameAt(live, chunk, t) {
     return out;
   });
   const procs = new Map();
-  for (const [key, m] of ix) {
-    const parts = key.split('|');
-    if (parts[0] !== 'process' || parts.length !== 3 || !byUuid.has(parts[2])) continue;
-    const pid = Number(parts[1]), uuid = parts[2];
-    if (!Number.isInteger(pid)) continue;
+  for (const { pid, uuid, m } of ix.processes) {
+    if (!byUuid.has(uuid)) continue;
     const read = {};
     let held = false;
     for (const f of PROCESS_READINGS) {
@@ -172,34 +171,24 @@ function frameAt(live, chunk, t) {
 }
 
 // -- the traced processes of a window --------------------------------------------------------------
-function spansOf(c) {
-  const n = Array.isArray(c.seq) ? c.seq.length : 0, out = new Array(n), names = c.names || [];
-  for (let i = 0; i < n; i++) {
-    const kind = SPAN_KINDS[c.kind[i]] || 'kernel', k = kind === 'kernel';
-    out[i] = { seq: c.seq[i], kind, start_us: c.start_us[i], dur_ns: c.dur_ns[i], name: c.name[i] >= 0 ? String(names[c.name[i]]) : null,
-      grid: k ? [c.grid_x[i], c.grid_y[i], c.grid_z[i]] : null, block: k ? [c.block_x[i], c.block_y[i], c.block_z[i]] : null,
-      bytes: c.bytes[i] >= 0 ? c.bytes[i] : null, direction: c.direction[i] >= 0 ? DIRECTIONS[c.direction[i]] || null : null };
-  }
-  return out;
-}
+// Each lane from the answer's columns as answer_shape.js read them (off the page's thread), with no
+// object per span; the window's kernels and transfers as it tallied them.
 function tracedOf(doc, q, live) {
   const out = new Map(), liveInfo = new Map((live.traced || []).map(t => [t.pid, t]));
   for (const p of doc.processes || []) {
-    const lanes = [], laneMap = new Map(), kernels = new Map(), transfers = new Map();
+    const lanes = [], laneMap = new Map();
     let held = 0, execs = 0, exact = true;
     for (const L of p.lanes || []) {
       const key = L.device + ':' + L.context + ':' + L.stream, head = { device: L.device, context: L.context,
         stream: L.stream, label: L.label, executions: L.executions, spans_elided: 0 };
       let lane;
       if (L.spans) {
-        const spans = spansOf(L.spans);
-        lane = laneOf(key, head, spans, spans.length ? spans[spans.length - 1].seq : -1);
-        for (const s of spans) tally(s, kernels, transfers);
-        held += spans.length;
+        lane = windowLane(key, head, L.spans);
+        held += lane.held;
       } else if (L.buckets) {
-        lane = laneOf(key, head, [], -1);
+        lane = windowLane(key, head, null);
         const b = L.buckets;
-        lane.buckets = { start_us: b.start_us, width_us: b.width_us, count: b.count || [], busy_ns: b.busy_ns || [] };
+        lane.buckets = { start_us: b.start_us, width_us: b.width_us, count: b.count, busy_ns: b.busy_ns };
         exact = false;
       } else continue;
       execs += L.executions;
@@ -211,7 +200,7 @@ function tracedOf(doc, q, live) {
     const info = { pid: p.pid, session: p.session, name: p.name, state: ended ? 'exited' : 'running',
       exit_status: ended ? now.exit_status : null, truncated: false, cupti_status: 'ok', cupti_detail: null,
       records: execs, dropped_ring: 0, dropped_cupti: 0, complete: p.complete !== false,
-      kernels: exact ? [...kernels.values()].sort(kernelOrder) : [], transfers: exact ? [...transfers.values()].sort((a, b) => DIRECTIONS.indexOf(a.direction) - DIRECTIONS.indexOf(b.direction)) : [],
+      kernels: exact ? p.kernels.slice().sort(kernelOrder) : [], transfers: exact ? p.transfers.slice().sort((a, b) => DIRECTIONS.indexOf(a.direction) - DIRECTIONS.indexOf(b.direction)) : [],
       lanes: lanes.map(l => ({ device: l.device, context: l.context, stream: l.stream, label: l.label })),
       past_note: lanes.length ? null : 'nothing in this window' + (isNum(p.retained_from) && isNum(p.retained_to)
         ? ' (retained ' + fmtClock(p.retained_from) + ' – ' + fmtClock(p.retained_to) + ')' : '') };
@@ -220,19 +209,4 @@ function tracedOf(doc, q, live) {
         retainedFrom: isNum(p.retained_from) ? p.retained_from : null, retainedTo: isNum(p.retained_to) ? p.retained_to : null } });
   }
   return out;
-}
-function tally(s, kernels, transfers) {
-  if (s.kind === 'kernel') {
-    const name = s.name || '(unnamed kernel)';
-    let k = kernels.get(name);
-    if (!k) { k = { name, mangled: null, count: 0, total_ns: 0, min_ns: s.dur_ns, max_ns: s.dur_ns, timed: 0 }; kernels.set(name, k); }
-    k.count++; k.timed++; k.total_ns += s.dur_ns;
-    if (s.dur_ns < k.min_ns) k.min_ns = s.dur_ns;
-    if (s.dur_ns > k.max_ns) k.max_ns = s.dur_ns;
-  } else {
-    const d = s.direction || s.kind;
-    let x = transfers.get(d);
-    if (!x) { x = { direction: d, count: 0, bytes: 0, total_ns: 0 }; transfers.set(d, x); }
-    x.count++; x.bytes += s.bytes || 0; x.total_ns += s.dur_ns;
-  }
 }

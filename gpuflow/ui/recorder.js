@@ -7,13 +7,20 @@
 // moves, and every answer is handed over with the question it answers (the caller decides
 // whether it still wants it). In demo mode the answers come from the demo's own recorder
 // (demo_recorder.js, through setAnswerer), as the same JSON text the agent sends, and take the
-// same path from there: JSON.parse, then the handler.
+// same path from there.
+//
+// An answer's text is read off the page's thread, by a worker of the page's own
+// (answer_worker.js): parsed, and a history or window answer shaped into typed arrays
+// (answer_shape.js), which come back without a copy. A drag asks for a window of thousands of
+// spans every frame; parsed and built into objects on the page's thread, its answers took the
+// frame's time. Where no worker can start, the page reads them itself, the same way.
 //
 // Constraints: requests only to the page's own agent, relative to the page (an agent behind a
 // proxy path works), no credential the browser adds by itself; a 401 is not retried here (the
 // stream's login form asks for the token, connection.js). The ranges asked are the caller's to
 // keep small (docs/ui.md says which); nothing here holds more than the answer being read.
 
+import { shapeAnswer, shapeParsed, unpackAnswer } from './answer_shape.js';
 import { token } from './login.js';
 
 // (path, params) -> Promise of the answer's text, in demo mode; null: ask the agent
@@ -38,16 +45,61 @@ async function fetchText(path, params) {
   return text;
 }
 
+// -- reading answers ----------------------------------------------------------------------------
+// the worker that reads answers (null: not started yet, false: none could start) and the
+// answers it is reading, by id
+let reader = null, readId = 0;
+const reading = new Map();
+function startReader() {
+  try { reader = new Worker(new URL('./answer_worker.js', import.meta.url), { type: 'module' }); } catch (e) { reader = false; return; }
+  let heard = false;
+  reader.onmessage = (e) => {
+    heard = true;
+    const m = e.data, r = reading.get(m.id);
+    if (!r) return;
+    reading.delete(m.id);
+    if (m.error !== undefined) r.reject(new Error(m.error));
+    else r.resolve(unpackAnswer(m.doc, m.buffer, r.kind));
+  };
+  // a worker that could not start (its script refused): the page reads what was sent to it
+  reader.onerror = (e) => {
+    if (heard) return;
+    e.preventDefault();
+    reader.terminate();
+    reader = false;
+    for (const r of reading.values()) readHere(r.text, r.kind).then(r.resolve, r.reject);
+    reading.clear();
+  };
+}
+function readHere(text, kind) {
+  return new Promise((resolve) => {
+    const { doc, buffer } = shapeAnswer(text, kind);
+    resolve(unpackAnswer(doc, buffer, kind));
+  });
+}
+// Promise of an answer's text read for `kind` ('history', 'window', or null: as parsed)
+function readAnswer(text, kind) {
+  if (reader === null) startReader();
+  if (reader === false) return readHere(text, kind);
+  return new Promise((resolve, reject) => {
+    const id = ++readId;
+    reading.set(id, { text, kind, resolve, reject });
+    reader.postMessage({ id, text, kind });
+  });
+}
+
 // One kind of question: ask(question) sends it now, or after the request in flight (replacing a
 // question waiting before it); onAnswer(question, doc) and onError(question, error) get each
-// outcome. `question` is {path, params, ...anything the caller wants back}.
-export function channel(onAnswer, onError) {
+// outcome. `question` is {path, params, ...anything the caller wants back}; `kind` says how its
+// answers are read ('history': with their series' index; 'window': with span columns; see
+// answer_shape.js), and by default they are as parsed.
+export function channel(onAnswer, onError, kind) {
   let busy = false, waiting = null;
   const run = (q) => {
     busy = true;
     recorderStats.asked++;
     fetchText(q.path, q.params)
-      .then((text) => { try { return JSON.parse(text); } catch (e) { throw new Error(q.path + ' did not answer JSON'); } })
+      .then((text) => readAnswer(text, kind || null).catch((e) => { throw new Error(q.path + ' ' + e.message); }))
       .then((doc) => { recorderStats.answered++; onAnswer(q, doc); },
         (err) => { recorderStats.failed++; recorderStats.lastError = err.message; onError(q, err); })
       .finally(() => {   // a handler's own exception still reaches the page's error reporting
@@ -73,40 +125,15 @@ export function windowQuestion(from, to, width) {
   return { path: 'api/window', params: { from: String(from), to: String(to), width: String(width) }, from, to, width };
 }
 
-// A history answer's series by entity and metric: key 'device|<uuid>' or 'process|<pid>|<uuid>'
-// -> metric -> {t, v, lo, hi, res} (Float64Arrays; NaN where the reading was not available;
-// lo/hi only for reduced series and roll-ups). Several series of one (entity, metric) (roll-ups,
-// then samples at the polling rate) become one, oldest first, each point with its resolution.
+// A parsed history answer's series by entity and metric: key 'device|<uuid>' or
+// 'process|<pid>|<uuid>' -> metric -> {t, v, lo, hi, res, unit} (Float64Arrays; NaN where the
+// reading was not available; lo/hi the mean where the series has none). Several series of one
+// (entity, metric) (roll-ups, then samples at the polling rate) become one, oldest first, each
+// point with its resolution. A channel of kind 'history' hands its answers over with this index
+// already made, off the page's thread (doc.index).
 export function seriesIndex(doc) {
-  const byKey = new Map();
-  for (const s of (doc && doc.series) || []) {
-    if (!Array.isArray(s.entity) || !Array.isArray(s.t) || !Array.isArray(s.value)) continue;
-    const key = s.entity.join('|');
-    let m = byKey.get(key);
-    if (!m) { m = new Map(); byKey.set(key, m); }
-    const parts = m.get(s.metric) || [];
-    parts.push(s);
-    m.set(s.metric, parts);
-  }
-  for (const m of byKey.values()) for (const [metric, parts] of m) m.set(metric, joined(parts));
-  return byKey;
-}
-function num(x) { return typeof x === 'number' && isFinite(x) ? x : NaN; }
-function joined(parts) {
-  parts.sort((a, b) => (a.t[0] || 0) - (b.t[0] || 0));
-  let n = 0;
-  for (const p of parts) n += p.t.length;
-  const t = new Float64Array(n), v = new Float64Array(n), res = new Float64Array(n);
-  const lo = new Float64Array(n), hi = new Float64Array(n);
-  let i = 0;
-  for (const p of parts) {
-    const r = num(p.resolution_s) > 0 ? p.resolution_s : 1;
-    for (let j = 0; j < p.t.length; j++, i++) {
-      t[i] = num(p.t[j]); v[i] = num(p.value[j]); res[i] = r;
-      lo[i] = p.min ? num(p.min[j]) : v[i]; hi[i] = p.max ? num(p.max[j]) : v[i];
-    }
-  }
-  return { t, v, lo, hi, res, unit: parts[0].unit };
+  const { doc: shaped, buffer } = shapeParsed(doc, 'history');
+  return unpackAnswer(shaped, buffer, 'history').index;
 }
 // index of the last point at or before `at` (seconds), or -1
 export function lastAtOrBefore(t, at) {

@@ -14,7 +14,7 @@
 // reduction (at most the track's width over OVERVIEW_PX points per GPU).
 
 import { isNum } from './format.js';
-import { channel, historyQuestion, seriesIndex, windowQuestion } from './recorder.js';
+import { channel, historyQuestion, windowQuestion } from './recorder.js';
 import { agentNow, setRetained } from './scrub.js';
 
 export const ASK_MS = 4000, OVERVIEW_PX = 3;
@@ -28,10 +28,10 @@ export function setOnRetained(fn) { onChange = fn; }
 const hist = channel((q, doc) => {
   retained.history = isNum(doc.retained_from) && isNum(doc.retained_to) ? { from: doc.retained_from, to: doc.retained_to } : null;
   retained.historySources = Array.isArray(doc.sources) ? doc.sources.map(String) : [];
-  retained.overview = meanOver(seriesIndex(doc));
+  retained.overview = meanOver(doc.index);
   retained.error = null; retained.heard = true;
   settle();
-}, (q, err) => { retained.error = err.message; settle(); });
+}, (q, err) => { retained.error = err.message; settle(); }, 'history');
 const probe = channel((q, doc) => {
   let from = Infinity, to = -Infinity;
   for (const p of doc.processes || []) {

@@ -18,7 +18,7 @@
 
 import { COL, ctx, dpr, drawn, markDirty, view } from './canvas.js';
 import { isNum } from './format.js';
-import { channel, historyQuestion, seriesIndex } from './recorder.js';
+import { channel, historyQuestion } from './recorder.js';
 import { agentNow, isPast, momentNow, rangeFrom, rangeTo } from './scrub.js';
 
 export const SPARK_S = 300, MIN_SPAN_S = 60, SPARK_POINTS = 48, REFRESH_MS = 2000;
@@ -26,10 +26,10 @@ export const SPARK_METRICS = ['utilization_gpu_pct', 'memory_used_bytes', 'power
 
 export const spark = { index: new Map(), from: 0, to: 0, span: SPARK_S, asked: null, at: 0, answers: 0, error: null };
 const ch = channel((q, doc) => {
-  spark.index = seriesIndex(doc); spark.from = q.from; spark.to = q.to; spark.span = q.to - q.from;
+  spark.index = doc.index; spark.from = q.from; spark.to = q.to; spark.span = q.to - q.from;
   spark.answers++; spark.error = null;
   markDirty();
-}, (q, err) => { spark.error = err.message; });
+}, (q, err) => { spark.error = err.message; }, 'history');
 
 // asks for the minutes up to the moment shown, unless asked less than REFRESH_MS ago (force: now)
 export function refreshSparks(force) {

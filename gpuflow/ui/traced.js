@@ -104,14 +104,14 @@ function drawStrip(n, tr, info) {
     // before this lane's oldest kept span the agent counted executions the page does not hold:
     // mark the stretch "not sampled" so it never reads as an idle stream
     const gap = ps ? (ps.retainedFrom !== null ? ps.retainedFrom * 1e6 : tr.t0)   // a past window: what retention let go
-      : L.executions > L.spans.length && L.spans.length ? L.spans[0].start_us : tr.t0;
+      : L.executions > L.held && L.held ? L.start[0] : tr.t0;
     if (gap > tr.t0 && tr.t1 > tr.t0) {
       const w = Math.min(1, (gap - tr.t0) / (tr.t1 - tr.t0)) * TRACK_W;
       if (w > 0.5) { ctx.fillStyle = NOT_SAMPLED; ctx.fillRect(x + TRACK_X, ry + 5, w, LANE_H - 12); }
     }
     const shown = laneText(tr, L);
     text(shown, x + TRACK_X - 6, ry + 12, F.small, isUnnamed(L) ? COL.dim : COL.text, 'right', LABEL_W, id + '.lane' + i);
-    const held = L.spans.length;
+    const held = L.held;
     const c = ps ? countText(L.executions, COUNT_W, F.label) + (L.buckets ? ' ≈' : '')
       : [grp(held) + '/' + grp(L.executions), compact(held) + '/' + grp(L.executions), compact(held) + '/' + compact(L.executions)]
         .find(s => textWidth(s, F.label) <= COUNT_W) || compact(held) + '/' + compact(L.executions);
