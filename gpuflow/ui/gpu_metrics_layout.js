@@ -1,4 +1,4 @@
-// GPU-metric rows' place in a traced strip (issue 21; docs/ui.md, "GPU-metric rows"): how tall the
+// GPU-metric rows' place in a traced strip (issue 21; docs/gpu-metrics.md, "PM sampling"): how tall the
 // rows above a traced process's lanes are, and which GPU each of its lanes' devices is.
 //
 // The rows exist only when the agent samples GPU metrics (its sources include 'pmsampling', the

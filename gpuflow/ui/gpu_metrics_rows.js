@@ -1,4 +1,4 @@
-// GPU-metric rows above a traced process's lanes (issue 21; docs/ui.md, "GPU-metric rows"): per
+// GPU-metric rows above a traced process's lanes (issue 21; docs/gpu-metrics.md, "PM sampling"): per
 // GPU its lanes use, three counter rows on the lanes' own time axis, live and at a past moment
 // alike (they follow the strip's window, tr.t0 .. tr.t1):
 //
