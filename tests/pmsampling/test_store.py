@@ -3,7 +3,6 @@ oldest once full, and any range answered exactly across the wrap, against a plai
 
 from __future__ import annotations
 
-
 import pytest
 
 from gpuflow.collectors.pmsampling import samples_layout as L
