@@ -120,7 +120,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.summary_json:
         write_summary_json(final, args.summary_json, status, err)
     if args.trace_out:
-        write_trace_out(serving.agent, args.trace_out, started_s, time.time(), err)
+        write_trace_out(serving.agent, args.trace_out, started_s, time.time(), err,
+                        devices=live.devices if live is not None else ())
     err.flush()
     return status
 

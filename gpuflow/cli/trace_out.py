@@ -20,6 +20,7 @@ import time
 from typing import Any, TextIO
 
 from gpuflow.cli.printable import printable
+from gpuflow.core.snapshot import Device
 from gpuflow.export.perfetto import ExportError
 from gpuflow.export.window_export import ExportSummary, WindowExport
 
@@ -34,9 +35,12 @@ def _clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t % 1 * 1000):03d}"
 
 
-def write_trace_out(agent: Any, path: str, start_s: float, end_s: float, err: TextIO) -> ExportSummary | None:
-    """Write the run's trace to ``path`` and say what it holds; None (and why, on ``err``) if not."""
-    export = WindowExport(agent.query_window, agent.query_history, max(0.0, start_s - MARGIN_S), end_s + MARGIN_S)
+def write_trace_out(agent: Any, path: str, start_s: float, end_s: float, err: TextIO,
+                    devices: tuple[Device, ...] = ()) -> ExportSummary | None:
+    """Write the run's trace to ``path`` and say what it holds; None (and why, on ``err``) if not.
+    ``devices``: the GPUs the run was shown on, described in the trace."""
+    export = WindowExport(agent.query_window, agent.query_history, max(0.0, start_s - MARGIN_S), end_s + MARGIN_S,
+                          devices=devices)
     fd, partial = tempfile.mkstemp(prefix=".gpuflow-trace-", suffix=".partial",
                                    dir=os.path.dirname(os.path.abspath(path)))
     try:

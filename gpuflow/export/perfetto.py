@@ -12,6 +12,9 @@ What a trace holds (docs/recorder.md, "Export"):
   bytes, direction, the span's ``seq``);
 * readings kept over time as counter tracks: a device's under a track named by its uuid
   ("GPU-…"), a process's on a device under its process track, named "<metric> (<device uuid>)";
+* the GPUs the agent showed when the trace was written: that same track per GPU, described by its
+  fixed facts (:func:`device_description`: index, name, memory total, power limit), so that a
+  recording opened later (``gpuflow open``) knows which GPU a stream's index is;
 * last, a packet saying the trace is whole (:data:`END_OF_TRACE`, Perfetto's
   ``read_tracing_buffers_completed`` service event): a file without it was cut short.
 
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from gpuflow.core.recorded import HistoryPart, LaneWindow, ProcessWindow, Series, WindowPart
+from gpuflow.core.snapshot import Device
 from gpuflow.export import protowire as w
 from gpuflow.export import slice_layout as L
 from gpuflow.export import slices
@@ -65,10 +69,12 @@ def _interned(field: int, entries: list[tuple[int, str]]) -> bytes:
 
 def _descriptor(uuid: int, *, name: str | None = None, parent: int | None = None, rank: int | None = None,
                 process: tuple[int, str | None] | None = None, counter_unit: str | None = None,
-                explicit_order: bool = False) -> bytes:
+                explicit_order: bool = False, description: str | None = None) -> bytes:
     body = w.int_field(w.TRACK_UUID, uuid)
     if name is not None:
         body += w.text_field(w.TRACK_NAME, name)
+    if description is not None:
+        body += w.text_field(w.TRACK_DESCRIPTION, description)
     if process is not None:
         pid, pname = process
         body += w.len_field(w.TRACK_PROCESS, w.int_field(w.PROCESS_PID, pid)
@@ -83,6 +89,19 @@ def _descriptor(uuid: int, *, name: str | None = None, parent: int | None = None
     if rank is not None:
         body += w.int_field(w.TRACK_SIBLING_RANK, rank)
     return w.packet(w.len_field(w.PACKET_TRACK_DESCRIPTOR, body))
+
+
+#: what a GPU's description says for a fact not known, and what separates its facts
+UNKNOWN, FACTS = "—", " · "
+
+
+def device_description(device: Device) -> str:
+    """A GPU's track description: "GPU 0 · NVIDIA H200 · 150754820096 bytes · 700 W" (its index,
+    name, memory total and power limit; "—" for one not known). Read back by
+    gpuflow.export.trace_tracks from the right, so a name may hold anything."""
+    memory = UNKNOWN if device.memory_total_bytes is None else f"{device.memory_total_bytes} bytes"
+    power = UNKNOWN if device.power_limit_w is None else f"{device.power_limit_w:.12g} W"
+    return FACTS.join((f"GPU {device.index}", device.name or UNKNOWN, memory, power))
 
 
 def lane_track_name(lane: LaneWindow) -> str:
@@ -155,6 +174,17 @@ class TraceWriter:
                                               | w.SEQ_NEEDS_INCREMENTAL_STATE)
                         + w.int_field(w.PACKET_FIRST_ON_SEQUENCE, 1) + w.int_field(w.PACKET_PREVIOUS_DROPPED, 1)
                         + w.len_field(w.PACKET_INTERNED_DATA, interned)))
+
+    def devices(self, devices: tuple[Device, ...]) -> None:
+        """The GPUs the trace is of: each one's track (named by its uuid, where its readings' counters
+        go), described by its fixed facts (:func:`device_description`)."""
+        out = _Pieces(self._write)
+        for device in devices:
+            entity = ("device", device.uuid)
+            if entity not in self._entity_tracks:
+                uuid = self._entity_tracks[entity] = self._uuid()
+                out.append(_descriptor(uuid, name=device.uuid, description=device_description(device)))
+        out.flush()
 
     def window(self, parts: tuple[WindowPart, ...]) -> None:
         """Every span of these window answers (a piece of the export's range) as slices."""

@@ -12,7 +12,8 @@ docs/recorder.md, "Export"), for ``gpuflow open``: a trace written by ``gpuflow 
   order): start (the slice's begin, to the microsecond), ``seq`` and ``dur_ns`` (exact, from the
   slice's arguments), kind (its category), kernel name, grid and block, bytes, direction;
 * per counter track a :class:`~gpuflow.core.recorded.Series`: ``("device", uuid)`` for a track
-  under a device's, ``("process", pid, uuid)`` for "<metric> (<uuid>)" under a process's.
+  under a device's, ``("process", pid, uuid)`` for "<metric> (<uuid>)" under a process's;
+* per GPU the trace describes, its index and fixed facts (name, memory total, power limit).
 
 Only the few fields GPUFlow writes are read, by protowire's numbers (one definition for both
 sides); the tracks' layout is read back by :mod:`gpuflow.export.trace_tracks`. The fixed tables
@@ -42,16 +43,16 @@ from __future__ import annotations
 import math
 import struct
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuflow.core.recorded import FLOAT, NONE, LaneWindow, ProcessWindow, Series, SpanColumns
 from gpuflow.core.snapshot import SPAN_KINDS, TRANSFER_DIRECTIONS
 from gpuflow.export import protowire as w
 from gpuflow.export import slice_layout as L
 from gpuflow.export.protoread import LEN, VARINT, WireError, fields, length, skip, varint
-from gpuflow.export.trace_tracks import COLUMNS, CounterTrack, LaneTrack, Limits, TraceReadError, Tracks
+from gpuflow.export.trace_tracks import COLUMNS, CounterTrack, GpuFacts, LaneTrack, Limits, TraceReadError, Tracks
 
-__all__ = ["Limits", "TraceContents", "TraceReadError", "read_trace"]
+__all__ = ["GpuFacts", "Limits", "TraceContents", "TraceReadError", "read_trace"]
 
 #: a slice argument's column, by its name in slice_layout.ARG_NAMES (seq and dur_ns are required)
 _ARG_COLUMN = {name: COLUMNS.index(name) for name in L.ARG_NAMES}
@@ -71,6 +72,8 @@ class TraceContents:
     executions: int  #: slices read into the lanes
     other_kinds: int = 0  #: slices of a kind GPUFlow's columns cannot hold ("(unknown kind)"), left out
     other_events: int = 0  #: track events of a type GPUFlow does not write, left out
+    #: by uuid, the GPUs the trace describes (written since GPUFlow describes them; none before)
+    gpus: dict[str, GpuFacts] = field(default_factory=dict)
 
 
 class _Reader:
@@ -398,7 +401,8 @@ class _Reader:
                 retained_from_s=first / 1e9 if first is not None else None,
                 retained_to_s=last / 1e9 if last is not None else None, lanes=tuple(lanes)))
         series = tuple(_series(c) for c in self.tracks.counters if len(c.t))
-        return TraceContents(tuple(processes), series, self.executions, self.other_kinds, self.other_events)
+        return TraceContents(tuple(processes), series, self.executions, self.other_kinds, self.other_events,
+                             dict(self.tracks.gpus))
 
 
 def _series(c: CounterTrack) -> Series:

@@ -6,7 +6,9 @@ that a stream track ("compute (stream 13)", "stream 14", "…, context 2") is a 
 (:func:`~gpuflow.export.perfetto.lane_track_name` read backwards), and its sub-tracks
 ("… (overlapping k)") hold more of that lane's executions; a counter track under a process is
 that process's reading on a GPU ("<metric> (<uuid>)"), one under a track named by a GPU's uuid a
-device's reading. Anything else is not GPUFlow's layout and refused.
+device's reading; that GPU track's description, where the trace has one, is the GPU's fixed facts
+(:func:`~gpuflow.export.perfetto.device_description`, read back by :func:`gpu_facts`). Anything
+else is not GPUFlow's layout and refused.
 
 Also the reader's :class:`TraceReadError` (one line, what and where) and its :class:`Limits`:
 what one trace may make it hold (tracks, processes, lanes, counters, names and a name's bytes),
@@ -25,6 +27,7 @@ from typing import Callable
 
 from gpuflow.core.recorded import FLOAT, INT
 from gpuflow.export import protowire as w
+from gpuflow.export.perfetto import FACTS, UNKNOWN
 from gpuflow.export.protoread import LEN, VARINT, fields, int64
 
 #: the span columns a lane holds, in SpanColumns' order
@@ -33,6 +36,8 @@ COLUMNS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "gri
 _DEVICE_TRACK = re.compile(r"GPU (\d{1,9})")
 _LANE_TRACK = re.compile(r"(?:(.*) \()?stream (-?\d{1,19})(?:, context (\d{1,19}))?(?(1)\))", re.S)
 _COUNTER_ON = re.compile(r"(.+) \(([^()]+)\)", re.S)
+_BYTES = re.compile(r"(\d{1,20}) bytes")
+_WATTS = re.compile(r"(\d{1,12}(?:\.\d{1,12})?) W")
 _INT64_MAX = (1 << 63) - 1
 
 
@@ -84,6 +89,33 @@ class CounterTrack:
 Track = tuple
 
 
+@dataclass(frozen=True)
+class GpuFacts:
+    """What a GPU's track description says: its index and the facts that never change."""
+
+    index: int
+    name: str | None
+    memory_total_bytes: int | None
+    power_limit_w: float | None
+
+
+def gpu_facts(description: str) -> GpuFacts | None:
+    """The facts of a description written by ``device_description``, or None if it is not one."""
+    head, sep, rest = description.partition(FACTS)
+    m = _DEVICE_TRACK.fullmatch(head)
+    parts = rest.rsplit(FACTS, 2)
+    if m is None or not sep or len(parts) != 3:
+        return None
+    name, memory, power = parts
+    m_memory, m_power = _BYTES.fullmatch(memory), _WATTS.fullmatch(power)
+    if (m_memory is None and memory != UNKNOWN) or (m_power is None and power != UNKNOWN):
+        return None
+    watts = float(m_power.group(1)) if m_power else None
+    return GpuFacts(int(m.group(1)), None if name == UNKNOWN else name,
+                    int(m_memory.group(1)) if m_memory else None,
+                    watts if watts is not None and watts < 1e9 else None)
+
+
 class Tracks:
     """Every track described so far, by uuid, and the processes, lanes and counters they make."""
 
@@ -95,11 +127,13 @@ class Tracks:
         self.processes: list[ProcessTrack] = []
         self.lanes = 0
         self.counters: list[CounterTrack] = []
+        self.gpus: dict[str, GpuFacts] = {}   #: by uuid: what the trace's GPU tracks say
 
     def describe(self, a: int, b: int) -> None:
         buf = self.buf
         uuid = parent = None
         name: str | None = None
+        description: str | None = None
         process: tuple[int, int] | None = None
         counter: tuple[int, int] | None = None
         for number, wire_type, v, e in fields(buf, a, b):
@@ -111,6 +145,8 @@ class Tracks:
             elif wire_type == LEN:
                 if number == w.TRACK_NAME:
                     name = self.text(v, e, "a track's name")
+                elif number == w.TRACK_DESCRIPTION:
+                    description = self.text(v, e, "a track's description")
                 elif number == w.TRACK_PROCESS:
                     process = (v, e)
                 elif number == w.TRACK_COUNTER:
@@ -126,7 +162,11 @@ class Tracks:
             up = self.tracks.get(parent)
             if up is None:
                 raise TraceReadError(f"track {uuid}'s parent {parent} is not described before it (byte {a})")
-        self.tracks[uuid] = self.track(a, name or "", up, process, counter)
+        self.tracks[uuid] = found = self.track(a, name or "", up, process, counter)
+        if found[0] == "entity" and description is not None:
+            facts = gpu_facts(description)
+            if facts is not None:
+                self.gpus[found[1]] = facts
 
     def track(self, at: int, name: str, up: Track | None, process: tuple[int, int] | None,
               counter: tuple[int, int] | None) -> Track:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from gpuflow.core.recorded import HistoryPart, WindowPart
+from gpuflow.core.snapshot import Device
 from gpuflow.export.perfetto import ExportError, TraceWriter
 
 #: the buckets a plan asks a range for
@@ -77,13 +78,15 @@ class WindowExport:
     """One export of ``[start_s, end_s)`` (and one process, with ``pid``); plan it, then stream it."""
 
     def __init__(self, query_window: WindowQuery, query_history: HistoryQuery | None, start_s: float,
-                 end_s: float, pid: int | None = None, piece_spans: int | None = None) -> None:
+                 end_s: float, pid: int | None = None, piece_spans: int | None = None,
+                 devices: tuple[Device, ...] = ()) -> None:
         if not end_s > start_s:
             raise ValueError("an export's end must be after its start")
         self._query_window = query_window
         self._query_history = query_history
         self.start_s, self.end_s, self.pid = start_s, end_s, pid
         self.piece_spans = max(1, PIECE_SPANS if piece_spans is None else piece_spans)
+        self.devices = devices   #: the GPUs the agent shows, described in the trace (TraceWriter.devices)
         self.pieces: list[tuple[float, float]] | None = None
         self.summary = ExportSummary()
 
@@ -143,6 +146,7 @@ class WindowExport:
         out: list[bytes] = []
         writer = TraceWriter(out.append)
         writer.header()
+        writer.devices(self.devices)
         for start, end in pieces:
             parts = self._query_window(start, end, self.pid, None)
             _problems(parts, "export")

@@ -106,7 +106,9 @@ class ExportResource:
         export = None
         try:
             if agent is not None:
-                export = WindowExport(agent.query_window, agent.query_history, start, end, pid)
+                shown = agent.board.latest()   # the GPUs the page shows, described in the trace
+                export = WindowExport(agent.query_window, agent.query_history, start, end, pid,
+                                      devices=shown.devices if shown is not None else ())
                 export.plan()
         except ExportError as exc:
             self._slots.release()

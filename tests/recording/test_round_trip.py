@@ -20,9 +20,9 @@ from .traces import Recorded
 ONLY_RECORDING = {"GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1", "GPUFLOW_DISABLED_PLUGINS": "nvml,cupti"}
 
 
-def opened(tmp_path, recorded: Recorded, **piece) -> Agent:
+def opened(tmp_path, recorded: Recorded, **written) -> Agent:
     path = tmp_path / "run.perfetto-trace"
-    path.write_bytes(recorded.trace(**piece))
+    path.write_bytes(recorded.trace(**written))
     agent = Agent(AgentConfig(options={"recording": {"file": str(path)}}), get_plugin_manager(environ=ONLY_RECORDING))
     agent.start()
     return agent
@@ -54,7 +54,8 @@ def test_windows_are_answered_as_the_recorder_answered_them(tmp_path, one_gpu):
                         kernels = collections.Counter(lane.spans.names[i] for i in lane.spans.name if i >= 0)
                         assert kernels == collections.Counter(
                             w_lanes[key].spans.names[i] for i in w_lanes[key].spans.name if i >= 0)
-                        assert sum(b for b in lane.spans.bytes if b > 0) == sum(b for b in w_lanes[key].spans.bytes if b > 0)
+                        moved = [sum(b for b in x.spans.bytes if b > 0) for x in (lane, w_lanes[key])]
+                        assert moved[0] == moved[1]
         (reduced,) = agent.query_window(one_gpu.start_s, one_gpu.end_s, None, 16)
         for p in reduced.processes:
             for lane in p.lanes:
@@ -114,7 +115,8 @@ def test_the_snapshot_is_the_recording_at_its_end(tmp_path, one_gpu):
         assert (device.index, device.uuid) == (was.index, was.uuid)
         for field in ("utilization_gpu_pct", "temperature_c", "power_draw_w", "memory_used_bytes", "clock_sm_mhz"):
             assert getattr(device, field) == getattr(was, field)
-        assert device.name is None and device.memory_total_bytes is None   # not in a trace
+        assert (device.name, device.memory_total_bytes, device.power_limit_w) == (
+            was.name, was.memory_total_bytes, was.power_limit_w)   # the GPU as the trace describes it
         assert [p.pid for p in snap.processes] == [p.pid for p in last.processes]
         for got, want in zip(snap.processes, last.processes):
             assert [(a.device_uuid, a.memory_used_bytes, a.sm_util_pct, a.mem_util_pct) for a in got.attachments] == [
@@ -123,8 +125,21 @@ def test_the_snapshot_is_the_recording_at_its_end(tmp_path, one_gpu):
         agent.stop()
 
 
-def test_gpus_a_trace_cannot_pair_by_index_and_uuid_are_shown_apart_and_said_so(tmp_path):
-    agent = opened(tmp_path, Recorded(ticks=4, gpus=2))
+def test_gpus_a_trace_describes_are_its_gpus_whatever_their_number(tmp_path):
+    recorded = Recorded(ticks=4, gpus=3)
+    agent = opened(tmp_path, recorded)
+    try:
+        snap = agent.board.latest()
+        assert [(d.index, d.uuid, d.name, d.power_limit_w) for d in snap.devices] == [
+            (d.index, d.uuid, d.name, d.power_limit_w) for d in recorded.parts[-1].devices]
+        assert not any("does not say" in p.message for p in snap.problems)
+        assert {a.device_index for p in snap.processes for a in p.attachments} == {0, 1, 2}
+    finally:
+        agent.stop()
+
+
+def test_gpus_an_older_trace_cannot_pair_by_index_and_uuid_are_shown_apart_and_said_so(tmp_path):
+    agent = opened(tmp_path, Recorded(ticks=4, gpus=2), described=False)
     try:
         snap = agent.board.latest()
         assert [(d.index, d.uuid) for d in snap.devices] == [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from gpuflow.core.recorded import LaneWindow, SpanColumns
 from gpuflow.core.snapshot import Span
@@ -112,3 +113,20 @@ def test_an_empty_window_is_a_whole_trace_that_holds_nothing():
 def test_columns_are_the_recorders_own_types():
     (p,) = read_trace(Recorded(ticks=1, traced=1).trace()).processes[:1]
     assert all(isinstance(l.spans, SpanColumns) and l.spans.seq.typecode == "q" for l in p.lanes)
+
+
+def test_the_gpus_the_agent_showed_are_described_and_read_back():
+    rec = Recorded(ticks=2, gpus=3)
+    data = rec.trace()
+    shown = rec.parts[-1].devices
+    facts = read_trace(data).gpus
+    assert {uuid: (f.index, f.name, f.memory_total_bytes, f.power_limit_w) for uuid, f in facts.items()} == {
+        d.uuid: (d.index, d.name, d.memory_total_bytes, d.power_limit_w) for d in shown}
+    # written where Perfetto's own schema has it: the description of the track named by the GPU's uuid
+    trace = pb.Trace()
+    trace.ParseFromString(data)
+    described = {p.track_descriptor.name: p.track_descriptor.description for p in trace.packet
+                 if p.HasField("track_descriptor") and p.track_descriptor.description}
+    assert described == {d.uuid: f"GPU {d.index} · GPUFlow Fake GPU · {d.memory_total_bytes} bytes · 700 W"
+                         for d in shown}
+    assert read_trace(rec.trace(described=False)).gpus == {}

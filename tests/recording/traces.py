@@ -3,7 +3,8 @@
 :func:`recorded` steps the fake collector's scenario (gpuflow.testing.fake_collector) on a clock of
 its own, so its recorder (gpuflow.testing.fake_recorder) holds a known content: traced processes
 on several GPUs with kernels, copies and memsets, and every GPU's and process's readings. The
-trace is what ``gpuflow export`` would write of it (gpuflow.export.window_export, in pieces).
+trace is what ``gpuflow export`` would write of it (gpuflow.export.window_export, in pieces), the
+GPUs described as the agent showed them at the last tick.
 
 Constraints: deterministic given its arguments; no agent, no server, no clock but its own.
 """
@@ -34,7 +35,11 @@ class Recorded:
     def history(self, start_s: float, end_s: float):
         return (self.recorder.history(start_s, end_s),)
 
-    def trace(self, piece_spans: int | None = None) -> bytes:
+    def trace(self, piece_spans: int | None = None, described: bool = True) -> bytes:
+        """The trace an agent showing the last tick's GPUs writes (``described=False``: as GPUFlow
+        wrote traces before it described the GPUs)."""
         out: list[bytes] = []
-        WindowExport(self.window, self.history, self.start_s, self.end_s, piece_spans=piece_spans).write(out.append)
+        devices = self.parts[-1].devices if described else ()
+        WindowExport(self.window, self.history, self.start_s, self.end_s, piece_spans=piece_spans,
+                     devices=devices).write(out.append)
         return b"".join(out)

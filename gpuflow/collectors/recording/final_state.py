@@ -6,14 +6,15 @@
   time; transfers by direction: count, bytes, time), and per lane its newest
   :data:`LANE_SAMPLE` executions, as the live view samples a lane. A trace keeps kernels'
   demangled names only, so a kernel's mangled name is its demangled one.
-* **GPUs**: every GPU the trace names, by the index its lanes give ("GPU 0") and the uuid its
-  readings give ("GPU-…"). A trace does not say which uuid an index has: where it names exactly
-  one of each they are the same GPU; otherwise a GPU known only by index has the uuid
-  ``recorded-gpu-<index>`` and one known only by uuid the next index after the lanes' (the
-  recording's Problem says so). Its readings are the last ones the trace holds, where they are
-  recent at the end (within twice the series' resolution and half a second, as the page judges a
-  reading), else not available; its name, memory total and power limit are not in a trace: not
-  available.
+* **GPUs**: every GPU the trace names: those it describes (index, name, memory total, power
+  limit: the GPUs the agent showed when it wrote the trace), and the indexes its lanes give
+  ("GPU 0") and the uuids its readings give ("GPU-…"). A trace written before GPUFlow described
+  its GPUs does not say which uuid an index has: where it names exactly one of each they are the
+  same GPU; otherwise a GPU known only by index has the uuid ``recorded-gpu-<index>`` and one
+  known only by uuid the next index after the others (the recording's Problem says so). Its
+  readings are the last ones the trace holds, where they are recent at the end (within twice the
+  series' resolution and half a second, as the page judges a reading), else not available; a
+  fact the trace does not describe is not available.
 * **Processes**: each process with a reading on a GPU recent at the end, with those readings.
 * **Problems**: one ``info`` line that says this is a recording, of which file and range, and not
   live; one more where the trace held slices its columns cannot (unknown kinds) or GPUs whose
@@ -25,6 +26,7 @@ aggregates, no Python object per execution kept.
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import time
@@ -122,25 +124,33 @@ def traced_process(p: ProcessWindow, path: str, now_s: float) -> TracedProcess:
 
 
 def _gpus(recording: Recording) -> tuple[dict[str, int], list[int], bool]:
-    """Which index each uuid the readings name has, the indexes known only from lanes, and whether
-    any index and uuid could not be paired."""
-    indexes = sorted({lane.device for p in recording.contents.processes for lane in p.lanes})
+    """Which index each uuid has, the indexes known only from lanes, and whether any index and
+    uuid could not be paired. A GPU the trace describes has its own index (unless two claim one:
+    then neither is believed); of the rest, one index and one uuid are one GPU."""
+    described = recording.contents.gpus
+    claims = collections.Counter(f.index for f in described.values())
+    by_uuid = {uuid: f.index for uuid, f in described.items() if claims[f.index] == 1}
+    indexes = sorted({lane.device for p in recording.contents.processes for lane in p.lanes} - set(by_uuid.values()))
     uuids = sorted({s.entity[1] if s.entity[0] == "device" else s.entity[2] for s in recording.readings.series
-                    if len(s.entity) >= 2 and s.entity[0] in ("device", "process")} - {""})
+                    if len(s.entity) >= 2 and s.entity[0] in ("device", "process")} - set(by_uuid) - {""})
     if len(indexes) == 1 and len(uuids) == 1:
-        return {uuids[0]: indexes[0]}, [], False
-    after = max(indexes, default=-1) + 1
-    return {u: after + i for i, u in enumerate(uuids)}, indexes, bool(indexes and uuids)
+        return {**by_uuid, uuids[0]: indexes[0]}, [], False
+    after = max(indexes + list(by_uuid.values()), default=-1) + 1
+    return {**by_uuid, **{u: after + i for i, u in enumerate(uuids)}}, indexes, bool(indexes and uuids)
 
 
 def _devices(recording: Recording, by_uuid: dict[str, int], index_only: Iterable[int], end_s: float) -> list[Device]:
     found = []
     for uuid, index in by_uuid.items():
-        values = {}
+        values: dict[str, object] = {}
+        facts = recording.contents.gpus.get(uuid)
+        if facts is not None:
+            values.update(name=facts.name, memory_total_bytes=facts.memory_total_bytes,
+                          power_limit_w=facts.power_limit_w)
         for s in recording.readings.series:
             if s.entity == ("device", uuid) and s.metric in _DEVICE_READINGS:
                 values[s.metric] = _reading(s.metric, _at_end(s, end_s))
-        found.append(Device(index=index, uuid=uuid, **values))
+        found.append(Device(index=index, uuid=uuid, **values))  # type: ignore[arg-type]
     found.extend(Device(index=i, uuid=f"recorded-gpu-{i}") for i in index_only)
     return sorted(found, key=lambda d: d.index)
 
