@@ -1,4 +1,4 @@
-"""The ``gpuflow`` command: ``watch``, ``run``, ``export``, ``open`` and ``doctor``.
+"""The ``gpuflow`` command: ``watch``, ``run``, ``export``, ``open``, ``hub`` and ``doctor``.
 
 Constraints: imports of heavy modules happen inside the subcommand that needs them, so
 ``gpuflow --help`` and bad-flag errors are instant and work without falcon or a driver.
@@ -25,6 +25,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gpuflow.cli.open import cmd_open
 
         return cmd_open(args)
+    if args.command == "hub":
+        from gpuflow.cli.hub import cmd_hub
+
+        return cmd_hub(args)
     if args.command == "export":
         from gpuflow.cli.export import cmd_export
 

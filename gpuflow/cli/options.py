@@ -26,6 +26,7 @@ from typing import Any, NoReturn, Sequence
 
 
 from gpuflow import __version__
+from gpuflow.cli.hub import add_hub_command
 from gpuflow.cli.open import add_open_command
 from gpuflow.core.context import DEFAULT_INTERVAL_S
 from gpuflow.core.options import Option, PluginOptions
@@ -183,6 +184,9 @@ def _add_plugin_flags(p: argparse.ArgumentParser, command: str, plugins: Sequenc
                 if option.switch:
                     group.add_argument(option.flag, action="store_true", dest=dest, default=argparse.SUPPRESS,
                                        help=option.help + where)
+                elif option.repeatable:   # every value given, checked together by the plugin
+                    group.add_argument(option.flag, action="append", dest=dest, default=argparse.SUPPRESS,
+                                       metavar=option.metavar or "VALUE", help=option.help + where)
                 else:
                     group.add_argument(option.flag, type=_checked_by(option), dest=dest,
                                        default=argparse.SUPPRESS, metavar=option.metavar or "VALUE",
@@ -243,6 +247,7 @@ def build_parser(plugins: Sequence[PluginOptions] = ()) -> OneLineParser:
                         help="the trace file to write (replaced only once the whole trace has arrived)")
 
     add_open_command(sub, plugins, _add_serving_flags, _add_plugin_flags)
+    add_hub_command(sub, plugins, _add_serving_flags, _add_plugin_flags)
 
     sub.add_parser("doctor", help="check what works on this machine and why not",
                    description="Check NVML, the driver, CUPTI, the injection library and shared memory.")
@@ -263,7 +268,7 @@ def plugin_modules(argv: Sequence[str]) -> list[str]:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    return next((a for a in argv if a in ("watch", "run", "export", "open", "doctor")), None)
+    return next((a for a in argv if a in ("watch", "run", "export", "open", "hub", "doctor")), None)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 #: The ``gpuflow`` subcommands a flag can be offered on.
-COMMANDS = ("watch", "run", "open")
+COMMANDS = ("watch", "run", "open", "hub")
 
 
 class OptionError(ValueError):
@@ -47,6 +47,8 @@ class Option:
     :param commands: the subcommands that offer the flag (a subset of :data:`COMMANDS`; by default
         ``watch`` and ``run``).
     :param switch: the flag takes no value and turns the option on (``True``).
+    :param repeatable: the flag may be given more than once; ``convert`` then gets the list of
+        the texts given (and, from the environment, the variable's text as it is).
     """
 
     name: str
@@ -58,6 +60,7 @@ class Option:
     metavar: str | None = None
     commands: tuple[str, ...] = ("watch", "run")
     switch: bool = False
+    repeatable: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
@@ -67,6 +70,8 @@ class Option:
         unknown = set(self.commands) - set(COMMANDS)
         if unknown:
             raise ValueError(f"option {self.name!r}: unknown commands {sorted(unknown)}")
+        if self.switch and self.repeatable:
+            raise ValueError(f"option {self.name!r}: a switch cannot be repeatable")
 
 
 @dataclass(frozen=True)

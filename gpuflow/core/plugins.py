@@ -35,6 +35,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, str], ...] = (
     ("cupti", "gpuflow.collectors.cupti.plugin"),
     ("pmsampling", "gpuflow.collectors.pmsampling.plugin"),
     ("recording", "gpuflow.collectors.recording.plugin"),
+    ("fleet", "gpuflow.collectors.fleet.plugin"),
 )
 
 

@@ -121,8 +121,10 @@ def generate_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def read_token_file(path: str, where: str) -> str:
-    """The token held in ``path``; TokenError (one line, naming ``where``) unless the file is safe.
+def read_private_file(path: str, where: str, limit: int) -> bytes:
+    """The bytes of ``path``, a secret's file; TokenError (one line, naming ``where``) unless the
+    file is safe: a regular file, the user's own, no access for group or others, at most
+    ``limit`` bytes.
 
     Anything but a regular file is refused before it is opened (opening some devices does
     something); the file is then opened with O_NONBLOCK (a FIFO swapped in meanwhile cannot hang
@@ -146,15 +148,22 @@ def read_token_file(path: str, where: str) -> str:
         if st.st_mode & 0o077:
             raise TokenError(f"{where} {path}: other users have access to it (mode "
                              f"{stat.S_IMODE(st.st_mode):04o}); chmod 600 it")
-        if st.st_size > MAX_TOKEN_FILE_BYTES:
-            raise TokenError(f"{where} {path}: larger than {MAX_TOKEN_FILE_BYTES} bytes")
-        raw = os.read(fd, MAX_TOKEN_FILE_BYTES + 1)
+        if st.st_size > limit:
+            raise TokenError(f"{where} {path}: larger than {limit} bytes")
+        raw = os.read(fd, limit + 1)
     except OSError as exc:
         raise TokenError(f"{where} {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
-    if len(raw) > MAX_TOKEN_FILE_BYTES:
-        raise TokenError(f"{where} {path}: larger than {MAX_TOKEN_FILE_BYTES} bytes")
+    if len(raw) > limit:
+        raise TokenError(f"{where} {path}: larger than {limit} bytes")
+    return raw
+
+
+def read_token_file(path: str, where: str) -> str:
+    """The token held in ``path``; TokenError (one line, naming ``where``) unless the file is safe
+    (:func:`read_private_file`, at most :data:`MAX_TOKEN_FILE_BYTES`) and the token well formed."""
+    raw = read_private_file(path, where, MAX_TOKEN_FILE_BYTES)
     text = raw.decode("ascii", "replace")
     token = text[:-1] if text.endswith("\n") else text
     token = token[:-1] if token.endswith("\r") else token

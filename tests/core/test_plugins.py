@@ -73,7 +73,7 @@ def test_autoload_can_be_switched_off(tmp_path, monkeypatch):
 
 def test_builtins_are_registered_by_name_and_can_each_be_disabled():
     names = [name for name, _ in DEFAULT_PLUGINS]
-    assert names == ["nvml", "cupti", "pmsampling", "recording"]
+    assert names == ["nvml", "cupti", "pmsampling", "recording", "fleet"]
     pm = get_plugin_manager(environ={"GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"})
     for name in names:
         assert pm.get_plugin(name) is not None

@@ -3,7 +3,8 @@ collector, each named by ``NODE_NAME``, on a loopback port of its own.
 
 An :class:`Agent` is a child process the test owns: it can be read (``snapshot()``), frozen
 (``freeze()``: SIGSTOP, as a hung host or a partition looks to a hub), thawed, killed (SIGKILL, a
-crash) or stopped (SIGTERM), and restarted on the same port. Every wait has a timeout.
+crash) or stopped (SIGTERM), and restarted on the same port. A :class:`Hub` is ``gpuflow hub``
+following such agents, read through its own ``/api/snapshot``. Every wait has a timeout.
 
 Constraints: the machine running the tests may have two cores shared with other work, so the
 agents are light: one fake GPU, one traced process of two lanes, a few frames per second.
@@ -123,3 +124,59 @@ def wait_for(predicate, timeout: float, interval: float = 0.02, what: str = "con
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+class Hub:
+    """``gpuflow hub`` following ``targets`` (URLs) and/or a targets file, with ``args`` and ``env``."""
+
+    def __init__(self, *targets: str, args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 interval_ms: int = 200) -> None:
+        self.env = gpuflow_env(**(env or {}))
+        command = [sys.executable, "-m", "gpuflow", "hub", "--port", "0", "--interval", str(interval_ms)]
+        for t in targets:
+            command += ["--target", t]
+        self.proc = subprocess.Popen(command + list(args), env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline, self.printed = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.printed.append(line)
+            m = URL_RE.search(line)
+            if m:
+                self.port = int(m.group(1))
+                out = self.proc.stdout
+                threading.Thread(target=lambda: [self.printed.append(l) for l in out], daemon=True).start()
+                return
+        self.proc.kill()
+        raise AssertionError("the hub printed no URL:\n" + "".join(self.printed))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def snapshot(self, headers: dict | None = None) -> dict:
+        request = urllib.request.Request(self.url + "/api/snapshot", headers=headers or {})
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return json.load(resp)
+
+    def hosts(self) -> dict[str, dict]:
+        return {h["name"]: h for h in self.snapshot()["hosts"]}
+
+    def wait_host(self, name: str, state: str, timeout: float) -> tuple[dict, float]:
+        """The host ``name`` once it is in ``state``, and how long that took."""
+        t0 = time.monotonic()
+        host = wait_for(lambda: (self.hosts().get(name) or {}).get("state") == state and self.hosts()[name],
+                        timeout, what=f"{name} {state}")
+        return host, time.monotonic() - t0
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        return "".join(self.printed)

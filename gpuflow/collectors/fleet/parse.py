@@ -1,0 +1,193 @@
+"""An agent's frame, read into the plain form, checked and turned into the snapshot's objects.
+
+Everything an agent sends is untrusted: each value is checked against the type the snapshot
+declares for its field (an int is an int and not a bool, within 64 bits; a number is finite;
+text is at most :data:`MAX_TEXT` characters; a list at most its cap in :data:`LIST_CAPS`), and
+the first value that is not raises :class:`FrameRefused` with the place (``devices[3].health``),
+never the value. Fields the hub does not know are ignored (a newer agent may send more); a field
+an object needs and the frame lacks is refused. Every item is tagged with the name the hub gives
+the host, whatever the frame says, so an agent cannot put items under another host's name.
+
+The converters are made once, at import, from the snapshot's own field types
+(``typing.get_type_hints``), so a field added to the snapshot is checked here without an edit.
+
+Constraints: pure; runs on the hub's network thread for every frame of every agent, so a
+converter is a flat list of per-field checks built once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, Callable
+
+from gpuflow.core.frozen import positional_constructor
+from gpuflow.core.recorded import SpanColumns
+from gpuflow.core.snapshot import (
+    Device, HostInfo, KernelStat, Lane, Problem, Process, RetiredTraced, Span, TracedProcess,
+)
+
+#: the longest text kept from an agent (a demangled kernel name can be this long)
+MAX_TEXT = 65_536
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
+#: the most items of each list the hub takes from one host, by field name
+LIST_CAPS = {
+    "devices": 256, "processes": 4096, "traced": 256, "traced_retired": 256, "problems": 256,
+    "attachments": 256, "gpm_instances": 64, "nvlinks": 64, "clock_events": 64,
+    "kernels": 16_384, "transfers": 16, "lanes": 4096, "spans": 65_536,
+}
+DEFAULT_CAP = 4096
+
+
+class FrameRefused(ValueError):
+    """A frame the hub does not take; the message says where, never what was there."""
+
+
+Check = Callable[[Any, str], Any]
+
+
+def _int(v: Any, at: str) -> int:
+    if type(v) is not int or not INT_MIN <= v <= INT_MAX:
+        raise FrameRefused(f"{at}: expected a whole number")
+    return v
+
+
+def _float(v: Any, at: str) -> float:
+    t = type(v)
+    if t is float:
+        if not math.isfinite(v):
+            raise FrameRefused(f"{at}: expected a finite number")
+        return v
+    if t is int and INT_MIN <= v <= INT_MAX:
+        return v
+    raise FrameRefused(f"{at}: expected a number")
+
+
+def _str(v: Any, at: str) -> str:
+    if type(v) is not str or len(v) > MAX_TEXT:
+        raise FrameRefused(f"{at}: expected text of at most {MAX_TEXT} characters")
+    return v
+
+
+def _bool(v: Any, at: str) -> bool:
+    if type(v) is not bool:
+        raise FrameRefused(f"{at}: expected true or false")
+    return v
+
+
+def _optional(check: Check) -> Check:
+    def optional(v: Any, at: str) -> Any:
+        return None if v is None else check(v, at)
+    return optional
+
+
+def _items(check: Check, cap: int) -> Check:
+    def items(v: Any, at: str) -> tuple:
+        if type(v) is not list:
+            raise FrameRefused(f"{at}: expected a list")
+        if len(v) > cap:
+            raise FrameRefused(f"{at}: more than {cap} entries")
+        return tuple([check(x, f"{at}[{i}]") for i, x in enumerate(v)])
+    return items
+
+
+def _triple(v: Any, at: str) -> tuple[int, int, int]:
+    if type(v) is not list or len(v) != 3:
+        raise FrameRefused(f"{at}: expected three whole numbers")
+    return (_int(v[0], at), _int(v[1], at), _int(v[2], at))
+
+
+_SCALARS: dict[Any, Check] = {int: _int, float: _float, str: _str, bool: _bool}
+_CONVERTERS: dict[type, Check] = {}
+
+
+def _check_for(tp: Any, name: str) -> Check:
+    """The check of a value whose declared type is ``tp`` (a field named ``name``)."""
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if SpanColumns in rest:   # a lane's spans: read as Span objects
+            rest = [a for a in rest if a is not SpanColumns]
+        inner = _check_for(rest[0] if len(rest) == 1 else typing.Union[tuple(rest)], name)
+        return _optional(inner) if type(None) in args else inner
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return _items(_check_for(args[0], name), LIST_CAPS.get(name, DEFAULT_CAP))
+        if args == (int, int, int):
+            return _triple
+    if dataclasses.is_dataclass(tp):
+        return converter(tp)
+    raise TypeError(f"no check for the type {tp!r} of {name}")   # a snapshot type not handled here
+
+
+def converter(cls: type) -> Check:
+    """The check that turns a plain dict into a ``cls`` (made once per class)."""
+    made = _CONVERTERS.get(cls)
+    if made is not None:
+        return made
+    hints = typing.get_type_hints(cls, localns={"SpanColumns": SpanColumns})
+    fields = dataclasses.fields(cls)
+    make = positional_constructor(cls)
+    missing = dataclasses.MISSING
+    plan: list[tuple[str, Check, Any]] = []
+
+    def convert(v: Any, at: str) -> Any:
+        if type(v) is not dict:
+            raise FrameRefused(f"{at}: expected an object")
+        values = []
+        for name, check, default in plan:
+            raw = v.get(name, missing)
+            if raw is missing:
+                if default is missing:
+                    raise FrameRefused(f"{at}.{name}: missing")
+                values.append(default)
+            else:
+                values.append(check(raw, f"{at}.{name}"))
+        return make(*values)
+
+    _CONVERTERS[cls] = convert   # before the fields: a type may refer to itself
+    for f in fields:
+        default = f.default if f.default is not missing else (
+            f.default_factory() if f.default_factory is not missing else missing)  # type: ignore[misc]
+        plan.append((f.name, _check_for(hints[f.name], f.name), default))
+    return convert
+
+
+_DEVICE, _PROCESS = converter(Device), converter(Process)
+_TRACED, _RETIRED = converter(TracedProcess), converter(RetiredTraced)
+_HOST, _PROBLEM = converter(HostInfo), converter(Problem)
+_KERNEL, _LANE, _SPAN = converter(KernelStat), converter(Lane), converter(Span)
+
+
+def _tagged(convert: Check, items: Any, name: str, host: str) -> tuple:
+    objects = _items(convert, LIST_CAPS.get(name, DEFAULT_CAP))(items, name)
+    return tuple(o if o.host == host else dataclasses.replace(o, host=host) for o in objects)
+
+
+def host_info(frame: dict[str, Any]) -> tuple[HostInfo, tuple[Problem, ...]]:
+    """The frame's host object and its problems."""
+    host = frame.get("host")
+    if type(host) is not dict:
+        raise FrameRefused("host: expected an object")
+    problems = _items(_PROBLEM, LIST_CAPS["problems"])(host.get("problems", []), "host.problems")
+    return _HOST(host, "host"), problems
+
+
+def devices(items: Any, host: str) -> tuple[Device, ...]:
+    return _tagged(_DEVICE, items, "devices", host)
+
+
+def processes(items: Any, host: str) -> tuple[Process, ...]:
+    return _tagged(_PROCESS, items, "processes", host)
+
+
+def traced(items: Any, host: str) -> tuple[TracedProcess, ...]:
+    return _tagged(_TRACED, items, "traced", host)
+
+
+def retired(items: Any, host: str) -> tuple[RetiredTraced, ...]:
+    return _tagged(_RETIRED, items, "traced_retired", host)
