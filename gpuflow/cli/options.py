@@ -154,6 +154,9 @@ def _add_serving_flags(p: argparse.ArgumentParser) -> None:
                         "GPUFLOW_SHOW_CMDLINE=1)")
     p.add_argument("--metrics-per-process", action="store_true",
                    help="export per-process series on /metrics (pid, user labels; GPUFLOW_METRICS_PER_PROCESS=1)")
+    p.add_argument("--otlp-endpoint", metavar="URL", default=None,
+                   help="also push metrics to this OTLP/HTTP receiver, e.g. an OpenTelemetry Collector's "
+                        "http://collector:4318 (needs gpuflow[otlp]; GPUFLOW_OTLP_ENDPOINT)")
 
 
 #: where a given plugin flag is stored in the namespace: PLUGIN_DEST + "<key>:<option>"

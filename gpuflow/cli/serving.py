@@ -77,6 +77,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         given["allow_hosts"] = tuple(args.allow_host)
     if args.metrics_per_process:
         given["metrics_per_process"] = True
+    if getattr(args, "otlp_endpoint", None):
+        given["otlp_endpoint"] = args.otlp_endpoint
     if args.insecure_no_auth:
         given["insecure_no_auth"] = True
     return given
@@ -151,6 +153,7 @@ def start_serving(args: argparse.Namespace, app: GpuflowApp) -> Serving:
     except ServerStartError as exc:
         raise StartupError(str(exc)) from None
     agent.start()
+    app.state.ensure_started()   # what the app starts beside the agent (the OTLP exporter)
     server.serve_in_thread()
     shown = socket.gethostname() if args.bind in ("0.0.0.0", "::") else args.bind
     host = f"[{shown}]" if ":" in shown else shown

@@ -79,6 +79,7 @@ class TransportState:
         self._started = False
         self._owns_agent = False
         self._closed = False
+        self.otlp: Any = None  #: the OTLP metrics exporter, once started (settings.otlp_endpoint)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def ensure_started(self) -> None:
@@ -92,6 +93,15 @@ class TransportState:
                 self.agent.start()
                 self._owns_agent = True
             self._started = True
+            if self.settings.otlp_endpoint:
+                from gpuflow.exporters.otlp.exporter import OtlpExporter
+
+                boot_ms = getattr(self.agent, "boot_epoch", None)
+                self.otlp = OtlpExporter(self.board.latest, self.settings.otlp_endpoint,
+                                         interval_s=self.settings.otlp_interval_s,
+                                         per_process=self.settings.metrics_per_process,
+                                         start_ns=boot_ms * 1_000_000 if boot_ms else None)
+                self.otlp.start()
 
     def attach_worker(self, worker: Any) -> None:
         """Streams end once ``worker.alive`` turns false (gunicorn's graceful stop)."""
@@ -113,6 +123,8 @@ class TransportState:
                 return
             self._closed = True
             owns = self._owns_agent
+        if self.otlp is not None:
+            self.otlp.stop()   # one last export, of the agent's last snapshot
         if owns and self.agent is not None:
             self.agent.stop()
 
@@ -235,7 +247,7 @@ def get_app() -> GpuflowApp:
     GPUFLOW_INSECURE_NO_AUTH, GPUFLOW_ALLOW_HOSTS, GPUFLOW_SHOW_CMDLINE,
     GPUFLOW_METRICS_PER_PROCESS, GPUFLOW_MAX_STREAMS, GPUFLOW_UI, GPUFLOW_PING_S,
     GPUFLOW_MAX_STREAM_AGE_S, GPUFLOW_SEND_TIMEOUT_S, GPUFLOW_HEADER_TIMEOUT_S,
-    GPUFLOW_SEND_BUFFER_BYTES; the plugin manager reads GPUFLOW_DISABLED_PLUGINS and
+    GPUFLOW_SEND_BUFFER_BYTES, GPUFLOW_OTLP_ENDPOINT, GPUFLOW_OTLP_INTERVAL_S; the plugin manager reads GPUFLOW_DISABLED_PLUGINS and
     GPUFLOW_DISABLE_PLUGIN_AUTOLOAD, and each plugin its own variables (GPUFLOW_RING_CAPACITY,
     GPUFLOW_SESSION, … : docs/transport.md). Checks GPUFLOW_UI (a regular file of bounded size)
     and, in a gunicorn worker, that a bind other machines can reach has a strong token

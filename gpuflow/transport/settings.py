@@ -36,7 +36,9 @@ class AppSettings:
     token: str | None = None  #: when set, every data route needs ``Authorization: Bearer <token>``
     insecure_no_auth: bool = False  #: a bind other machines can reach may serve without a token
     allow_hosts: tuple[str, ...] = ()  #: Host names allowed besides loopback ("name", "*.domain", "*")
-    metrics_per_process: bool = False  #: per-process series (pid, user) on /metrics
+    metrics_per_process: bool = False  #: per-process series (pid, user) on /metrics (and in OTLP)
+    otlp_endpoint: str | None = None  #: push metrics to this OTLP/HTTP receiver (gpuflow.exporters.otlp)
+    otlp_interval_s: float = 10.0  #: how often
     max_streams: int = DEFAULT_MAX_STREAMS  #: concurrent /api/stream; beyond it 503 + Retry-After
     ping_interval_s: float = 15.0  #: ": ping" after this long without a frame
     max_stream_age_s: float = 600.0  #: a stream ends after this; EventSource reconnects by itself
@@ -86,7 +88,7 @@ class EnvConfig:
 #: plus ``token`` (the raw --token value, ``auto`` included) and ``token_file``. A switch is
 #: passed only when it was given (a flag can turn a setting on, not off).
 OVERRIDABLE = frozenset({"ui_path", "allow_hosts", "metrics_per_process", "insecure_no_auth",
-                         "interval_s", "show_cmdline", "token", "token_file"})
+                         "interval_s", "show_cmdline", "token", "token_file", "otlp_endpoint"})
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
@@ -117,6 +119,19 @@ def _number(env: Mapping[str, str], name: str, kind: type, default, minimum=None
 
 def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in env.get(name, "").split(",") if x.strip())
+
+
+def _check_otlp(endpoint: str, source: str) -> None:
+    """An OTLP endpoint must be a receiver's URL, and the OpenTelemetry SDK must be there."""
+    from gpuflow.exporters.otlp.exporter import available, metrics_url
+
+    try:
+        metrics_url(endpoint)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
+    missing = available()
+    if missing:
+        raise ValueError(f"{source}: {missing}")
 
 
 def resolve_token(env: Mapping[str, str], overrides: Mapping[str, Any],
@@ -189,7 +204,13 @@ def from_environ(environ: Mapping[str, str] | None = None,
                                  minimum=0.01, maximum=MAX_SECONDS),
         send_buffer_bytes=_number(env, "GPUFLOW_SEND_BUFFER_BYTES", int, d.send_buffer_bytes,
                                   minimum=4096, maximum=64 << 20),
+        otlp_endpoint=env.get("GPUFLOW_OTLP_ENDPOINT", "").strip() or None,
+        otlp_interval_s=_number(env, "GPUFLOW_OTLP_INTERVAL_S", float, d.otlp_interval_s, minimum=0.1,
+                                maximum=MAX_SECONDS),
     )
     fields.update(given)   # a flag given replaces its variable
+    if fields["otlp_endpoint"]:
+        _check_otlp(fields["otlp_endpoint"],
+                    "--otlp-endpoint" if "otlp_endpoint" in given else "GPUFLOW_OTLP_ENDPOINT")
     return EnvConfig(settings=AppSettings(**fields), agent=agent,
                      plugins=_list(env, "GPUFLOW_PLUGINS"), token_source=token_source)
