@@ -61,6 +61,15 @@ _KIND_CODE = {k: i for i, k in enumerate(SPAN_KINDS)}
 _DOUBLE = struct.Struct("<d")
 #: Trace.packet's key (field 1, LEN)
 _PACKET_KEY = w.TRACE_PACKET << 3 | LEN
+# the keys (field << 3 | wire type) of the fields read on the hot path, compared whole
+_K_TIMESTAMP, _K_SEQUENCE, _K_FLAGS = (n << 3 | VARINT for n in (w.PACKET_TIMESTAMP, w.PACKET_SEQUENCE_ID,
+                                                                 w.PACKET_SEQUENCE_FLAGS))
+_K_TYPE, _K_TRACK, _K_NAME, _K_CATEGORY = (n << 3 | VARINT for n in (w.EVENT_TYPE, w.EVENT_TRACK_UUID, w.EVENT_NAME_IID,
+                                                                      w.EVENT_CATEGORY_IIDS))
+_K_ANNOTATION = w.EVENT_DEBUG_ANNOTATIONS << 3 | LEN
+_K_COUNTER_VALUE = w.EVENT_DOUBLE_COUNTER_VALUE << 3 | w.FIXED64
+#: an argument's first bytes as GPUFlow writes it: its name id's key, then (after a one-byte id) its int value's key
+_K_ARG_NAME, _K_ARG_INT = w.ANNOTATION_NAME_IID << 3 | VARINT, w.ANNOTATION_INT_VALUE << 3 | VARINT
 
 
 @dataclass
@@ -141,22 +150,23 @@ class _Reader:
             pos += 1
             if key >= 0x80:
                 key, pos = varint(buf, at, b)
-            number, wire_type = key >> 3, key & 7
+            wire_type = key & 7
             if wire_type == VARINT:
                 if pos >= b:
-                    raise WireError(f"field {number} at byte {at} is cut short")
+                    raise WireError(f"the field at byte {at} is cut short")
                 v = buf[pos]
                 pos += 1
                 if v >= 0x80:
                     v, pos = varint(buf, pos - 1, b)
-                if number == w.PACKET_TIMESTAMP:
+                if key == _K_TIMESTAMP:
                     ts = v
-                elif number == w.PACKET_SEQUENCE_ID:
+                elif key == _K_SEQUENCE:
                     seq = v
-                elif number == w.PACKET_SEQUENCE_FLAGS:
+                elif key == _K_FLAGS:
                     flags = v
             elif wire_type == LEN:
                 size, pos = length(buf, pos, b, at)
+                number = key >> 3
                 if number == w.PACKET_TRACK_EVENT:
                     event = (pos, pos + size)
                 elif number == w.PACKET_INTERNED_DATA:
@@ -256,35 +266,50 @@ class _Reader:
             pos += 1
             if key >= 0x80:
                 key, pos = varint(buf, at, b)
-            number, wire_type = key >> 3, key & 7
+            wire_type = key & 7
             if wire_type == VARINT:
                 if pos >= b:
-                    raise WireError(f"field {number} at byte {at} is cut short")
+                    raise WireError(f"the field at byte {at} is cut short")
                 v = buf[pos]
                 pos += 1
                 if v >= 0x80:
                     v, pos = varint(buf, pos - 1, b)
-                if number == w.EVENT_TYPE:
+                if key == _K_TYPE:
                     kind = v
-                elif number == w.EVENT_TRACK_UUID:
+                elif key == _K_TRACK:
                     track = v
-                elif number == w.EVENT_NAME_IID:
+                elif key == _K_NAME:
                     name_iid = v
-                elif number == w.EVENT_CATEGORY_IIDS:
+                elif key == _K_CATEGORY:
                     if category is not None:
                         raise TraceReadError(f"the slice at byte {a} has two categories")
                     category = v
             elif wire_type == LEN:
                 size, pos = length(buf, pos, b, at)
-                if number == w.EVENT_DEBUG_ANNOTATIONS:
-                    column, value = self.argument(pos, pos + size, arg_columns)
+                end = pos + size
+                if key == _K_ANNOTATION:
+                    column = None
+                    if size >= 4 and buf[pos] == _K_ARG_NAME and buf[pos + 1] < 0x80 and buf[pos + 2] == _K_ARG_INT:
+                        # as GPUFlow writes an int argument: a one-byte name id, then the value, then nothing
+                        column = arg_columns.get(buf[pos + 1])
+                        v = buf[pos + 3]
+                        after = pos + 4
+                        if v >= 0x80:
+                            v, after = varint(buf, pos + 3, end)
+                        value = v - (1 << 64) if v >= 1 << 63 else v
+                        if after != end:
+                            column = None
+                    if column is None:   # any other form, or a name id the header lacks: read it whole
+                        column, value = self.argument(pos, end, arg_columns)
                     row[column] = value
-                    have_seq = have_seq or column == 0
-                    have_dur = have_dur or column == 2
-                pos += size
-            elif wire_type == w.FIXED64 and number == w.EVENT_DOUBLE_COUNTER_VALUE:
+                    if column == 0:
+                        have_seq = True
+                    elif column == 2:
+                        have_dur = True
+                pos = end
+            elif key == _K_COUNTER_VALUE:
                 if b - pos < 8:
-                    raise WireError(f"field {number} at byte {at} is cut short")
+                    raise WireError(f"the field at byte {at} is cut short")
                 counter_value = _DOUBLE.unpack_from(buf, pos)[0]
                 pos += 8
             else:

@@ -167,3 +167,21 @@ def test_a_file_swapped_for_a_fifo_is_refused_not_waited_on(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(RecordingError, match="not a regular file"):
         load(str(fifo), 1 << 20)
+
+
+def test_arguments_in_any_protobuf_form_read_as_gpuflows_own():
+    # GPUFlow writes an argument as a one-byte name id, then its value; the reader's quick path
+    # takes that form, and any other valid one (a padded varint id, an unknown field, the value
+    # first) must read the same
+    def odd(iid: int, value: int, form: int) -> bytes:
+        name, val = w.int_field(w.ANNOTATION_NAME_IID, iid), w.int_field(w.ANNOTATION_INT_VALUE, value)
+        body = {0: name + val, 1: w.tag(w.ANNOTATION_NAME_IID, w.VARINT) + bytes([0x80 | iid, 0x00]) + val,
+                2: name + val + w.int_field(99, 7), 3: val + name}[form]
+        return w.len_field(w.EVENT_DEBUG_ANNOTATIONS, body)
+    seen = set()
+    for form in range(4):
+        data = header() + LANE + begin(3, 7_000, odd(L.ARG_SEQ, 41, form), odd(L.ARG_DUR_NS, 300, form),
+                                       odd(L.ARG_GRID_X, -2, form)) + END_OF_TRACE
+        (lane,) = read_trace(data).processes[0].lanes
+        seen.add((lane.spans.seq[0], lane.spans.dur_ns[0], lane.spans.grid_x[0]))
+    assert seen == {(41, 300, -2)}
