@@ -147,8 +147,8 @@ def test_promtool_checks_the_shipped_rules():
 
 def test_both_agents_are_scraped_with_their_token_and_named_by_node_name(fleet):
     prom, _, _ = fleet
-    up = wait_for_data(prom, ['up{job="gpuflow"} == 1'])['up{job="gpuflow"} == 1']
-    assert len(up) == 2, up
+    both = 'count(up{job="gpuflow"} == 1) == 2'   # data only once both targets answered a scrape
+    assert wait_for_data(prom, [both])[both], prom.query('up{job="gpuflow"}')
     hosts = prom.api("label/Hostname/values", **{"match[]": "gpuflow_gpu_info"})
     assert sorted(hosts) == ["node-a", "node-b"]
     labels = prom.api("labels", **{"match[]": '{job="gpuflow"}'})
