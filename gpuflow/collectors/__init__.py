@@ -1,1 +1,1 @@
-"""Collector plugins shipped with GPUFlow (NVML, CUPTI); each is an ordinary pluggy plugin."""
+"""Collector plugins shipped with GPUFlow (NVML, CUPTI, a recording); each is an ordinary pluggy plugin."""

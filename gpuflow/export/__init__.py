@@ -7,7 +7,10 @@
   packets, compiled (``_slices_c``) or its pure-Python twin (``_slices_py``);
 * :mod:`gpuflow.export.window_export` — an export of a time range from anything that answers the
   recorder's queries (the agent), asked in pieces so that memory stays bounded however much is
-  retained.
+  retained;
+* :mod:`gpuflow.export.trace_read` — a GPUFlow trace read back into the recorder's columns (what
+  ``gpuflow open`` shows), with :mod:`~gpuflow.export.trace_tracks` (its track layout) and
+  :mod:`~gpuflow.export.protoread` (the protobuf wire, bounded: the file is untrusted).
 
 Constraints: imports only the core (gpuflow.core), never a collector, the transport or the command
 line, so the web app (``/api/export``) and the command line (``gpuflow export``, ``gpuflow run
