@@ -9,7 +9,8 @@ snapshot only when some part changed.
 It is also the one way the command line and the web app reach the plugins once they are loaded:
 :meth:`child_environment` and :meth:`process_exited` for ``gpuflow run``, :meth:`query_window`
 and :meth:`query_history` for the recorder's routes, each calling the hook of the same name on
-every plugin.
+every plugin; for a hub's pages, :meth:`watch_host` (counted per host: the ``watch_hosts`` hook
+hears the set whenever it changes) and :meth:`answer_for_host`.
 
 Constraints: never started at import or before a fork (``start`` records the pid it ran in);
 a collector that raises loses only its own part, reported as a Problem; ``stop`` returns within
@@ -25,6 +26,7 @@ with it, once per part object (a part returned again is not tagged again).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -36,6 +38,7 @@ import pluggy
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.errors import LaunchRefused
+from gpuflow.core.host_answer import HostAnswer
 from gpuflow.core.gil import restore as restore_switch_interval, share_the_gil
 from gpuflow.core.identity import Identity, new_identity
 from gpuflow.core.merge import merge_parts, tag_part
@@ -65,6 +68,9 @@ class Agent:
         self._clock = clock
         #: per part object of the last frame (by id): the part and its tagged copy
         self._tagged: dict[int, tuple[SnapshotPart, SnapshotPart]] = {}
+        #: per host pages watch in full detail, how many of them; the hook is called under the lock
+        self._watchers: dict[str, int] = {}
+        self._watch_lock = threading.Lock()
         self._seq = 0
         self._last_parts: list[Any] | None = None
         self._plugin_errors: dict[str, Problem] = {}
@@ -223,6 +229,46 @@ class Agent:
             if part is not None:
                 parts.append(part)
         return tuple(sorted(parts, key=lambda p: p.source))
+
+    # -- a hub's pages --------------------------------------------------------------------------
+    def watch_host(self, name: str) -> Callable[[], None]:
+        """A page watches ``name`` in full detail until it calls the function returned (once)."""
+        with self._watch_lock:
+            self._watchers[name] = self._watchers.get(name, 0) + 1
+            if self._watchers[name] == 1:
+                self._call_each("watch_hosts", hosts=frozenset(self._watchers))
+        released = []
+
+        def release() -> None:
+            with self._watch_lock:
+                if released:
+                    return
+                released.append(True)
+                self._watchers[name] -= 1
+                if self._watchers[name] == 0:
+                    del self._watchers[name]
+                    self._call_each("watch_hosts", hosts=frozenset(self._watchers))
+        return release
+
+    def watched_hosts(self) -> frozenset[str]:
+        with self._watch_lock:
+            return frozenset(self._watchers)
+
+    def answer_for_host(self, host: str, route: str, query: str) -> HostAnswer | None:
+        """The first plugin's answer (in name order) to a recorder route for another host, or None
+        when no plugin follows it; a plugin that fails answers 502 with one line naming it."""
+        for name, impl in self._impls("answer_for_host"):
+            try:
+                answer = impl.function(context=self.context, host=host, route=route, query=query)
+                if answer is not None and not isinstance(answer, HostAnswer):
+                    raise TypeError(f"answer_for_host returned a {type(answer).__name__}, not HostAnswer")
+            except Exception as exc:  # noqa: BLE001 - one line for the page, the rest in the log
+                log.error("collector %s failed in answer_for_host: %r", name, exc, exc_info=exc)
+                return HostAnswer(502, "application/json", json.dumps(
+                    {"error": f"collector {name} failed to answer for the host"}).encode())
+            if answer is not None:
+                return answer
+        return None
 
     # -- plugin calls ----------------------------------------------------------------------
     def _check_options(self) -> None:

@@ -25,7 +25,10 @@ what the command line does without the command line knowing it: its own options 
 (``child_environment``) and learns when it ends (``process_exited``), and its lines in
 ``gpuflow doctor`` (``doctor_checks``). A plugin that keeps what it saw beyond "now" answers the
 recorder's queries (``query_window``, ``query_history``; docs/recorder.md), which the web app asks
-for ``/api/window`` and ``/api/history`` without knowing which collector holds the data.
+for ``/api/window`` and ``/api/history`` without knowing which collector holds the data. A plugin
+that shows other hosts (a hub's fleet collector, docs/fleet.md) learns which of them pages watch
+in full detail (``watch_hosts``) and answers the recorder's routes for them
+(``answer_for_host``).
 
 Why the agent calls each implementation itself (``get_hookimpls()`` one by one, in plugin-name
 order) instead of ``pm.hook.<name>(...)``: pluggy's call loop stops at the first exception, and
@@ -50,6 +53,7 @@ import pluggy
 if TYPE_CHECKING:
     from gpuflow.core.context import CollectorContext
     from gpuflow.core.doctor import DoctorCheck
+    from gpuflow.core.host_answer import HostAnswer
     from gpuflow.core.options import PluginOptions
     from gpuflow.core.recorded import HistoryPart, WindowPart
     from gpuflow.core.snapshot import SnapshotPart
@@ -222,4 +226,38 @@ def query_history(context: CollectorContext, start_s: float, end_s: float) -> Hi
     :param end_s: Its end (after ``start_s``).
     :returns: A :class:`~gpuflow.core.recorded.HistoryPart` whose ``source`` names the collector,
         or None if it keeps no readings over time.
+    """
+
+
+@hookspec
+def watch_hosts(context: CollectorContext, hosts: frozenset[str]) -> None:
+    """The hosts that pages watch in full detail now (``/api/stream?host=<name>``), by name.
+
+    Called whenever that set changes: when the first page of a host opens its stream and when
+    the last one closes it (the empty set when nobody watches any). A plugin that shows other
+    hosts (the fleet collector) takes their lanes and spans only while they are watched, and
+    summaries otherwise. Called from a web server thread: return at once (hand the set to your
+    own thread); must not raise.
+
+    :param context: The agent's collector context.
+    :param hosts: The names of the hosts watched now.
+    :returns: Nothing; any return value is ignored.
+    """
+
+
+@hookspec
+def answer_for_host(context: CollectorContext, host: str, route: str, query: str) -> HostAnswer | None:
+    """Answer a recorder route (``/api/window``, ``/api/history``) for another host.
+
+    The web app asks when a request names a ``host`` that is not this agent's own; the plugin that
+    follows that host (the fleet collector) asks its agent, with that agent's credentials, and
+    relays the answer. Called from a web server thread; return within the route's time (at most
+    30 s), with a body of bounded size. The first plugin (in name order) that answers wins.
+
+    :param context: The agent's collector context.
+    :param host: The host's name (checked: a host name, not this agent's own).
+    :param route: One of :data:`gpuflow.core.host_answer.HOST_ROUTES`.
+    :param query: The query string to send, already checked and rebuilt by the web app.
+    :returns: A :class:`~gpuflow.core.host_answer.HostAnswer`, or None if this plugin does not
+        follow that host.
     """

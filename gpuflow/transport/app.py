@@ -8,7 +8,8 @@ Routes (GET and HEAD; anything else 405):
 * ``/api/stream`` — Server-Sent Events (:mod:`gpuflow.transport.sse`), the whole snapshot or its
   summary (``detail=summary``, :mod:`gpuflow.transport.stream_views`);
 * ``/api/window``, ``/api/history`` — the flight recorder's answers
-  (:mod:`gpuflow.transport.recorded_api`);
+  (:mod:`gpuflow.transport.recorded_api`), or with ``host=<name>`` another host's, relayed by the
+  plugin that follows it (:mod:`gpuflow.transport.host_routes`);
 * ``/api/export`` — a range of them as a Perfetto trace to save (:mod:`gpuflow.transport.export_api`);
 * ``/metrics`` — Prometheus text (:mod:`gpuflow.transport.metrics`);
 * ``/healthz`` — ``{"status": "ok"|"starting"|"stopping", ...}``, 503 unless ok;
@@ -49,6 +50,7 @@ from gpuflow.core.context import AgentConfig
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
 from gpuflow.transport.export_api import ExportResource
+from gpuflow.transport.host_routes import HostRecorderRoute
 from gpuflow.transport.metrics import MetricsResource, SnapshotCollector, make_registry
 from gpuflow.transport.recorded_api import HistoryResource, WindowResource
 from gpuflow.transport.security import SecurityMiddleware
@@ -210,8 +212,8 @@ def create_app(agent_or_hub: Any, *, settings: AppSettings | None = None) -> Gpu
     app.add_route("/favicon.ico", FaviconResource())
     app.add_route("/api/snapshot", SnapshotResource(state))
     app.add_route("/api/stream", ViewStreamResource(state))
-    app.add_route("/api/window", WindowResource(state))
-    app.add_route("/api/history", HistoryResource(state))
+    app.add_route("/api/window", HostRecorderRoute(state, WindowResource(state), "/api/window"))
+    app.add_route("/api/history", HostRecorderRoute(state, HistoryResource(state), "/api/history"))
     app.add_route("/api/export", ExportResource(state))
     collector = SnapshotCollector(state.board.latest, settings.metrics_per_process, state.slots)
     app.add_route("/metrics", MetricsResource(state, make_registry(collector)))

@@ -1,13 +1,22 @@
-"""GET /api/stream's views: the whole snapshot, or its summary (``detail=summary``).
+"""GET /api/stream's views: the whole snapshot or its summary, of every host or of one.
 
 ``/api/stream`` takes ``detail=full`` (the default: everything, lanes and spans included) or
 ``detail=summary``: devices, processes, traced processes with their complete aggregates
 (kernels, transfers, counters) and retired roll-ups, but no lanes and so no spans. A hub takes
 summaries from every agent it follows (a few kB/s per host instead of a busy program's hundreds),
-and full detail only from a host a page is looking at. Any other value of ``detail``, or
-``detail`` given twice, is 400 with a one-line message that does not repeat it; other
-parameters are ignored, as before. The Host, method and token checks run first (the security
-middleware), as on every route.
+and full detail only from a host a page is looking at.
+
+``host=<name>`` narrows the view to one host of the snapshot's ``hosts``: its devices, processes
+and traced processes, with that host's own facts and problems as ``host`` and it alone in
+``hosts``: the stream that host's own agent would send, so the page draws a host of a fleet as
+it draws a single agent. On a hub, a full-detail stream of a host other than the hub's own is a
+page watching it: the agent hears it (``Agent.watch_host``, counted per host, until the stream
+ends), and the hub then takes that host's lanes and spans from its agent; nobody watching, only
+its summary. A host the snapshot does not list is 404.
+
+Any other value of ``detail``, a ``host`` that is no host name, or either given twice, is 400
+with a one-line message that does not repeat it; other parameters are ignored, as before. The
+Host, method and token checks run first (the security middleware), as on every route.
 
 Each view has its own frame encoder, fed by a :class:`DerivedBoard` that makes the view's
 snapshot once per snapshot of the agent, for all its streams: a view's frames are still encoded
@@ -33,6 +42,7 @@ from typing import Any, Callable
 import falcon
 
 from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.identity import check_host_name
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
 from gpuflow.transport.settings import AppSettings
@@ -58,6 +68,42 @@ def parse_detail(req: falcon.Request) -> str:
     if not isinstance(raw, str) or raw not in DETAILS:
         raise BadView(f"detail must be given once, as {' or '.join(DETAILS)}")
     return raw
+
+
+def parse_host(req: falcon.Request) -> str | None:
+    """``host`` of the query (None: every host); BadView unless it is one host name."""
+    raw = req.params.get("host")
+    if raw is None:
+        return None
+    try:
+        return check_host_name(raw)
+    except ValueError:
+        raise BadView("host must be given once, as a host name of the snapshot's hosts") from None
+
+
+def host_view(snap: Snapshot, name: str) -> Snapshot:
+    """``snap`` narrowed to the host ``name``: its items, its facts and problems as the host's,
+    itself alone in ``hosts`` (nothing of it when the snapshot no longer lists it)."""
+    entry = next((h for h in snap.hosts if h.name == name), None)
+    if entry is None:
+        return dataclasses.replace(snap, devices=(), processes=(), traced=(), traced_retired=(), hosts=())
+    return Snapshot(
+        seq=snap.seq, timestamp=snap.timestamp, host=entry.info, problems=entry.problems,
+        devices=tuple(d for d in snap.devices if d.host == name),
+        processes=tuple(p for p in snap.processes if p.host == name),
+        traced=tuple(t for t in snap.traced if t.host == name),
+        sources=snap.sources,
+        traced_retired=tuple(r for r in snap.traced_retired if r.host == name),
+        hosts=(entry,))
+
+
+def derive(detail: str, host: str | None) -> Callable[[Snapshot], Snapshot]:
+    """The view's snapshot of a board's snapshot."""
+    if host is None:
+        return summary_of
+    if detail == SUMMARY:
+        return lambda snap: summary_of(host_view(snap, host))
+    return lambda snap: host_view(snap, host)
 
 
 def summary_of(snap: Snapshot) -> Snapshot:
@@ -100,19 +146,20 @@ class ViewFrames:
         self.board = board
         self.default = default
         self._lock = threading.Lock()
-        self._open: dict[str, list[Any]] = {}   # view -> [encoder, streams using it]
+        self._open: dict[tuple[str, str | None], list[Any]] = {}   # view -> [encoder, streams]
 
-    def acquire(self, detail: str) -> tuple[FrameEncoder, Callable[[], None]]:
-        """The encoder of ``detail`` and the call that gives it back (once, when the stream ends)."""
-        if detail == FULL:
+    def acquire(self, detail: str, host: str | None = None) -> tuple[FrameEncoder, Callable[[], None]]:
+        """The encoder of the view and the call that gives it back (once, when the stream ends)."""
+        if detail == FULL and host is None:
             return self.default, lambda: None
+        view = (detail, host)
         with self._lock:
-            entry = self._open.get(detail)
+            entry = self._open.get(view)
             if entry is None:
-                derived: Any = DerivedBoard(self.board, summary_of)   # read as a board: latest()
+                derived: Any = DerivedBoard(self.board, derive(detail, host))   # read as a board
                 encoder = FrameEncoder(derived, boot_epoch=self.default.boot_epoch,
                                        span_rate=self.default.span_rate)
-                entry = self._open[detail] = [encoder, 0]
+                entry = self._open[view] = [encoder, 0]
             entry[1] += 1
         released = []
 
@@ -122,11 +169,11 @@ class ViewFrames:
             released.append(True)
             with self._lock:
                 entry[1] -= 1
-                if entry[1] == 0 and self._open.get(detail) is entry:
-                    del self._open[detail]
+                if entry[1] == 0 and self._open.get(view) is entry:
+                    del self._open[view]
         return entry[0], release
 
-    def open_views(self) -> dict[str, int]:
+    def open_views(self) -> dict[tuple[str, str | None], int]:
         """Each view in use and its number of streams (for tests and /healthz)."""
         with self._lock:
             return {view: entry[1] for view, entry in self._open.items()}
@@ -151,12 +198,15 @@ class ViewStreamResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         state, settings = self.state, self.settings
         try:
-            detail = parse_detail(req)
+            detail, host = parse_detail(req), parse_host(req)
         except BadView as exc:
-            resp.status = falcon.HTTP_400
-            resp.content_type = falcon.MEDIA_JSON
-            resp.data = dumps({"error": str(exc)})
+            _answer(resp, falcon.HTTP_400, str(exc))
             return
+        if host is not None:
+            snap = state.wait_first_snapshot()
+            if snap is None or not any(h.name == host for h in snap.hosts):
+                _answer(resp, falcon.HTTP_404, "no such host")
+                return
         if state.stopping():
             unavailable(resp, settings, "shutting down")
             return
@@ -164,15 +214,19 @@ class ViewStreamResource:
             log.warning("stream refused: %d streams open (max_streams)", state.slots.limit)
             unavailable(resp, settings, "too many open streams")
             return
-        frames, give_back = None, None
+        frames, give_back, unwatch = None, None, None
         try:
-            frames, give_back = self.views.acquire(detail)
+            frames, give_back = self.views.acquire(detail, host)
+            agent = state.agent
+            if detail == FULL and host is not None and agent is not None and host != agent.identity.name:
+                unwatch = agent.watch_host(host)
             events = event_stream(state.board, frames, settings, state.stopping)
-            body = SseBody(events, _both(state.slots.release, give_back))
+            body = SseBody(events, _all(state.slots.release, give_back, unwatch))
         except BaseException:
             state.slots.release()
-            if give_back is not None:
-                give_back()
+            for release in (give_back, unwatch):
+                if release is not None:
+                    release()
             raise
         bound_send_time(req.env, settings.send_timeout_s, settings.send_buffer_bytes)
         stream_headers(resp)
@@ -183,10 +237,23 @@ class ViewStreamResource:
         stream_headers(resp)
 
 
-def _both(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+def _answer(resp: falcon.Response, status: str, error: str) -> None:
+    resp.status = status
+    resp.content_type = falcon.MEDIA_JSON
+    resp.data = dumps({"error": error})
+
+
+def _all(*releases: Callable[[], None] | None) -> Callable[[], None]:
+    """One call that makes every release once, each even when one before it raised."""
+    todo = [r for r in releases if r is not None]
+
     def release() -> None:
-        try:
-            first()
-        finally:
-            second()
+        failed: BaseException | None = None
+        while todo:
+            try:
+                todo.pop(0)()
+            except BaseException as exc:   # noqa: BLE001 - the others are still released
+                failed = failed or exc
+        if failed is not None:
+            raise failed
     return release

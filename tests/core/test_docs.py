@@ -16,9 +16,9 @@ HOOKS = sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunc
 
 
 def test_there_are_hooks():
-    assert HOOKS == ["child_environment", "declare_options", "doctor_checks", "process_exited",
-                     "produce_snapshot", "query_history", "query_window", "start_collecting",
-                     "stop_collecting"]
+    assert HOOKS == ["answer_for_host", "child_environment", "declare_options", "doctor_checks",
+                     "process_exited", "produce_snapshot", "query_history", "query_window",
+                     "start_collecting", "stop_collecting", "watch_hosts"]
 
 
 def signature_text(fn) -> str:

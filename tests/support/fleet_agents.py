@@ -86,8 +86,9 @@ class Agent:
         out = self.proc.stdout
         threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
 
-    def snapshot(self, path: str = "/api/snapshot") -> dict:
-        with urllib.request.urlopen(self.url + path, timeout=5) as resp:
+    def snapshot(self, path: str = "/api/snapshot", headers: dict | None = None) -> dict:
+        request = urllib.request.Request(self.url + path, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=5) as resp:
             return json.load(resp)
 
     def freeze(self) -> None:

@@ -12,6 +12,12 @@ The session dials only the configured targets: no proxy from the environment
 (``trust_env=False``), no redirect followed, no cookie kept, answers' heads bounded by aiohttp
 (8 KiB lines, 128 headers); https targets are checked against the system's CAs or ``--ca-file``.
 
+A page's question to a followed host's recorder (``/api/window``, ``/api/history`` with
+``host=``) is relayed on the same session (:meth:`HubLoop.answer`): to that host's target only,
+with its token, at most :data:`MAX_RELAYS` at once (the next is a 503 at once), within
+:data:`RELAY_S`, the answer read up to :data:`MAX_RELAY_BYTES` (beyond: a 502). The hub keeps
+nothing of it.
+
 New state reaches the agent's frame loop through ``notify``: at once for a change of a host's
 state and for a watched host's frames, otherwise at most every ``publish_ms`` (a thousand agents
 at 1 Hz would otherwise ask for a hub frame every millisecond).
@@ -23,6 +29,7 @@ loop's thread; :meth:`stop` returns within a few seconds whatever the agents do.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import ssl
@@ -35,11 +42,17 @@ from gpuflow.collectors.fleet.credentials import Credentials
 from gpuflow.collectors.fleet.host_table import SOURCE, HostTable
 from gpuflow.collectors.fleet.link import FULL, SUMMARY, Link
 from gpuflow.collectors.fleet.targets import Target, TargetError, read_targets_file, unique
+from gpuflow.core.host_answer import HostAnswer
 from gpuflow.core.snapshot import Problem, SnapshotPart
 
 log = logging.getLogger("gpuflow.fleet")
 
 SWEEP_S = 0.1
+#: relayed recorder questions: at most this many at once, each within RELAY_S, its answer at most
+#: MAX_RELAY_BYTES (a 100 k-span window is about 6 MB)
+MAX_RELAYS = 4
+RELAY_S = 30.0
+MAX_RELAY_BYTES = 64 * 1024 * 1024
 FILE_CHECK_S = 1.0
 CONNECT_S = 5.0
 MIB = 1024 * 1024
@@ -67,6 +80,7 @@ class HubLoop:
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
+        self._relays = threading.BoundedSemaphore(MAX_RELAYS)
 
     # -- the agent's thread --------------------------------------------------------------------
     def start(self) -> None:
@@ -92,6 +106,47 @@ class HubLoop:
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._watch, frozenset(names))
+
+    def answer(self, host: str, route: str, query: str) -> HostAnswer | None:
+        """``route?query`` asked of the agent of ``host`` (None: the hub follows no such host);
+        thread-safe, called from a web server thread."""
+        target = self.table.target_of(host)
+        loop = self._loop
+        if target is None or loop is None or loop.is_closed():
+            return None
+        if not self._relays.acquire(blocking=False):
+            return _error(503, f"{MAX_RELAYS} questions to hosts are running; try again shortly")
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._relay(target, route, query), loop)
+            try:
+                return future.result(RELAY_S + 5)
+            except Exception:   # noqa: BLE001 - the loop stopped, or the relay overran
+                future.cancel()
+                return _error(504, f"host {host} did not answer in time")
+        finally:
+            self._relays.release()
+
+    async def _relay(self, target: Target, route: str, query: str) -> HostAnswer:
+        headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+        token = self.credentials.token_for(target) if self.credentials is not None else None
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        url = f"{target.url}{route.lstrip('/')}?{query}"
+        try:
+            async with asyncio.timeout(RELAY_S):
+                async with self.session.get(url, headers=headers, allow_redirects=False) as resp:
+                    if 300 <= resp.status < 400:
+                        return _error(502, f"{target.url}: answered with a redirect, which the hub does not follow")
+                    body = bytearray()
+                    async for chunk in resp.content.iter_any():
+                        body += chunk
+                        if len(body) > MAX_RELAY_BYTES:
+                            return _error(502, f"{target.url}: answered more than {MAX_RELAY_BYTES} bytes")
+                    return HostAnswer(resp.status, resp.content_type, bytes(body))
+        except TimeoutError:
+            return _error(504, f"{target.url}: no answer within {RELAY_S:.0f} s")
+        except (aiohttp.ClientError, OSError) as exc:
+            return _error(502, f"{target.url}: the question failed ({type(exc).__name__})")
 
     # -- what links ask ------------------------------------------------------------------------
     def detail_for(self, name: str) -> str:
@@ -217,6 +272,8 @@ class HubLoop:
         before, self._watched = self._watched, names
         for link, _ in self.links.values():
             if (link.name in names) != (link.name in before):
-                if link.detail is not None:
-                    link.drop("a page began or stopped watching it")
-                link.wake()
+                link.switch()
+
+
+def _error(status: int, message: str) -> HostAnswer:
+    return HostAnswer(status, "application/json", json.dumps({"error": message}).encode())

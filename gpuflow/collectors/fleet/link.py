@@ -46,6 +46,7 @@ import aiohttp
 
 from gpuflow.collectors.fleet import parse
 from gpuflow.collectors.fleet.host_table import SOURCE, HostView
+from gpuflow.collectors.fleet.lane_keeper import LaneKeeper
 from gpuflow.collectors.fleet.parse import FrameRefused
 from gpuflow.collectors.fleet.sse_events import SseEvent, SseParser, StreamTooLarge
 from gpuflow.collectors.fleet.targets import Target
@@ -108,8 +109,10 @@ class Link:
         self.traced: tuple = ()
         self.retired: tuple = ()
         self._raw: dict[str, Any] = {}
+        self.lanes = LaneKeeper()   # while a page watches the host: its lanes' samples
         self._response: aiohttp.ClientResponse | None = None
         self._dropped: str | None = None
+        self._switching = False
         self._wake = asyncio.Event()
 
     # -- the view ------------------------------------------------------------------------------
@@ -137,13 +140,12 @@ class Link:
                 reason, wait_at_least, orderly = str(exc), exc.retry_after_s, False
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
                 reason, wait_at_least, orderly = self._dropped or _describe(exc), None, self._dropped is None
-            self._dropped = None
-            switched = self.detail is not None and self.hub.detail_for(self.name) != self.detail
+            switched, self._switching, self._dropped = self._switching, False, None
             lasted = asyncio.get_running_loop().time() - self.connected_at
             self.detail = None
-            if orderly and self.frames and (switched or lasted >= RESUME_AFTER_S):
-                # an agent ends each stream after a while, and a page's watching switches the
-                # detail: dial again at once; a dead agent refuses that dial, and is down then
+            if switched or (orderly and self.frames and lasted >= RESUME_AFTER_S):
+                # a page began or stopped watching the host, or the agent ended a stream that ran
+                # (it does every 10 minutes): dial again at once; a gone agent refuses that dial
                 continue
             delay = self.delay(wait_at_least)
             self.state, self.note = "down", f"{reason}; dialling again in {delay:.1f} s"
@@ -171,6 +173,14 @@ class Link:
         if self._response is not None:
             self._dropped = why
             self._response.close()
+
+    def switch(self) -> None:
+        """Dial again at once for the other detail (a page began or stopped watching the host)."""
+        if self._response is not None:
+            self._switching = True
+            self._response.close()
+        else:
+            self.wake()
 
     async def _follow(self, detail: str) -> None:
         hub = self.hub
@@ -248,9 +258,12 @@ class Link:
             if renamed or plain.get(key) is not raw.get(key):
                 parts[key] = convert(plain.get(key, []), name)
         traced = parse.traced(plain.get("traced", []), name)
-        if detail == SUMMARY:
-            traced = tuple(replace(t, lanes=()) if t.lanes else t for t in traced)
         # every part read: the frame is taken whole
+        if detail == SUMMARY:
+            self.lanes.clear()
+            traced = tuple(replace(t, lanes=()) if t.lanes else t for t in traced)
+        else:
+            traced = self.lanes.apply(traced, plain.get("frame") != "delta", plain)
         if epoch is not None and self.boot_epoch is not None and epoch != self.boot_epoch:
             self.restarts += 1
         self.name, self.info, self.agent_problems, self.note = name, info, agent_problems, note

@@ -93,10 +93,15 @@ def _items(check: Check, cap: int) -> Check:
     return items
 
 
-def _triple(v: Any, at: str) -> tuple[int, int, int]:
-    if type(v) is not list or len(v) != 3:
-        raise FrameRefused(f"{at}: expected three whole numbers")
-    return (_int(v[0], at), _int(v[1], at), _int(v[2], at))
+def _fixed(checks: list[Check]) -> Check:
+    """A tuple of fixed length (a grid, a compute capability): a list of exactly those values."""
+    n = len(checks)
+
+    def fixed(v: Any, at: str) -> tuple:
+        if type(v) is not list or len(v) != n:
+            raise FrameRefused(f"{at}: expected a list of {n} values")
+        return tuple([check(x, at) for check, x in zip(checks, v)])
+    return fixed
 
 
 _SCALARS: dict[Any, Check] = {int: _int, float: _float, str: _str, bool: _bool}
@@ -117,8 +122,8 @@ def _check_for(tp: Any, name: str) -> Check:
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             return _items(_check_for(args[0], name), LIST_CAPS.get(name, DEFAULT_CAP))
-        if args == (int, int, int):
-            return _triple
+        if args and Ellipsis not in args:
+            return _fixed([_check_for(a, name) for a in args])
     if dataclasses.is_dataclass(tp):
         return converter(tp)
     raise TypeError(f"no check for the type {tp!r} of {name}")   # a snapshot type not handled here

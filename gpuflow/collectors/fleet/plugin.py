@@ -4,7 +4,9 @@ Idle unless targets are given (``--targets``/``--target`` to ``gpuflow hub``, or
 ``GPUFLOW_HUB_TARGETS_FILE``/``GPUFLOW_HUB_TARGETS``): it then starts the hub's network thread
 (:class:`~gpuflow.collectors.fleet.hub_loop.HubLoop`) in ``start_collecting`` and answers
 ``produce_snapshot`` with every followed host's latest state (the same part object while nothing
-changed). Per-agent state lives in ``context.slots["fleet"]``.
+changed). ``watch_hosts`` switches the hosts pages watch to full detail (and back);
+``answer_for_host`` relays the recorder's routes to a followed host's agent. Per-agent state
+lives in ``context.slots["fleet"]``.
 
 Constraints: importing this module starts nothing and imports no network library (aiohttp is
 imported when a hub starts); ``stop_collecting`` returns within a few seconds.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from gpuflow.collectors.fleet.options import KEY, OPTIONS
 from gpuflow.core.context import CollectorContext
 from gpuflow.core.hookspecs import hookimpl
+from gpuflow.core.host_answer import HostAnswer
 from gpuflow.core.options import PluginOptions
 from gpuflow.core.snapshot import SnapshotPart
 
@@ -49,3 +52,16 @@ def stop_collecting(context: CollectorContext) -> None:
     hub = context.slots.get(SLOT)
     if hub is not None:
         hub.stop()
+
+
+@hookimpl
+def watch_hosts(context: CollectorContext, hosts: frozenset[str]) -> None:
+    hub = context.slots.get(SLOT)
+    if hub is not None:
+        hub.set_watched(hosts)
+
+
+@hookimpl
+def answer_for_host(context: CollectorContext, host: str, route: str, query: str) -> HostAnswer | None:
+    hub = context.slots.get(SLOT)
+    return hub.answer(host, route, query) if hub is not None else None

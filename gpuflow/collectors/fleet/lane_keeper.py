@@ -1,0 +1,67 @@
+"""A watched host's lanes, kept as its agent keeps them, from frames that carry only new spans.
+
+A full frame carries each lane's whole sample; a delta only the spans newer than its base
+frame's, with ``spans_skipped`` saying how many executions it left out (docs/snapshot.md, "Delta
+frames"). The hub keeps, per lane, the spans of the frames before plus the new ones, trimmed to the
+agent's sample size (``executions - spans_elided``), and starts a lane afresh where the new spans
+do not join up with the kept ones (``spans_skipped`` above 0), for a process that replaced its
+namesake (``reset``), and on every full frame: the same rule the page follows, so the hub's lanes
+are the most recent executions of each lane, contiguous, as many as the agent shows.
+
+Constraints: pure; on the hub's network thread, for watched hosts only; holds no more spans per
+lane than the agent's sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from gpuflow.core.snapshot import Span, TracedProcess
+
+LaneKey = tuple[str, int, int, int, int]
+
+
+def skipped_and_resets(plain: dict[str, Any]) -> tuple[dict[LaneKey, int], set[tuple[str, int]]]:
+    """Each lane's ``spans_skipped`` and the (session, pid) marked ``reset``, from a plain frame
+    already checked by parse.py (the values are the frame's, read only where they are ints)."""
+    skipped: dict[LaneKey, int] = {}
+    resets: set[tuple[str, int]] = set()
+    for t in plain.get("traced", []):
+        key = (t["session"], t["pid"])
+        if t.get("reset") is True:
+            resets.add(key)
+        for lane in t.get("lanes", []):
+            n = lane.get("spans_skipped", 0)
+            if type(n) is int and n > 0:
+                skipped[key + (lane["device"], lane["context"], lane["stream"])] = n
+    return skipped, resets
+
+
+class LaneKeeper:
+    def __init__(self) -> None:
+        self._lanes: dict[LaneKey, tuple[Span, ...]] = {}
+
+    def clear(self) -> None:
+        self._lanes = {}
+
+    def apply(self, traced: tuple[TracedProcess, ...], full: bool, plain: dict[str, Any]) -> tuple[TracedProcess, ...]:
+        """``traced`` (as parsed: each lane holds the frame's spans) with each lane's kept sample."""
+        skipped, resets = skipped_and_resets(plain) if not full else ({}, set())
+        kept_before = {} if full else self._lanes
+        now: dict[LaneKey, tuple[Span, ...]] = {}
+        out = []
+        for t in traced:
+            fresh = (t.session, t.pid) in resets
+            lanes = []
+            for lane in t.lanes:
+                key = (t.session, t.pid, lane.device, lane.context, lane.stream)
+                new = tuple(lane.spans)
+                kept = () if fresh or skipped.get(key) else kept_before.get(key, ())
+                size = max(0, lane.executions - lane.spans_elided)
+                spans = (kept + new)[-size:] if size else ()
+                now[key] = spans
+                lanes.append(replace(lane, spans=spans))
+            out.append(replace(t, lanes=tuple(lanes)) if lanes else t)
+        self._lanes = now
+        return tuple(out)
