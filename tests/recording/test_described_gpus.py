@@ -50,3 +50,18 @@ def test_api_export_describes_the_gpus_the_page_shows(tmp_path):
     finally:
         stop_gpuflow(proc, 15)
     assert described(r.content) == the_fake_gpus()
+
+
+def test_run_trace_out_holds_the_readings_of_the_run(tmp_path):
+    # NVML on its fake backend: the run's GPU and process readings belong in the file, as in an
+    # /api/export of the same range, so that an opened recording shows them
+    out = tmp_path / "run.perfetto-trace"
+    r = gpuflow("run", "--port", "0", "--interval", "200", "--no-summary", "--trace-out", str(out), "--",
+                sys.executable, "-c", "import time; time.sleep(1.5)",
+                env=gpuflow_env(GPUFLOW_DISABLED_PLUGINS="cupti", GPUFLOW_NVML_FAKE="shared8"))
+    assert r.returncode == 0, r.stderr
+    contents = read_trace(out.read_bytes())
+    devices = {s.entity[1] for s in contents.series if s.entity[0] == "device"}
+    assert len(devices) == 8 and devices == set(contents.gpus)
+    assert any(s.entity[0] == "process" for s in contents.series)
+    assert all(len(s.t_s) >= 3 for s in contents.series if s.metric == "utilization_gpu_pct")

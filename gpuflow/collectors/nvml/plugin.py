@@ -5,7 +5,8 @@ An ordinary plugin, registered the way third-party collectors are (``DEFAULT_PLU
 lives in ``context.slots["nvml"]`` (several agents may share a process in tests). Its options
 (the fake backend, nvmlInit's retry period) are :data:`~gpuflow.collectors.nvml.options.OPTIONS`;
 its ``gpuflow doctor`` lines come from :mod:`gpuflow.collectors.nvml.doctor`. It answers
-``query_history`` from the collector's history (:mod:`gpuflow.collectors.nvml.history`).
+``query_history`` from the collector's history (:mod:`gpuflow.collectors.nvml.history`), also
+after ``stop_collecting``, as a recorder's window is (``gpuflow run --trace-out`` asks then).
 
 Constraints: importing this module does nothing (no NVML, no threads); ``start_collecting``
 returns at once (NVML is initialized on the collector's thread) and never raises for an
@@ -27,6 +28,8 @@ from gpuflow.core.recorded import HistoryPart
 from gpuflow.core.snapshot import Problem, SnapshotPart
 
 SLOT = "nvml"
+#: the history once the collector has stopped: its readings stay answerable (gpuflow run --trace-out)
+HISTORY_SLOT = "nvml.history"
 
 
 class _Misconfigured:
@@ -49,6 +52,7 @@ def declare_options() -> PluginOptions:
 
 @hookimpl
 def start_collecting(context: CollectorContext) -> None:
+    context.slots.pop(HISTORY_SLOT, None)
     try:
         collector = build_collector(context, context.plugin_options(OPTIONS))
     except ValueError as exc:  # e.g. an unknown fake scenario name
@@ -66,7 +70,8 @@ def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
 
 @hookimpl
 def query_history(context: CollectorContext, start_s: float, end_s: float) -> HistoryPart | None:
-    history = getattr(context.slots.get(SLOT), "history", None)
+    collector = context.slots.get(SLOT)
+    history = context.slots.get(HISTORY_SLOT) if collector is None else getattr(collector, "history", None)
     return None if history is None else history.query(start_s, end_s, SOURCE)
 
 
@@ -75,6 +80,8 @@ def stop_collecting(context: CollectorContext) -> None:
     collector = context.slots.pop(SLOT, None)
     if collector is not None:
         collector.stop()
+        if getattr(collector, "history", None) is not None:   # still answerable: gpuflow run --trace-out
+            context.slots[HISTORY_SLOT] = collector.history
 
 
 @hookimpl
