@@ -39,27 +39,39 @@ first asks for it (in the steady state every client takes deltas), from ids give
 snapshot was encoded. A client is sent the delta only if the last frame it received has
 ``seq == base_seq``; the stream decides that, this module only encodes.
 
+How the text is made: a frame is the text ``json.dumps`` would give for the frame as one dict
+(compact, keys in the order above), but it is put together from pieces. The top-level parts go
+through :mod:`gpuflow.transport.json_pieces`; a traced process's head and each lane's head through
+one ``json`` call each; a lane's span rows straight from its columns, and a process's kernel
+entries (only those that changed, found by comparing with the KernelStat the base frame sent)
+straight from the KernelStat objects, by :mod:`gpuflow.transport.wire_text` (compiled; where it
+declines, the reference way of wire.encode_spans and the entries' dicts through ``json``). There
+is no Python list per span row and no dict per kernel entry (under bench/agent_rss.py those were
+most of the agent's CPU: docs/recorder.md, "Cost").
+
 Constraints: called from every stream thread; the encoding happens under a lock by whichever
 thread first sees a new snapshot, the others take the cached bytes (no per-client JSON work).
 JSON is compact (``separators``), UTF-8 and never contains a raw newline, so one ``data:`` line
-is enough. NaN/Infinity, which JSON cannot carry, are sent as null.
+is enough. NaN/Infinity, which JSON cannot carry, are sent as null. The bytes are those of the
+dict-at-once encoding (tests/transport/test_frame_text.py compares them).
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.recorded import SpanColumns
-from gpuflow.core.snapshot import Lane, Snapshot, Span, TracedProcess
-from gpuflow.transport import json_pieces
+from gpuflow.core.snapshot import KernelStat, Snapshot, Span, TracedProcess
+from gpuflow.transport import json_pieces, wire_text
 from gpuflow.transport.wire import (
-    DELTA, FULL, OMITTABLE, WIRE_SCHEMA, NameTable, encode_kernels, encode_spans, lane_head,
+    DELTA, FULL, KERNEL_FIELDS, OMITTABLE, WIRE_SCHEMA, NameTable, encode_spans, lane_head,
     TracedKey, traced_head, traced_key,
 )
 
@@ -67,6 +79,8 @@ from gpuflow.transport.wire import (
 DELTA_SPAN_RATE = 16_000
 #: the time a delta's span allowance is computed over is clamped to this range (seconds)
 MIN_DELTA_S, MAX_DELTA_S = 0.050, 1.0
+
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 class Frame:
@@ -119,20 +133,21 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def new_spans(lane: Lane, last: int | None) -> Sequence[Span] | SpanColumns:
-    """The spans of ``lane`` newer than ``last`` (the lane's largest seq in the base frame); of
-    columns, a slice of them (their seqs ascend: a lane's spans are in ring order)."""
-    spans = lane.spans
+def new_spans(spans: Sequence[Span] | SpanColumns, last: int | None) -> tuple[Sequence[Span] | SpanColumns, int]:
+    """A lane's spans newer than ``last`` (its largest seq in the base frame; None: all), as
+    spans and the index of the first new one: columns whole (their seqs ascend: a lane's spans
+    are in ring order), spans the ones with a larger seq."""
     if last is None:
-        return spans
+        return spans, 0
     if isinstance(spans, SpanColumns):
-        return spans[bisect.bisect_right(spans.seq, last):]
-    return [s for s in spans if s.seq > last]
+        return spans, bisect.bisect_right(spans.seq, last)
+    return [s for s in spans if s.seq > last], 0
 
 
 def largest_seq(spans: Sequence[Span] | SpanColumns) -> int | None:
+    """The seq of a lane's newest span (their seqs ascend)."""
     if isinstance(spans, SpanColumns):
-        return max(spans.seq) if len(spans) else None
+        return spans.seq[-1] if len(spans) else None
     return max((s.seq for s in spans), default=None)
 
 
@@ -220,41 +235,50 @@ class FrameEncoder:
         dt = min(max(snap.timestamp - base.timestamp, MIN_DELTA_S), MAX_DELTA_S)
         return max(1, round(self.span_rate * dt))
 
-    def _replaced(self, t: TracedProcess) -> bool:
-        """Whether ``t`` is a new process under the (session, pid) of one in the base frame."""
-        key = traced_key(t)
-        progress = self._base_progress.get(key)
+    def _replaced(self, t: TracedProcess, known_ids: list[int | None]) -> bool:
+        """Whether ``t`` is a new process under the (session, pid) of one in the base frame;
+        ``known_ids``: its kernels' ids in the table of the one in the base frame (None: a pair
+        that table does not hold)."""
+        progress = self._base_progress.get(traced_key(t))
         if progress is None:
             return False
         records, state = progress
         if t.records < records or (state == "exited" and t.state == "running"):
             return True
-        entries = self._tables[key].entries
-        had = {tuple(entries[i]) for i in self._base_kernels.get(key, {})}
-        return not had <= {(k.name, k.mangled) for k in t.kernels}
+        # a kernel name the base one had is gone: its id is no longer among the kernels'
+        return not self._base_kernels.get(traced_key(t), {}).keys() <= set(known_ids)
 
     def _encode(self, snap: Snapshot, prev: Frame | None) -> Frame:
         doc = replace(snap, traced=()).to_json_dict()
         doc["schema"] = WIRE_SCHEMA
         # a process that replaced its namesake of the base frame starts afresh: no table, no base
-        reset = {traced_key(t) for t in snap.traced if prev is not None and self._replaced(t)}
+        known: dict[TracedKey, list[int | None]] = {}
+        reset = set()
+        for t in snap.traced:
+            key = traced_key(t)
+            table = self._tables.get(key)
+            if table is not None:
+                known[key] = table.known_kernel_ids(t.kernels)
+                if prev is not None and self._replaced(t, known[key]):
+                    reset.add(key)
         for key in reset:
+            del known[key]
             self._tables.pop(key, None)
             self._base_names.pop(key, None)
             self._base_kernels.pop(key, None)
             self._base_heads.pop(key, None)
             self._base_lanes = {k: v for k, v in self._base_lanes.items() if k[:3] != key}
         # the delta's spans first: which are new, then how many of them each lane may carry
-        news: list[Sequence[Span] | SpanColumns] = []
+        news: list[tuple[Sequence[Span] | SpanColumns, int]] = []   # per lane: spans, the first new one
         if prev is not None:
             for t in snap.traced:
+                key = traced_key(t)
                 for lane in t.lanes:
-                    base = self._base_lanes.get(traced_key(t) + (lane.device, lane.context,
-                                                                 lane.stream))
-                    news.append(new_spans(lane, None if base is None else base[0]))
-            shares = fair_shares([len(n) for n in news], self.allowance(snap, prev.snapshot))
+                    base = self._base_lanes.get(key + (lane.device, lane.context, lane.stream))
+                    news.append(new_spans(lane.spans, None if base is None else base[0]))
+            shares = fair_shares([len(spans) - first for spans, first in news], self.allowance(snap, prev.snapshot))
         tables: dict[TracedKey, NameTable] = {}
-        kernels_now: dict[TracedKey, dict[int, dict[str, Any]]] = {}
+        kernels_now: dict[TracedKey, dict[int, Any]] = {}
         heads_now: dict[TracedKey, list[dict[str, Any]]] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
@@ -262,59 +286,64 @@ class FrameEncoder:
         for t in snap.traced:
             key = traced_key(t)
             table = tables[key] = self._tables.get(key) or NameTable()
+            ids = table.kernel_ids(t.kernels, known.get(key))
             head = traced_head(t)
-            kernels = encode_kernels(t.kernels, table)
-            delta_lanes, heads = [], []
+            delta_lanes, heads, lane_ids = [], [], []
             for lane in t.lanes:
                 # every name of the sample gets its id now, so the full frame, whenever it is
                 # built, refers only to names this frame's count covers
-                table.add_span_names(lane.spans.names if isinstance(lane.spans, SpanColumns) else lane.spans)
+                spans = lane.spans
+                if isinstance(spans, SpanColumns):
+                    lane_ids.append(table.span_ids(spans.names))
+                else:
+                    table.add_span_names(spans)
+                    lane_ids.append(None)
                 lkey = key + (lane.device, lane.context, lane.stream)
                 lhead = lane_head(lane)
                 heads.append(lhead)
                 if prev is not None:
-                    new, share = news[i], shares[i]
+                    (new, first), share = news[i], shares[i]
                     i += 1
-                    if len(new) > share:
-                        new = new[len(new) - share:]
+                    first = max(first, len(new) - share)
                     base = self._base_lanes.get(lkey)
-                    skipped = max(0, lane.executions - (0 if base is None else base[1]) - len(new))
-                    delta_lanes.append({**lhead, "spans": encode_spans(new, table),
-                                        "spans_skipped": skipped})
-                lanes_now[lkey] = (largest_seq(lane.spans), lane.executions)
-            parts.append((head, table, len(table), kernels, t.lanes))
-            by_id = kernels_now[key] = {k["id"]: k for k in kernels}
+                    skipped = max(0, lane.executions - (0 if base is None else base[1]) - (len(new) - first))
+                    delta_lanes.append((lhead, span_rows(new, first, table, lane_ids[-1]), skipped))
+                lanes_now[lkey] = (largest_seq(spans), lane.executions)
+            parts.append((head, table, len(table), t.kernels, ids, t.lanes, lane_ids))
+            kernels_now[key] = dict(zip(ids, t.kernels))
             heads_now[key] = heads
             if prev is not None:
-                entry = {**head, "names": table.entries[self._base_names.get(key, 0):]}
+                members = ',"names":' + compact(table.entries[self._base_names.get(key, 0):])
                 if key in reset:
-                    entry["reset"] = True
-                known = key in self._base_heads   # in the base frame; a newcomer is sent whole
-                base_kernels = self._base_kernels.get(key, {})
-                changed = [k for k_id, k in by_id.items() if base_kernels.get(k_id) != k]
-                if changed or not known:  # only the kernels that changed; none: left out
-                    entry["kernels"] = changed
+                    members += ',"reset":true'
+                known_before = key in self._base_heads   # in the base frame; a newcomer is sent whole
+                changed = kernel_entries(t.kernels, ids, self._base_kernels.get(key, {}))
+                if changed != "[]" or not known_before:  # only the kernels that changed; none: left out
+                    members += ',"kernels":' + changed
                 # lanes that are all as in the base frame (same heads, nothing new) are left out
-                if (not known or self._base_heads[key] != heads
-                        or any(d["spans"] or d["spans_skipped"] for d in delta_lanes)):
-                    entry["lanes"] = delta_lanes
-                delta_traced.append(entry)
+                if (not known_before or self._base_heads[key] != heads
+                        or any(rows != "[]" or skipped for _h, rows, skipped in delta_lanes)):
+                    members += ',"lanes":[' + ",".join(
+                        with_members(compact(lhead), ',"spans":' + rows + ',"spans_skipped":' + str(skipped))
+                        for lhead, rows, skipped in delta_lanes) + "]"
+                delta_traced.append(with_members(compact(head), members))
         head_bytes = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
 
         def full() -> bytes:
-            traced = [{**head, "names": table.entries[:count], "kernels": kernels,
-                       "lanes": [{**lane_head(lane), "spans": encode_spans(lane.spans, table)}
-                                 for lane in lanes]}
-                      for head, table, count, kernels, lanes in parts]
-            return head_bytes + dumps({"frame": FULL, "base_seq": None, **doc,
-                                       "traced": traced}) + b"\n\n"
+            traced = (with_members(compact(head), ',"names":' + compact(table.entries[:count]) + ',"kernels":'
+                                   + kernel_entries(kernels, ids, None) + ',"lanes":[' + ",".join(
+                                       with_members(compact(lane_head(lane)),
+                                                    ',"spans":' + span_rows(lane.spans, 0, table, names))
+                                       for lane, names in zip(lanes, lane_ids)) + "]")
+                      for head, table, count, kernels, ids, lanes, lane_ids in parts)
+            return head_bytes + frame_text({"frame": FULL, "base_seq": None, **doc}, traced) + b"\n\n"
 
         delta = None
         if prev is not None:
             same = {k for k in OMITTABLE if self._base_parts.get(k) == doc[k]}
-            delta = head_bytes + dumps({"frame": DELTA, "base_seq": prev.seq,
-                                        **{k: v for k, v in doc.items() if k not in same},
-                                        "traced": delta_traced}) + b"\n\n"
+            delta = head_bytes + frame_text({"frame": DELTA, "base_seq": prev.seq,
+                                             **{k: v for k, v in doc.items() if k not in same}},
+                                            delta_traced) + b"\n\n"
         self._base_parts = {k: doc[k] for k in OMITTABLE}
         self._tables = tables
         self._base_kernels = kernels_now
@@ -324,3 +353,60 @@ class FrameEncoder:
         self._base_names = {key: len(table) for key, table in tables.items()}
         return Frame(snapshot=snap, seq=snap.seq, full=full, delta=delta,
                      base_seq=prev.seq if prev is not None else None)
+
+
+# -- the frame's text, in pieces -----------------------------------------------------------------
+def compact(obj: Any) -> str:
+    """A small part's compact JSON in one call (a head, a names table); non-finite floats as null."""
+    try:
+        return _ENCODE(obj)
+    except ValueError:
+        return _ENCODE(_finite(obj))
+
+
+def with_members(obj_text: str, members: str) -> str:
+    """The JSON object ``obj_text`` with ``members`` (``,"key":value…``, keys it does not have)
+    added at its end."""
+    if obj_text == "{}":
+        return "{" + members[1:] + "}"
+    return obj_text[:-1] + members + "}"
+
+
+def frame_text(doc: dict[str, Any], traced: Iterable[str]) -> bytes:
+    """``doc`` (a frame's parts, in order, with ``traced``'s place in it) with ``traced`` (each
+    traced process's text) in that place, as UTF-8: the rest is encoded by json_pieces."""
+    keys = list(doc)
+    at = keys.index("traced")
+    before = dumps({k: doc[k] for k in keys[:at]})
+    after = dumps({k: doc[k] for k in keys[at + 1:]})
+    return (before[:-1] + b',"traced":[' + ",".join(traced).encode("utf-8") + b"]"
+            + (b"," + after[1:] if after != b"{}" else b"}"))
+
+
+def span_rows(spans: Sequence[Span] | SpanColumns, first: int, table: NameTable,
+              ids: list[int] | None) -> str:
+    """A lane's spans from ``first`` on as the stream's rows, JSON text: from the columns by the
+    compiled writer (gpuflow.transport.wire_text, ``ids``: the table's id of each of the columns'
+    names), else, and for spans outside the columns' shapes, through wire.encode_spans."""
+    if isinstance(spans, SpanColumns) and ids is not None:
+        text = wire_text.span_rows(spans, first, len(spans), ids)
+        if text is not None:
+            return text
+        spans = spans[first:]
+    elif first:
+        spans = spans[first:]
+    return compact(encode_spans(spans, table))
+
+
+def kernel_entries(kernels: Sequence[KernelStat], ids: list[int], base: dict[int, Any] | None) -> str:
+    """The stream's entries of the kernels that differ from their entry in ``base`` (id → the
+    KernelStat the base frame sent; None: every kernel), in order, JSON text: by the compiled
+    writer, else (a value it does not write, an id twice) as the dicts of wire.encode_kernels."""
+    text = wire_text.kernel_entries(kernels, ids, base, KERNEL_FIELDS)
+    if text is not None:
+        return text
+    by_id = {i: {"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}} for i, k in zip(ids, kernels)}
+    if base is None:
+        return compact([{"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}} for i, k in zip(ids, kernels)])
+    before = {i: {"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}} for i, k in base.items()}
+    return compact([entry for i, entry in by_id.items() if before.get(i) != entry])

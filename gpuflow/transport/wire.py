@@ -36,13 +36,15 @@ a kernel table is the snapshot's own :func:`~gpuflow.core.snapshot.kernel_order`
 from __future__ import annotations
 
 from dataclasses import fields
+from operator import attrgetter
 from typing import Any, Callable, Iterable, Sequence
 
 from gpuflow.core.recorded import SpanColumns
 from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
-    SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
+    SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, json_value,
+    kernel_order,
 )
 
 #: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 3)
@@ -64,12 +66,14 @@ _DIRECTION_CODE = {d: i for i, d in enumerate(DIRECTIONS)}
 #: top-level parts a delta frame may leave out (unchanged since its base frame)
 OMITTABLE = ("host", "hosts", "sources", "devices", "processes", "traced_retired")
 #: KernelStat fields sent as they are (name and mangled travel in the names table)
-_KERNEL_FIELDS = tuple(f.name for f in fields(KernelStat) if f.name not in ("name", "mangled"))
+KERNEL_FIELDS = tuple(f.name for f in fields(KernelStat) if f.name not in ("name", "mangled"))
 _TRANSFER_FIELDS = tuple(f.name for f in fields(TransferStat))
 #: TracedProcess fields sent as they are, in the plain form's order
 _TRACED_SCALARS = tuple(f.name for f in fields(TracedProcess)
                         if f.name not in ("kernels", "transfers", "lanes"))
 
+
+_NAME, _MANGLED = attrgetter("name"), attrgetter("mangled")
 
 #: a traced process's key in a stream: (host, session, pid)
 TracedKey = tuple[str | None, str, int]
@@ -109,6 +113,26 @@ class NameTable:
         if i is None:
             i = self._add(name, None)
         return i
+
+    def known_kernel_ids(self, kernels: Sequence[KernelStat]) -> list[int | None]:
+        """Each kernel's id, None for a (name, mangled) the table does not hold (one C-level pass)."""
+        return list(map(self._pairs.get, zip(map(_NAME, kernels), map(_MANGLED, kernels))))
+
+    def kernel_ids(self, kernels: Sequence[KernelStat], known: list[int | None] | None = None) -> list[int]:
+        """Each kernel's id, entering new ones in order (as :meth:`kernel_id` would, kernel by
+        kernel); ``known``: :meth:`known_kernel_ids` of the same kernels, already asked."""
+        ids = self.known_kernel_ids(kernels) if known is None else known
+        if None in ids:
+            ids = [self.kernel_id(k.name, k.mangled) if i is None else i for k, i in zip(kernels, ids)]
+        return ids  # type: ignore[return-value]
+
+    def span_ids(self, names: Sequence[str]) -> list[int]:
+        """The id of each of a SpanColumns' ``names``, entering new ones in order (as
+        :meth:`span_id` would, name by name)."""
+        ids = list(map(self._names.get, names))
+        if None in ids:
+            ids = [self.span_id(n) if i is None else i for n, i in zip(names, ids)]
+        return ids  # type: ignore[return-value]
 
     def add_span_names(self, spans: Iterable[Span] | Iterable[str]) -> None:
         """Give every span name in ``spans`` an id (as :meth:`span_id` would); ``spans`` may be the
@@ -206,7 +230,7 @@ def encode_kernels(kernels: Iterable[KernelStat], table: NameTable) -> list[dict
     out = []
     for k in kernels:
         d = {"id": table.kernel_id(k.name, k.mangled)}
-        for f in _KERNEL_FIELDS:
+        for f in KERNEL_FIELDS:
             d[f] = getattr(k, f)
         out.append(d)
     return out
@@ -215,6 +239,7 @@ def encode_kernels(kernels: Iterable[KernelStat], table: NameTable) -> list[dict
 def traced_head(t: TracedProcess) -> dict[str, Any]:
     """A traced process's plain scalar fields, ``complete`` and transfers (no names, kernels, lanes)."""
     d = {f: getattr(t, f) for f in _TRACED_SCALARS}
+    d["devices"] = json_value(t.devices)
     d["complete"] = t.complete
     d["transfers"] = [{f: getattr(x, f) for f in _TRANSFER_FIELDS} for x in t.transfers]
     return d
