@@ -43,8 +43,7 @@ from gpuflow.core.recorded import SpanColumns
 from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
-    SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, json_value,
-    kernel_order,
+    SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
 )
 
 #: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 3)
@@ -239,7 +238,6 @@ def encode_kernels(kernels: Iterable[KernelStat], table: NameTable) -> list[dict
 def traced_head(t: TracedProcess) -> dict[str, Any]:
     """A traced process's plain scalar fields, ``complete`` and transfers (no names, kernels, lanes)."""
     d = {f: getattr(t, f) for f in _TRACED_SCALARS}
-    d["devices"] = json_value(t.devices)
     d["complete"] = t.complete
     d["transfers"] = [{f: getattr(x, f) for f in _TRANSFER_FIELDS} for x in t.transfers]
     return d
