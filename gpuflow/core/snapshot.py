@@ -369,6 +369,9 @@ class FleetHost:
     restarts: int = 0  #: new boot epochs seen since the hub began following it
     address: str | None = None  #: the address a hub dials (scheme://host:port); None: own host
     detail: str | None = None  #: the stream a hub holds from it: "summary", "full"; None: own host
+    #: its latest frame's age when the hub took it: receipt - the frame's timestamp (clock skew
+    #: between the hosts included); None: own host
+    lag_ms: float | None = None
 
     @property
     def name(self) -> str | None:
@@ -489,7 +492,8 @@ def fleet_host_json(h: FleetHost) -> dict[str, Any]:
     """A host entry: its HostInfo's fields, then its problems and the hub's view of it."""
     d = _plain(h.info)
     d["problems"] = [_plain(p) for p in h.problems]
-    d.update(state=h.state, seen=h.seen, restarts=h.restarts, address=h.address, detail=h.detail)
+    d.update(state=h.state, seen=h.seen, restarts=h.restarts, address=h.address, detail=h.detail,
+             lag_ms=h.lag_ms)
     return d
 
 

@@ -22,7 +22,8 @@ from gpuflow.core.identity import UNNAMED_HOST, check_host_name
 #: the items that carry their host's name
 TAGGED_PARTS = ("devices", "processes", "traced", "traced_retired")
 #: what a host entry adds to the host's own fields (a fleet of one: up, no hub's view of it)
-OWN_ENTRY = {"state": "up", "seen": None, "restarts": 0, "address": None, "detail": None}
+OWN_ENTRY = {"state": "up", "seen": None, "restarts": 0, "address": None, "detail": None,
+             "lag_ms": None}
 
 
 def old_host_name(host: Any, fallback: str | None) -> str:

@@ -58,6 +58,7 @@ def test_a_hub_serves_every_hosts_summary_under_its_own_name(agents, hubs):
         assert hosts[name]["boot_epoch"] == own["boot_epoch"] and hosts[name]["interval_s"] == 0.1
         assert hosts[name]["address"] == agent.url + "/" and hosts[name]["detail"] == "summary"
         assert hosts[name]["restarts"] == 0 and hosts[name]["seen"] <= time.time()
+        assert 0 <= hosts[name]["lag_ms"] < 1000   # one clock: the frame's age when the hub took it
     # the two agents are alike (same fake GPU uuid, same pids): the hub keeps them apart by host
     assert sorted((d["host"], d["uuid"]) for d in snap["devices"]) == sorted(
         (n, d["uuid"]) for n, ag in (("node-a", a), ("node-b", b)) for d in ag.snapshot()["devices"])

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import re
 import time
@@ -95,6 +96,7 @@ class Link:
         self.info = HostInfo(name=self.name)
         self.agent_problems: tuple[Problem, ...] = ()
         self.seen: float | None = None
+        self.lag_ms: float | None = None   # the latest frame's age when it was taken
         self.boot_epoch: int | None = None
         self.restarts = 0
         self.interval_s = DEFAULT_INTERVAL_S
@@ -122,7 +124,8 @@ class Link:
             severity = "info" if self.state == "up" else "error" if self.state == "down" else "warning"
             problems = problems + (Problem(SOURCE, f"{self.target.url}: {self.note}", severity),)
         host = FleetHost(info=self.info, state=self.state, problems=problems, seen=self.seen,
-                         restarts=self.restarts, address=self.target.url, detail=self.detail)
+                         restarts=self.restarts, address=self.target.url, detail=self.detail,
+                         lag_ms=self.lag_ms)
         self.hub.table.publish(self.target, HostView(host, self.devices, self.processes, self.traced,
                                                      self.retired))
         self.hub.changed(urgent)
@@ -276,6 +279,9 @@ class Link:
         self.frames += 1
         was_up = self.state == "up"
         self.state, self.seen, self.failures = "up", time.time(), 0
+        stamp = plain.get("timestamp")
+        if type(stamp) in (int, float) and math.isfinite(stamp):
+            self.lag_ms = round((self.seen - stamp) * 1000.0, 3)
         self.publish(urgent=not was_up or renamed or self.hub.watched(name))
 
     def _name_for(self, given: str | None) -> tuple[str, str | None]:
