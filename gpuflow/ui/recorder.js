@@ -27,7 +27,7 @@ import { token } from './login.js';
 let answerer = null;
 export function setAnswerer(fn) { answerer = fn; }
 
-export const recorderStats = { asked: 0, answered: 0, failed: 0, lastError: null };
+export const recorderStats = { asked: 0, answered: 0, failed: 0, dropped: 0, lastError: null };
 
 async function fetchText(path, params) {
   if (answerer) return answerer(path, params);
@@ -93,23 +93,43 @@ function readAnswer(text, kind) {
 // outcome. `question` is {path, params, ...anything the caller wants back}; `kind` says how its
 // answers are read ('history': with their series' index; 'window': with span columns; see
 // answer_shape.js), and by default they are as parsed.
+//
+// Asking and reading overlap: once an answer's text is in, the next question goes out while the
+// text is read. An answer that arrives while an older one is still being read waits for it, and
+// a newer one replaces it unread (counted in recorderStats.dropped): a drag reads only the latest
+// moment's answer, however far behind the reading falls.
 export function channel(onAnswer, onError, kind) {
-  let busy = false, waiting = null;
+  let busy = false, waiting = null;        // the request in flight; the question waiting for it
+  let reading = false, unread = null;      // an answer being read; the newest one waiting to be
+  const failed = (q, err) => { recorderStats.failed++; recorderStats.lastError = err.message; onError(q, err); };
+  const read = (q, text) => {
+    reading = true;
+    readAnswer(text, kind || null)
+      .then((doc) => { recorderStats.answered++; onAnswer(q, doc); },
+        (err) => failed(q, new Error(q.path + ' ' + err.message)))
+      .finally(() => {   // a handler's own exception still reaches the page's error reporting
+        reading = false;
+        if (unread) { const [nq, nt] = unread; unread = null; read(nq, nt); }
+      });
+  };
   const run = (q) => {
     busy = true;
     recorderStats.asked++;
     fetchText(q.path, q.params)
-      .then((text) => readAnswer(text, kind || null).catch((e) => { throw new Error(q.path + ' ' + e.message); }))
-      .then((doc) => { recorderStats.answered++; onAnswer(q, doc); },
-        (err) => { recorderStats.failed++; recorderStats.lastError = err.message; onError(q, err); })
-      .finally(() => {   // a handler's own exception still reaches the page's error reporting
+      .then((text) => {
+        if (!reading) { read(q, text); return; }
+        if (unread) recorderStats.dropped++;
+        unread = [q, text];
+      }, (err) => failed(q, err))
+      .finally(() => {
         busy = false;
         if (waiting) { const next = waiting; waiting = null; run(next); }
       });
   };
   return {
     ask(q) { if (busy) waiting = q; else run(q); },
-    get busy() { return busy || waiting !== null; },
+    // an answer of this channel is still to come
+    get busy() { return busy || waiting !== null || reading || unread !== null; },
   };
 }
 
