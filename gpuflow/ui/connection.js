@@ -45,14 +45,16 @@ export const el = {
 // open. Not live, the picture is the last frame received, and says so. The counts are of what
 // the plane shows (at a past moment, that moment's; the timeline says which).
 export const QUIET_S = 2.5;
+// an element's text, written only when it changed (a write lays the bar out again)
+function put(e, text) { if (e.textContent !== text) e.textContent = text; }
 export function updateHeader() {
   const f = store.snap;
   if (!f) return;
-  el.host.textContent = countsLine(shownSnap());
+  put(el.host, countsLine(shownSnap()));
   const got = (performance.now() - store.receivedAt) / 1000, built = Date.now() / 1000 - f.timestamp;
   const open = demo || conn.state === 'live';
-  el.frame.textContent = 'seq ' + f.seq + ' · ' + (!open || got < QUIET_S ? fmtSpan(got) + ' ago'
-    : 'unchanged for ' + fmtSpan(isNum(built) ? Math.max(got, built) : got) + ' · agent connected');
+  put(el.frame, 'seq ' + f.seq + ' · ' + (!open || got < QUIET_S ? fmtSpan(got) + ' ago'
+    : 'unchanged for ' + fmtSpan(isNum(built) ? Math.max(got, built) : got) + ' · agent connected'));
   const stale = !demo && conn.state !== 'live' && conn.state !== 'connecting';
   el.stale.hidden = !stale;
   if (stale) el.stale.textContent = 'showing the last frame received, ' + fmtSpan(got) + ' ago' +

@@ -57,9 +57,10 @@ function timeAt(clientX) {
 // -- drawing -------------------------------------------------------------------------------------
 // The track is two layers: what stays still while the moment moves (the range's background, the
 // utilization overview, the clock ticks and their labels), drawn into a bitmap of its own, and
-// over it, every picture, the chosen window and the moment. The still layer is drawn again only
-// when the track's size, the overview or the range changed enough to move something on it by
-// half a pixel (the range's newest end is now: at 10 min over 900 px, about three times a second).
+// over it, every picture, the chosen window and the moment, on the still layer's scale. The still
+// layer is drawn again only when the track's size or the overview changed, or the range changed
+// enough to move something on it by STILL_PX (the range's newest end is now: at 10 min over 900 px,
+// about once a second; drawing it costs about as much as a picture of the rest of the bar).
 const TICKS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
 let trackQueued = false;
 function queueTrack() {
@@ -69,10 +70,11 @@ function queueTrack() {
 }
 let tickFont = '';
 const still = { canvas: null, ctx: null, image: null, w: 0, h: 0, dpr: 0, overview: null, from: NaN, to: NaN, drawn: 0 };
-// does the still layer drawn for [still.from, still.to] show [from, to] to within half a pixel?
+// does the still layer drawn for [still.from, still.to] show [from, to] to within STILL_PX?
+const STILL_PX = 1.5;
 function stillHolds(from, to, W) {
   const was = still.to - still.from, now = to - from;
-  return from === still.from && was > 0 && Math.abs(now - was) / now * W < 0.5;
+  return from === still.from && was > 0 && Math.abs(now - was) / now * W < STILL_PX;
 }
 function drawStill(s, w, h, dpr, W, H) {
   if (!still.canvas || still.canvas.width !== w || still.canvas.height !== h) {
