@@ -19,14 +19,22 @@ rendered frame:
 Budget (CONTRIBUTING.md, performance budgets): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``,
 the larger of the two p95s (with ``--rounds`` above 1, the median of the rounds' figures).
 
+Both are wall-clock times, so on a machine other work keeps busy they carry the time the page's
+threads waited for a core. Beside them it prints what the load does not change: the CPU time the
+browser spent per rendered frame, from each thread's counters in /proc (Linux; the processes are
+the ones Chromium's SystemInfo names): the page's main thread, its workers (demo mode's stand-in
+for the agent, and the page's reader of the recorder's answers), the rest of the renderer
+(compositor, raster), and Chromium's GPU process (with --disable-gpu, where frames are composited).
+
 Scrubbing: ``--scrub`` loads ``?demo=bench&scrub`` instead, which also drags the timeline
 (issue 18) on every animation frame: a new past moment of the last 2-14 s each frame and a window
 breathing between 0.3 and 2 s, so the page asks the demo's recorder (demo_recorder.js, answering
 as the agent's /api/history and /api/window would, as JSON text parsed by the page) for the
 moment's readings and the window's lanes, exact or reduced to the strip's pixels, builds the
 past frame, lays it out and draws it, while the live frames keep arriving. It checks the plane
-really showed past moments during the run and prints how many. A baseline page without a
-timeline ignores ``scrub`` and runs the plain load.
+really showed past moments during the run and prints how many, and how long each waited from
+being asked to being shown (a page that showed fewer moments per frame would look faster for it).
+A baseline page without a timeline ignores ``scrub`` and runs the plain load.
 
 Side by side: ``--baseline DIR`` also measures another copy of the page's folder (say the page
 before a change: ``git archive <rev> gpuflow/ui | tar -x -C OLD``, then
@@ -78,25 +86,80 @@ def serve_folder(folder: Path) -> http.server.ThreadingHTTPServer:
     return server
 
 
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+#: a renderer's dedicated workers' thread name (/proc/<pid>/task/<tid>/comm); its main thread is the one
+#: whose id is the process's
+WORKER_THREAD = "DedicatedWorker"
+
+
+def thread_cpu(pids: list[int]) -> dict[tuple[int, str], float]:
+    """CPU seconds (user + system) of each thread of processes `pids`, by (pid, thread name; "main"
+    for the process's main thread), threads of one name summed; nothing for a process or thread
+    gone meanwhile."""
+    out: dict[tuple[int, str], float] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            name = "main" if tid == str(pid) else stat[stat.index("(") + 1:stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2:].split()
+            key = (pid, name)
+            out[key] = out.get(key, 0.0) + (int(fields[11]) + int(fields[12])) * TICK_S
+    return out
+
+
+def chromium_processes(cdp) -> list[tuple[str, int]]:
+    return [(p["type"], p["id"]) for p in cdp.send("SystemInfo.getProcessInfo")["processInfo"]]
+
+
+def cpu_split(before: dict, after: dict, kinds: dict[int, str]) -> dict[str, float] | None:
+    """CPU seconds between two thread_cpu() readings: the busiest renderer's main thread, its
+    workers and the rest of it, and the GPU process; None where /proc could not be read."""
+    if not after:
+        return None
+    spent = {k: after[k] - before.get(k, 0.0) for k in after}
+    renderers = {pid for pid, kind in kinds.items() if kind == "renderer"}
+    busiest = max(renderers, key=lambda pid: sum(v for (p, _), v in spent.items() if p == pid), default=None)
+    split = {"main": 0.0, "workers": 0.0, "renderer other": 0.0, "GPU process": 0.0}
+    for (pid, name), v in spent.items():
+        if pid == busiest:
+            split["main" if name == "main" else "workers" if name.startswith(WORKER_THREAD) else "renderer other"] += v
+        elif kinds.get(pid) == "GPU":
+            split["GPU process"] += v
+    return split
+
+
 def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
     """One run of ``?demo=bench`` at ``url``: its figures, or why it does not count."""
     page = browser.new_page(viewport={"width": a.width, "height": a.height}, device_scale_factor=a.dpr)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    cdp = browser.new_browser_cdp_session()
     try:
         page.goto(url)
         page.wait_for_function("() => window.__gpuflow && window.__gpuflow.frames > 2", timeout=20000)
         time.sleep(a.warmup)
+        kinds = {pid: kind for kind, pid in chromium_processes(cdp)}
+        cpu0 = thread_cpu(list(kinds))
         page.evaluate("window.__gpuflow.benchReset()")
         shows0 = past_moments_shown(page)
         time.sleep(a.seconds)
         b = page.evaluate("window.__gpuflow.bench")
+        cpu = cpu_split(cpu0, thread_cpu(list(kinds)), kinds)
         shows = past_moments_shown(page)
         kept = page.evaluate("window.__gpuflow.lanesKept")
         graph = page.evaluate("window.__gpuflow.graph")
         frames = page.evaluate("[window.__gpuflow.frames, window.__gpuflow.deltaFrames, window.__gpuflow.resyncs]")
     finally:
         page.close()
+        cdp.detach()
     if errors:
         return f"page errors: {errors}"
     devices = sum(1 for n in graph["nodes"] if n.startswith("d:"))
@@ -116,7 +179,7 @@ def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
         if scrubbed < 10:
             return f"scrubbing: the plane showed only {scrubbed} past moments in {a.seconds:.0f} s"
     return {"load": load, "frames": frames, "draw": draw, "ingest": ingest, "intervals": iv, "scrubbed": scrubbed,
-            "p95": max(pct(draw, 95), pct(iv, 95))}
+            "lag": b.get("showLag") or None, "cpu": cpu, "p95": max(pct(draw, 95), pct(iv, 95))}
 
 
 def past_moments_shown(page) -> int | None:
@@ -135,6 +198,11 @@ def report(r: dict, a: argparse.Namespace) -> None:
           f"p95 {pct(draw, 95):.2f} ms, max {max(draw):.2f} ms")
     print(f"frame interval (uncapped): p50 {statistics.median(iv):.2f} ms, p95 {pct(iv, 95):.2f} ms, "
           f"max {max(iv):.2f} ms")
+    if r["lag"]:
+        print(f"past moments: {len(r['lag']) / a.seconds:.1f} shown a second, asked to shown p50 "
+              f"{statistics.median(r['lag']):.1f} ms, p95 {pct(r['lag'], 95):.1f} ms")
+    if r["cpu"]:
+        print("CPU per rendered frame: " + ", ".join(f"{k} {v * 1000 / len(draw):.2f} ms" for k, v in r["cpu"].items()))
 
 
 def main() -> int:

@@ -79,7 +79,7 @@ export const ui = { isolated: null, highlight: null, hover: null, lit: null };
 // the redraw loop; `animate`, when set, runs every animation frame and keeps them coming
 export const loop = { dirty: false, draws: 0, lastDrawMs: 0, animate: null };
 // per-frame costs while ?demo=bench runs (bench/ui_frame.py reads them through the test hook)
-export const bench = { on: false, draw: [], ingest: [], pendingIngest: 0, intervals: [], lastTs: 0, t: 0 };
+export const bench = { on: false, draw: [], ingest: [], pendingIngest: 0, intervals: [], lastTs: 0, t: 0, showLag: [] };
 let rafPending = false, paint = () => {};
 export function setPainter(fn) { paint = fn; }
 export function markDirty() {

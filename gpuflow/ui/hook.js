@@ -128,7 +128,7 @@ export function installHook() {
   ro('highlight', () => ui.highlight);
   ro('layout', () => ({ columns: model.cols, sizeKey: model.sizeKey }));
   ro('list', () => ({ open: list.open, key: list.key, dir: list.dir, pids: list.order.slice() }));
-  ro('bench', () => ({ draw: bench.draw.slice(), ingest: bench.ingest.slice(), intervals: bench.intervals.slice() }));
+  ro('bench', () => ({ draw: bench.draw.slice(), ingest: bench.ingest.slice(), intervals: bench.intervals.slice(), showLag: bench.showLag.slice() }));
   ro('timeline', timelineState);
   ro('pastLanes', pastLanes);
   hook.nodeRect = nodeRect;
@@ -147,7 +147,7 @@ export function installHook() {
     return t ? t.info.kernels.map(k => ({ name: k.name, mangled: k.mangled, count: k.count, total_ns: k.total_ns })) : null;
   };
   hook.fonts = Object.freeze(Object.fromEntries(Object.entries(F).map(([k, f]) => [k, f.css])));
-  hook.benchReset = () => { bench.draw.length = 0; bench.ingest.length = 0; bench.intervals.length = 0; bench.lastTs = 0; };
+  hook.benchReset = () => { bench.draw.length = 0; bench.ingest.length = 0; bench.intervals.length = 0; bench.showLag.length = 0; bench.lastTs = 0; };
   Object.freeze(hook);
   Object.defineProperty(window, '__gpuflow', { value: hook, writable: false, enumerable: false, configurable: false });
 }

@@ -61,6 +61,7 @@ function onFrameText(txt) {
 setOnShow((shown) => {
   if (!isPast()) return;
   store.past = shown;
+  if (bench.on) bench.showLag.push(performance.now() - shown.askedAt);   // asked to shown: what a drag waits
   show(shown.frame, shown.traced);
   updateHeader();
   renderTimeline();

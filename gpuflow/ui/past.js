@@ -96,7 +96,7 @@ export function requestMoment() {
   if (key === past.windowKey) return;
   past.windowKey = key;
   const q = windowQuestion(t - w, t, width);
-  q.moment = t; q.windowS = w;
+  q.moment = t; q.windowS = w; q.askedAt = performance.now();
   windows.ask(q);
 }
 
@@ -111,7 +111,7 @@ function tryShow() {
   const traced = tracedOf(w.doc, w.q, live);
   frame.traced = [...traced.values()].map(t => t.info);
   past.shows++;
-  onShow({ moment: w.q.moment, windowS: w.q.windowS, width: w.q.width, frame, traced });
+  onShow({ moment: w.q.moment, windowS: w.q.windowS, width: w.q.width, frame, traced, askedAt: w.q.askedAt });
 }
 
 // -- the frame at a moment -------------------------------------------------------------------------
