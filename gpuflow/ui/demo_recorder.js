@@ -42,22 +42,41 @@ function first(c, t) {   // index of the first value >= t among the kept ones
 
 export function makeRecorder(retainS) {
   const series = new Map();        // entity|metric -> {entity, metric, unit, t, v, r}: r the seconds each reading stands for
+  const entities = new Map();      // entity -> its metrics' series, in the metrics' order
   const traced = new Map();        // pid -> {pid, session, name, lanes: Map key -> lane}
-  let every = 1;                   // the seconds the readings being recorded stand for
+  const lanesOf = new WeakMap();   // the generator's lane -> its recorded lane
+  let trimmedAt = -Infinity;       // when the readings older than HISTORY_S were last let go
 
-  function point(entity, metric, unit, t, v) {
-    const key = entity.join('|') + '|' + metric;
-    let s = series.get(key);
-    if (!s) { s = { entity, metric, unit, t: column(), v: column(), r: column() }; series.set(key, s); }
-    push(s.t, t); push(s.v, v === null || v === undefined ? NaN : v); push(s.r, every);
-  }
-  // the readings of plain frame `f` at time t (seconds), each standing for `seconds`
-  function reading(t, f, seconds) {
-    every = seconds;
-    for (const d of f.devices) for (const [m, u] of DEVICE_METRICS) point(['device', d.uuid], m, u, t, d[m]);
-    for (const p of f.processes) for (const a of p.attachments) {
-      for (const [m, u] of PROCESS_METRICS) point(['process', String(p.pid), a.device_uuid], m, u, t, a[m]);
+  // the series of `entity`'s `metrics`, made the first time it is recorded
+  function seriesOf(entity, metrics) {
+    const ekey = entity.join('|');
+    let list = entities.get(ekey);
+    if (!list) {
+      list = metrics.map(([metric, unit]) => {
+        const key = ekey + '|' + metric;
+        let s = series.get(key);
+        if (!s) { s = { entity, metric, unit, t: column(), v: column(), r: column() }; series.set(key, s); }
+        return s;
+      });
+      entities.set(ekey, list);
     }
+    return list;
+  }
+  function record(list, metrics, x, t, every) {
+    for (let i = 0; i < metrics.length; i++) {
+      const s = list[i], v = x[metrics[i][0]];
+      push(s.t, t); push(s.v, v === null || v === undefined ? NaN : v); push(s.r, every);
+    }
+  }
+  // the readings of plain frame `f` at time t (seconds), each standing for `seconds`; those older
+  // than HISTORY_S are let go once a second
+  function reading(t, f, seconds) {
+    for (const d of f.devices) record(seriesOf(['device', d.uuid], DEVICE_METRICS), DEVICE_METRICS, d, t, seconds);
+    for (const p of f.processes) for (const a of p.attachments) {
+      record(seriesOf(['process', String(p.pid), a.device_uuid], PROCESS_METRICS), PROCESS_METRICS, a, t, seconds);
+    }
+    if (t >= trimmedAt && t < trimmedAt + 1) return;
+    trimmedAt = t;
     for (const s of series.values()) {
       const keep = first(s.t, t - HISTORY_S);
       s.t.lo = keep; s.v.lo = keep; s.r.lo = keep;
@@ -65,27 +84,35 @@ export function makeRecorder(retainS) {
   }
   // one span the demo generated, of lane [device, context, stream, label] of traced process spec
   function span(spec, L, s) {
-    let p = traced.get(spec.pid);
-    if (!p) { p = { pid: spec.pid, session: spec.session, name: spec.name, lanes: new Map() }; traced.set(spec.pid, p); }
-    const key = L.device + ':' + L.context + ':' + L.stream;
-    let lane = p.lanes.get(key);
+    let lane = lanesOf.get(L);
     if (!lane) {
-      lane = { device: L.device, context: L.context, stream: L.stream, label: L.label, names: [], nameIds: new Map(), end: 0, evicted: false };
-      for (const f of SPAN_FIELDS) lane[f] = column();
-      p.lanes.set(key, lane);
+      let p = traced.get(spec.pid);
+      if (!p) { p = { pid: spec.pid, session: spec.session, name: spec.name, lanes: new Map() }; traced.set(spec.pid, p); }
+      const key = L.device + ':' + L.context + ':' + L.stream;
+      lane = p.lanes.get(key);
+      if (!lane) {
+        lane = { device: L.device, context: L.context, stream: L.stream, label: L.label, names: [], nameIds: new Map(), end: 0, evicted: false };
+        for (const f of SPAN_FIELDS) lane[f] = column();
+        p.lanes.set(key, lane);
+      }
+      lanesOf.set(L, lane);
     }
     let nameId = -1;
     if (s.name !== null) {
       nameId = lane.nameIds.get(s.name);
       if (nameId === undefined) { nameId = lane.names.length; lane.names.push(s.name); lane.nameIds.set(s.name, nameId); }
     }
-    const g = s.grid || [-1, -1, -1], b = s.block || [-1, -1, -1];
-    const row = [s.seq, s.start_us, s.dur_ns, SPAN_KINDS.indexOf(s.kind), nameId, g[0], g[1], g[2], b[0], b[1], b[2],
-      s.bytes === null ? -1 : s.bytes, s.direction === null ? -1 : DIRECTIONS.indexOf(s.direction)];
-    for (let i = 0; i < SPAN_FIELDS.length; i++) push(lane[SPAN_FIELDS[i]], row[i]);
+    const g = s.grid, b = s.block;
+    push(lane.seq, s.seq); push(lane.start_us, s.start_us); push(lane.dur_ns, s.dur_ns); push(lane.kind, SPAN_KINDS.indexOf(s.kind));
+    push(lane.name, nameId);
+    push(lane.grid_x, g ? g[0] : -1); push(lane.grid_y, g ? g[1] : -1); push(lane.grid_z, g ? g[2] : -1);
+    push(lane.block_x, b ? b[0] : -1); push(lane.block_y, b ? b[1] : -1); push(lane.block_z, b ? b[2] : -1);
+    push(lane.bytes, s.bytes === null ? -1 : s.bytes); push(lane.direction, s.direction === null ? -1 : DIRECTIONS.indexOf(s.direction));
     lane.end = Math.max(lane.end, s.start_us + s.dur_ns / 1000);
-    const keep = first(lane.start_us, s.start_us - retainS * 1e6);
-    if (keep > lane.start_us.lo) { lane.evicted = true; for (const f of SPAN_FIELDS) lane[f].lo = keep; }
+    const st = lane.start_us, oldest = s.start_us - retainS * 1e6;
+    if (st.a[st.lo] >= oldest) return;
+    const keep = first(st, oldest);
+    if (keep > st.lo) { lane.evicted = true; for (const f of SPAN_FIELDS) lane[f].lo = keep; }
   }
 
   function history(q) {
@@ -106,22 +133,27 @@ export function makeRecorder(retainS) {
         const res = s.r.a[i];
         let j = i + 1;
         while (j < b && s.r.a[j] === res) j++;
-        const t = Array.from(s.t.a.subarray(i, j)), v = Array.from(s.v.a.subarray(i, j));
-        out.push(points && t.length > points ? reduced(s, t, v, res, from, to, points)
-          : { entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: res, t, value: v.map(x => (isNaN(x) ? null : x)) });
+        if (points && j - i > points) out.push(reduced(s, i, j, res, from, to, points));
+        else {
+          const value = new Array(j - i);
+          for (let k = i; k < j; k++) { const x = s.v.a[k]; value[k - i] = isNaN(x) ? null : x; }
+          out.push({ entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: res, t: Array.from(s.t.a.subarray(i, j)), value });
+        }
         i = j;
       }
     }
     return { from, to, sources: ['demo'], retained_from: rFrom, retained_to: rTo, series: out, problems: [] };
   }
-  function reduced(s, t, v, res, from, to, points) {
+  // points [a, b) of series s, one resolution, reduced to `points` buckets
+  function reduced(s, a, b, res, from, to, points) {
+    const t = s.t.a, v = s.v.a;
     const width = (to - from) / (points - 1), firstK = Math.floor(from / width), lastK = firstK + points - 1;
     const out = { entity: s.entity, metric: s.metric, unit: s.unit, resolution_s: Math.max(width, res), t: [], value: [], min: [], max: [] };
-    let i = 0;
-    while (i < t.length) {
+    let i = a;
+    while (i < b) {
       const k = Math.min(Math.max(Math.floor(t[i] / width), firstK), lastK);
       let j = i, sum = 0, n = 0, lo = Infinity, hi = -Infinity;
-      while (j < t.length && (k === lastK || t[j] < (k + 1) * width)) {
+      while (j < b && (k === lastK || t[j] < (k + 1) * width)) {
         const x = v[j++];
         if (isNaN(x)) continue;
         sum += x; n++; if (x < lo) lo = x; if (x > hi) hi = x;
