@@ -10,9 +10,15 @@ objects' attributes, into one C buffer, and makes one ``str`` of it.
 
 * ``span_rows(columns, lo, hi, ids)``: rows ``lo``..``hi`` of a SpanColumns, or None when one is
   outside the columns' two shapes (the caller then encodes the lane through ``wire.encode_spans``);
+* ``kernel_ids(kernels, pairs)``: each kernel's id in a names table, None for one it lacks;
 * ``kernel_entries(kernels, ids, base, fields)``: the entries of the kernels whose ``fields``
   differ from their entry in ``base`` (None: all), or None for a value it does not take or an id
   given twice (the caller then uses ``json``).
+
+A KernelStat is a frozen slotted dataclass: its fields are read through the offsets of their
+slots (each field's member descriptor, ``PyMemberDescrObject``, gives it), which is what reading
+the attribute ends in, without the attribute lookup; a type whose fields are not all object slots
+is read by attribute name.
 
 The module opening of ``_wire_text_py`` states both exactly; this is its twin.
 
@@ -32,11 +38,21 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_AsUTF8String
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from json.encoder import encode_basestring
+from types import MemberDescriptorType
 
 is_compiled = True
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
 
 cdef extern from *:
     """
@@ -46,6 +62,10 @@ cdef extern from *:
     """
     int wt_sub_overflows(int64_t a, int64_t b, int64_t *out)
 
+#: a member's type when it is a plain object slot (``T_OBJECT_EX``, 3.12's ``Py_T_OBJECT_EX``)
+DEF OBJECT_SLOT = 16
+#: the most fields read through slot offsets (a KernelStat has fewer)
+DEF MAX_FIELDS = 64
 #: the kind codes of the columns (SPAN_KINDS: kernel, memcpy, memset) and the directions' count
 DEF N_KINDS = 3
 DEF N_DIRECTIONS = 6
@@ -256,18 +276,83 @@ cdef int put_value(Buf *b, object v) except -1:
     return 0
 
 
+cdef class Fields:
+    """How some fields of one type are read: through their slots' offsets when each is an object
+    slot of a slotted class (``T_OBJECT_EX``, as a frozen slotted dataclass's fields are), else
+    by name."""
+    cdef tuple names
+    cdef bint slotted
+    cdef Py_ssize_t n
+    cdef Py_ssize_t offsets[MAX_FIELDS]
+
+    def __init__(self, type cls, tuple names):
+        cdef Py_ssize_t i
+        cdef PyMemberDef *member
+        self.names = names
+        self.n = len(names)
+        self.slotted = self.n <= MAX_FIELDS
+        for i in range(self.n):
+            if not self.slotted:
+                break
+            descriptor = next((vars(base)[names[i]] for base in cls.__mro__ if names[i] in vars(base)), None)
+            if type(descriptor) is not MemberDescriptorType:
+                self.slotted = False
+                break
+            member = (<PyMemberDescrObject *> <PyObject *> descriptor).d_member
+            if member.type != OBJECT_SLOT:
+                self.slotted = False
+                break
+            self.offsets[i] = member.offset
+
+    cdef inline object get(self, object obj, Py_ssize_t i):
+        cdef PyObject *value
+        if self.slotted:
+            value = (<PyObject **> ((<char *> <PyObject *> obj) + self.offsets[i]))[0]
+            if value != NULL:
+                return <object> value
+        return getattr(obj, self.names[i])
+
+
+cdef dict _FIELDS = {}
+
+
+cdef Fields fields_of(type cls, tuple names):
+    cdef Fields found = _FIELDS.get((cls, names))
+    if found is None:
+        found = _FIELDS[(cls, names)] = Fields(cls, names)
+    return found
+
+
+def kernel_ids(kernels, dict pairs):
+    """Each kernel's id in a names table's ``pairs`` ((name, mangled) -> id), None for a pair it
+    does not hold."""
+    cdef list out = []
+    cdef Fields f = None
+    cdef type f_type = None
+    for k in kernels:
+        if type(k) is not f_type:
+            f_type = type(k)
+            f = fields_of(f_type, ("name", "mangled"))
+        out.append(pairs.get((f.get(k, 0), f.get(k, 1))))
+    return out
+
+
 def kernel_entries(kernels, ids, dict base, tuple fields):
     """The changed kernels' entries as one JSON list; None: a value it does not take, or an id
     given twice."""
     cdef Py_ssize_t n = len(kernels), i, j, n_fields = len(fields)
-    cdef object k, b_obj, key
+    cdef object k, b_obj
     cdef int64_t kid, top = -1
-    cdef int same
+    cdef bint same
     cdef Buf b
     cdef unsigned char *seen = NULL
+    cdef Fields f = None, fb = None
+    cdef type f_type = None, fb_type = None
+    cdef list keys
+    cdef bytes raw
     if len(ids) != n:
         raise ValueError(f"{len(ids)} ids for {n} kernels")
-    keys = [(',"' + f + '":').encode("ascii") if j else ('{"id":').encode("ascii") for j, f in enumerate(("id",) + fields)]
+    keys = [('{"id":' if j == 0 else ',"' + name + '":').encode("ascii") for j, name in enumerate(("id",) + fields)]
     for i in range(n):
         kid = ids[i]
         if kid < 0:
@@ -280,8 +365,7 @@ def kernel_entries(kernels, ids, dict base, tuple fields):
         seen = <unsigned char *> malloc(top + 2)
         if seen == NULL:
             raise MemoryError()
-        for i in range(top + 1):
-            seen[i] = 0
+        memset(seen, 0, top + 2)
         for i in range(n):
             kid = ids[i]
             if seen[kid]:
@@ -291,21 +375,26 @@ def kernel_entries(kernels, ids, dict base, tuple fields):
         put_char(&b, b"[")
         for i in range(n):
             k = kernels[i]
-            key = ids[i]
-            values = [PyObject_GetAttr(k, f) for f in fields]
+            if type(k) is not f_type:
+                f_type = type(k)
+                f = fields_of(f_type, fields)
             if base is not None:
-                b_obj = base.get(key)
+                b_obj = base.get(ids[i])
                 if b_obj is k:
                     continue
                 if b_obj is not None:
-                    same = 1
+                    if type(b_obj) is not fb_type:
+                        fb_type = type(b_obj)
+                        fb = fields_of(fb_type, fields)
+                    same = True
                     for j in range(n_fields):
-                        if not PyObject_RichCompareBool(values[j], PyObject_GetAttr(b_obj, fields[j]), Py_EQ):
-                            same = 0
+                        if not PyObject_RichCompareBool(f.get(k, j), fb.get(b_obj, j), Py_EQ):
+                            same = False
                             break
                     if same:
                         continue
             if b.used > 1:
+                buf_reserve(&b, 1)
                 put_char(&b, b",")
             raw = keys[0]
             put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
@@ -314,7 +403,7 @@ def kernel_entries(kernels, ids, dict base, tuple fields):
             for j in range(n_fields):
                 raw = keys[j + 1]
                 put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
-                if put_value(&b, values[j]):
+                if put_value(&b, f.get(k, j)):
                     return None
             buf_reserve(&b, 1)
             put_char(&b, b"}")

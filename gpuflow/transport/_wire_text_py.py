@@ -13,6 +13,8 @@ frame instead of making a Python list per span row and a dict per kernel entry a
   a direction, a copy with a name, an unknown kind or direction) is not written here: the answer
   is then None and the caller encodes the lane through ``wire.encode_spans``; so is a difference
   of two seqs or starts beyond int64 (the compiled twin writes int64s only).
+* :func:`kernel_ids`: each kernel's id in a names table (``NameTable``'s pairs), None for a
+  (name, mangled) it does not hold.
 * :func:`kernel_entries`: the stream's kernel entries (``{"id": …, <fields>…}``) of the kernels
   whose ``fields`` differ from their entry in ``base`` (a dict id → the KernelStat the base frame
   sent; None: every kernel), in order, as one JSON list: exactly ``json.dumps`` of those dicts.
@@ -72,6 +74,12 @@ def span_rows(c: SpanColumns, lo: int, hi: int, ids: Sequence[int]) -> str | Non
         else:
             return None
     return _ENCODE(rows)
+
+
+def kernel_ids(kernels: Sequence[Any], pairs: dict[tuple[Any, Any], int]) -> list[int | None]:
+    """Each kernel's id in a names table's ``pairs`` ((name, mangled) -> id), None for a pair it
+    does not hold."""
+    return [pairs.get((k.name, k.mangled)) for k in kernels]
 
 
 def kernel_entries(kernels: Sequence[Any], ids: Sequence[int], base: dict[int, Any] | None,

@@ -36,10 +36,10 @@ a kernel table is the snapshot's own :func:`~gpuflow.core.snapshot.kernel_order`
 from __future__ import annotations
 
 from dataclasses import fields
-from operator import attrgetter
 from typing import Any, Callable, Iterable, Sequence
 
 from gpuflow.core.recorded import SpanColumns
+from gpuflow.transport import wire_text
 from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
@@ -71,8 +71,6 @@ _TRANSFER_FIELDS = tuple(f.name for f in fields(TransferStat))
 _TRACED_SCALARS = tuple(f.name for f in fields(TracedProcess)
                         if f.name not in ("kernels", "transfers", "lanes"))
 
-
-_NAME, _MANGLED = attrgetter("name"), attrgetter("mangled")
 
 #: a traced process's key in a stream: (host, session, pid)
 TracedKey = tuple[str | None, str, int]
@@ -114,8 +112,9 @@ class NameTable:
         return i
 
     def known_kernel_ids(self, kernels: Sequence[KernelStat]) -> list[int | None]:
-        """Each kernel's id, None for a (name, mangled) the table does not hold (one C-level pass)."""
-        return list(map(self._pairs.get, zip(map(_NAME, kernels), map(_MANGLED, kernels))))
+        """Each kernel's id, None for a (name, mangled) the table does not hold (wire_text: one
+        compiled pass)."""
+        return wire_text.kernel_ids(kernels, self._pairs)
 
     def kernel_ids(self, kernels: Sequence[KernelStat], known: list[int | None] | None = None) -> list[int]:
         """Each kernel's id, entering new ones in order (as :meth:`kernel_id` would, kernel by

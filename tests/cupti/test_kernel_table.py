@@ -78,9 +78,12 @@ def test_both_twins_refresh_alike_and_copy_only_what_moved(case):
     answers = []
     for twin in (kernel_table.kernel_table_py, kernel_table.kernel_table_c or kernel_table.kernel_table_py):
         mine = dict(shown)
-        keys, unknown = twin.refresh(rows, mine)
-        answers.append(([(*k[:5], as_fields(k[5])) for k in keys], unknown,
-                        {i: as_fields(s) for i, s in mine.items()}))
+        stats, ids, unknown = twin.refresh(rows, mine)
+        table = twin.ordered(stats, ids)
+        answers.append(([as_fields(s) for s in stats], ids, unknown, {i: as_fields(s) for i, s in mine.items()},
+                        [as_fields(s) for s in table]))
+        assert list(table) == sorted(stats, key=kernel_order) or any(
+            kernel_order(a) == kernel_order(b) for a in stats for b in stats if a is not b)
         for name_id, stat in mine.items():   # an unchanged kernel keeps its object, a moved one is new
             row = next(r for r in rows if r[0] == name_id)
             old = shown[name_id]
@@ -90,25 +93,32 @@ def test_both_twins_refresh_alike_and_copy_only_what_moved(case):
             assert [getattr(stat, f.name) for f in fields(stat) if f.name not in ("count", "timed", "total_ns",
                     "min_ns", "max_ns")] == [getattr(old, f.name) for f in fields(old) if f.name not in (
                         "count", "timed", "total_ns", "min_ns", "max_ns")]
-        assert [k[5] for k in keys] == [mine[r[0]] for r in rows if r[0] in shown]
+        assert stats == [mine[r[0]] for r in rows if r[0] in shown]
+        assert ids == [r[0] for r in rows if r[0] in shown]
         assert unknown == [r for r in rows if r[0] not in shown]
     assert answers[0] == answers[1]
 
 
 @pytest.mark.parametrize("twin", TWINS)
-def test_sorted_keys_put_a_table_in_kernel_order(twin):
+def test_a_table_is_put_in_kernel_order_ties_by_name_id(twin):
     shown = {i: KernelStat(name=n, mangled=f"_Z{i}", count=0, total_ns=0, min_ns=None, max_ns=None, timed=0)
-             for i, n in enumerate(["b", "a", "c", "a", "d"], start=1)}
+             for i, n in enumerate(["b", "a", "c", "a", "d", "a"], start=1)}
+    shown[6] = KernelStat(name="a", mangled="_Z2", count=0, total_ns=0, min_ns=None, max_ns=None)  # as 2's
     rows = [(1, 3, 3, 500, 1, 300), (2, 4, 4, 500, 1, 300), (3, 9, 9, 900, 1, 300), (4, 4, 4, 500, 1, 300),
-            (5, 0, 0, 0, None, None), (6, 1, 1, 100, 100, 100)]
-    keys, unknown = twin.refresh(rows, shown)
-    keys.sort()
-    table = [k[5] for k in keys]
-    assert table == sorted(table, key=kernel_order)
-    assert [(k.name, k.mangled) for k in table] == [("c", "_Z3"), ("a", "_Z2"), ("a", "_Z4"), ("b", "_Z1"),
-                                                    ("d", "_Z5")]
-    assert unknown == [(6, 1, 1, 100, 100, 100)]
-    assert sorted([twin.sort_key(s, i) for i, s in shown.items()]) == keys
+            (5, 0, 0, 0, None, None), (6, 4, 4, 500, 1, 300), (7, 1, 1, 100, 100, 100),
+            (8, 2**64 - 1, 1, 2**64 - 1, 1, 1)]
+    shown[8] = KernelStat(name="huge", mangled="_Z4hugev", count=0, total_ns=0, min_ns=None, max_ns=None)
+    stats, ids, unknown = twin.refresh(rows, shown)
+    table = twin.ordered(stats, ids)
+    assert [(k.name, k.mangled) for k in table] == [("huge", "_Z4hugev"), ("c", "_Z3"), ("a", "_Z2"), ("a", "_Z2"),
+                                                    ("a", "_Z4"), ("b", "_Z1"), ("d", "_Z5")]
+    assert table[2] is shown[2] and table[3] is shown[6]   # the same order keys: by name id
+    assert unknown == [(7, 1, 1, 100, 100, 100)]
+    assert table == tuple(key[5] for key in sorted(twin.sort_key(s, i) for s, i in zip(stats, ids)))
+    # what the compiled sort does not take (a negative total, a name that is not text) sorts as the twin does
+    odd = [KernelStat(name="x", mangled="_Zx", count=1, total_ns=-5, min_ns=None, max_ns=None),
+           KernelStat(name="y", mangled="_Zy", count=1, total_ns=7, min_ns=None, max_ns=None)]
+    assert [k.name for k in twin.ordered(odd, [1, 2])] == ["y", "x"]
 
 
 @pytest.mark.parametrize("twin", TWINS)

@@ -171,9 +171,30 @@ def test_kernel_entries_are_json_dumps_of_the_changed_kernels_dicts_or_declined(
 def test_kernel_entries_decline_what_they_do_not_write(twin):
     k = KernelStat(name="k", mangled="_Z1kv", count=1, total_ns=2, min_ns=None, max_ns=None, timed=1)
     odd = KernelStat(name="k", mangled="_Z1kv", count=[1], total_ns=2, min_ns=None, max_ns=None, timed=1)
-    assert twin.kernel_entries([k], [0], None, KERNEL_FIELDS) == (
-        '[{"id":0,"count":1,"total_ns":2,"min_ns":null,"max_ns":null,"timed":1}]')
+    assert twin.kernel_entries([k], [0], None, KERNEL_FIELDS) == dumps([{"id": 0, **{f: getattr(k, f)
+                                                                                 for f in KERNEL_FIELDS}}])
+    assert twin.kernel_entries([k], [0], None, ("count", "total_ns", "min_ns")) == (
+        '[{"id":0,"count":1,"total_ns":2,"min_ns":null}]')
     assert twin.kernel_entries([k], [0], {0: k}, KERNEL_FIELDS) == "[]"
     assert twin.kernel_entries([odd], [0], None, KERNEL_FIELDS) is None   # a list: json's job
     assert twin.kernel_entries([k, k], [2, 2], None, KERNEL_FIELDS) is None   # an id twice
     assert twin.kernel_entries([k], [-1], None, KERNEL_FIELDS) is None
+    unslotted = Unslotted("k", "_Z1kv")   # fields read by attribute name
+    unslotted.__dict__.update({f: getattr(k, f) for f in KERNEL_FIELDS})
+    assert twin.kernel_entries([unslotted], [0], {0: k}, KERNEL_FIELDS) == "[]"
+    assert twin.kernel_entries([k], [0], {0: unslotted}, KERNEL_FIELDS) == "[]"
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_kernel_ids_are_the_tables_ids_of_each_name_and_mangled_pair(twin):
+    stats = [KernelStat(name=n, mangled=m, count=1, total_ns=1, min_ns=1, max_ns=1, timed=1)
+             for n, m in (("gemm", "_Z4gemmv"), ("gemm", "_Z4gemmi"), ("softmax", None), ("gemm", "_Z4gemmv"))]
+    odd = Unslotted(name="softmax", mangled=None)   # read by attribute name
+    pairs = {("gemm", "_Z4gemmv"): 3, ("softmax", None): 0}
+    assert twin.kernel_ids(stats + [odd], pairs) == [3, None, 0, 3, 0]
+    assert twin.kernel_ids([], pairs) == []
+
+
+class Unslotted:
+    def __init__(self, name, mangled):
+        self.name, self.mangled = name, mangled

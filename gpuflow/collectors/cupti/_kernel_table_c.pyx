@@ -22,6 +22,10 @@ type must be a dataclass with the five figure fields; holds the GIL throughout.
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
+from cpython.type cimport PyType_GenericAlloc
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
+from cpython.unicode cimport PyUnicode_Compare
+from libc.stdlib cimport free, malloc
 from types import MemberDescriptorType
 from dataclasses import fields as dataclass_fields
 
@@ -44,6 +48,8 @@ DEF MAX_FIELDS = 64
 
 #: the figures a decoder's row gives, by field name: index in the row
 _FIGURES = {"count": 1, "timed": 2, "total_ns": 3, "min_ns": 4, "max_ns": 5}
+#: the names a table is ordered by, after the figures
+_TEXTS = {"name": 6, "mangled": 7}
 
 
 cdef class Layout:
@@ -55,18 +61,20 @@ cdef class Layout:
     cdef Py_ssize_t n
     cdef Py_ssize_t offsets[MAX_FIELDS]
     cdef int row_index[MAX_FIELDS]
-    cdef Py_ssize_t at[6]       # by row index 1..5: the slot offset of that figure's field
+    cdef Py_ssize_t at[8]       # by row index 1..5, then name (6) and mangled (7): their slot offsets
 
     def __init__(self, type cls):
         cdef Py_ssize_t i
         cdef PyMemberDef *member
         self.names = tuple(f.name for f in dataclass_fields(cls))
         self.figure = tuple(_FIGURES.get(name, -1) for name in self.names)
-        missing = set(_FIGURES) - set(self.names)
+        missing = (set(_FIGURES) | set(_TEXTS)) - set(self.names)
         if missing:
             raise TypeError(f"{cls.__name__} has no field {sorted(missing)[0]!r}")
         self.n = len(self.names)
-        self.slotted = self.n <= MAX_FIELDS
+        # made as object.__new__ makes it (the generic allocation, a Python class's own) only
+        # when the class has no __new__ of its own
+        self.slotted = self.n <= MAX_FIELDS and cls.__new__ is object.__new__
         for i in range(self.n):
             if not self.slotted:
                 break
@@ -83,6 +91,8 @@ cdef class Layout:
             self.row_index[i] = self.figure[i]
             if self.figure[i] > 0:
                 self.at[self.figure[i]] = member.offset
+            elif self.names[i] in _TEXTS:
+                self.at[_TEXTS[self.names[i]]] = member.offset
 
 
 cdef dict _LAYOUTS = {}
@@ -114,8 +124,8 @@ cdef object copy_with(object stat, Layout lay, tuple row):
     cdef type cls = type(stat)
     cdef Py_ssize_t i
     cdef PyObject *value
-    new = cls.__new__(cls)
     if lay.slotted:
+        new = PyType_GenericAlloc(cls, 0)   # what object.__new__ makes of a class without __new__
         for i in range(lay.n):
             if lay.row_index[i] > 0:
                 value = <PyObject *> row[lay.row_index[i]]
@@ -126,6 +136,7 @@ cdef object copy_with(object stat, Layout lay, tuple row):
             Py_INCREF(<object> value)
             (<PyObject **> ((<char *> <PyObject *> new) + lay.offsets[i]))[0] = value
         return new
+    new = cls.__new__(cls)
     for i in range(lay.n):
         name = lay.names[i]
         PyObject_GenericSetAttr(new, name, row[lay.figure[i]] if lay.figure[i] > 0 else getattr(stat, name))
@@ -138,9 +149,9 @@ def sort_key(stat, name_id):
 
 
 def refresh(rows, dict shown):
-    """Bring ``shown`` up to date with ``rows``; the sort keys of the shown kernels and the rows of
-    the others (``_kernel_table_py.refresh``)."""
-    cdef list keys = [], unknown = []
+    """Bring ``shown`` up to date with ``rows``; the shown kernels' stats and name ids, and the
+    rows of the others (``_kernel_table_py.refresh``)."""
+    cdef list stats = [], ids = [], unknown = []
     cdef tuple row
     cdef Layout lay = None
     cdef type lay_type = None
@@ -160,6 +171,88 @@ def refresh(rows, dict shown):
                 and figure(stat, lay, 5, "max_ns") == row[5]):
             stat = copy_with(stat, lay, row)
             shown[name_id] = stat
-        keys.append((-figure(stat, lay, 3, "total_ns"), -figure(stat, lay, 1, "count"), stat.name, stat.mangled,
-                     name_id, stat))
-    return keys, unknown
+        stats.append(stat)
+        ids.append(name_id)
+    return stats, ids, unknown
+
+
+cdef struct Entry:
+    unsigned long long total
+    unsigned long long count
+    PyObject *name      # borrowed: the stats list holds the stats, the stats their fields
+    PyObject *mangled
+    long long name_id
+    Py_ssize_t index
+
+
+cdef extern from "stdlib.h":
+    void qsort(void *base, size_t n, size_t size, int (*compare)(const void *, const void *) noexcept)
+
+
+cdef int by_kernel_order(const void *pa, const void *pb) noexcept:
+    """kernel_order, then the name id: total time and launches descending, name, mangled name."""
+    cdef const Entry *a = <const Entry *> pa
+    cdef const Entry *b = <const Entry *> pb
+    cdef int c
+    if a.total != b.total:
+        return -1 if a.total > b.total else 1
+    if a.count != b.count:
+        return -1 if a.count > b.count else 1
+    c = PyUnicode_Compare(<object> a.name, <object> b.name)   # both str: it cannot fail
+    if c == 0:
+        c = PyUnicode_Compare(<object> a.mangled, <object> b.mangled)
+    if c == 0 and a.name_id != b.name_id:
+        c = -1 if a.name_id < b.name_id else 1
+    return c
+
+
+def ordered(list stats, list ids):
+    """``stats`` (with their name ids) in kernel order, a tie broken by the name id
+    (``_kernel_table_py.ordered``). Sorted in C when every stat has a total and a count in
+    0..2**64-1, a str name and mangled name and an int64 name id; else as the twin sorts."""
+    cdef Py_ssize_t n = len(stats), i
+    cdef Entry *entries
+    cdef object stat, name, mangled, total, count, name_id
+    cdef Layout lay = None
+    cdef type lay_type = None
+    if len(ids) != n:
+        raise ValueError(f"{len(ids)} name ids for {n} stats")
+    entries = <Entry *> malloc(max(n, 1) * sizeof(Entry))
+    if entries == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            stat = stats[i]
+            name_id = ids[i]
+            if type(stat) is not lay_type:
+                lay_type = type(stat)
+                lay = layout_of(lay_type)
+            total, count = figure(stat, lay, 3, "total_ns"), figure(stat, lay, 1, "count")
+            name, mangled = figure(stat, lay, 6, "name"), figure(stat, lay, 7, "mangled")
+            if not (type(total) is int and type(count) is int and type(name) is str and type(mangled) is str
+                    and type(name_id) is int and as_u64(total, &entries[i].total)
+                    and as_u64(count, &entries[i].count) and as_i64(name_id, &entries[i].name_id)):
+                return tuple(key[5] for key in sorted(map(sort_key, stats, ids)))
+            entries[i].name = <PyObject *> name
+            entries[i].mangled = <PyObject *> mangled
+            entries[i].index = i
+        qsort(entries, n, sizeof(Entry), by_kernel_order)
+        return tuple([stats[entries[i].index] for i in range(n)])
+    finally:
+        free(entries)
+
+
+cdef bint as_u64(object v, unsigned long long *out) except -1:
+    """``v`` (an int) into ``out``; False when it is not within 0..2**64-1."""
+    try:
+        out[0] = PyLong_AsUnsignedLongLong(v)
+    except OverflowError:   # negative, or beyond 64 bits
+        return False
+    return True
+
+
+cdef bint as_i64(object v, long long *out) except -1:
+    """``v`` (an int) into ``out``; False when it is not an int64."""
+    cdef int overflow = 0
+    out[0] = PyLong_AsLongLongAndOverflow(v, &overflow)
+    return not overflow

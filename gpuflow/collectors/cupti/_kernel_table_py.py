@@ -12,11 +12,11 @@ kept), and gives each kernel its sort key.
 ``refresh(rows, shown)``: ``rows`` are the decoder's ``(name_id, count, timed, total_ns, min_ns,
 max_ns)`` (``RingDecoder.kernels``); ``shown`` maps the name ids shown by their own name to their
 current KernelStat, and is updated in place (a kernel whose figures differ from its row gets its
-new KernelStat there). The answer is ``(keys, unknown)``: per row of a shown name, in ``rows``'
-order, ``(-total_ns, -count, name, mangled, name_id, stat)`` (:func:`sort_key`: sorting these
-tuples sorts the stats in ``kernel_order`` with the name id breaking a tie, so two stats are never
-compared); and the rows of names not in ``shown``, in order, for the caller to admit or count
-among the others.
+new KernelStat there). The answer is ``(stats, ids, unknown)``: the KernelStats of the rows of
+shown names and their name ids, in ``rows``' order, and the rows of names not in ``shown``, in
+order, for the caller to admit or count among the others. ``ordered(stats, ids)`` puts a table in
+``kernel_order`` (total time descending, launches descending, name, mangled name), a tie broken
+by the name id (:func:`sort_key`), so two stats are never compared.
 
 Constraints: byte-for-byte the same answer and the same ``shown`` as ``_kernel_table_c``
 (tests/cupti/test_kernel_table.py); a changed KernelStat is ``dataclasses.replace`` of the old
@@ -37,10 +37,10 @@ def sort_key(stat: Any, name_id: int) -> tuple:
     return (-stat.total_ns, -stat.count, stat.name, stat.mangled, name_id, stat)
 
 
-def refresh(rows: list[tuple], shown: dict[int, Any]) -> tuple[list[tuple], list[tuple]]:
-    """Bring ``shown`` up to date with ``rows``; the sort keys of the shown kernels and the rows of
-    the others (see the module's opening)."""
-    keys, unknown = [], []
+def refresh(rows: list[tuple], shown: dict[int, Any]) -> tuple[list[Any], list[int], list[tuple]]:
+    """Bring ``shown`` up to date with ``rows``; the shown kernels' stats and name ids, and the
+    rows of the others (see the module's opening)."""
+    stats, ids, unknown = [], [], []
     for row in rows:
         name_id, count, timed, total, mn, mx = row
         stat = shown.get(name_id)
@@ -51,5 +51,11 @@ def refresh(rows: list[tuple], shown: dict[int, Any]) -> tuple[list[tuple], list
                 and stat.min_ns == mn and stat.max_ns == mx):
             stat = shown[name_id] = replace(stat, count=count, total_ns=total, min_ns=mn, max_ns=mx,
                                             timed=timed)
-        keys.append(sort_key(stat, name_id))
-    return keys, unknown
+        stats.append(stat)
+        ids.append(name_id)
+    return stats, ids, unknown
+
+
+def ordered(stats: list[Any], ids: list[int]) -> tuple[Any, ...]:
+    """``stats`` (with their name ids) in kernel order, a tie broken by the name id."""
+    return tuple(key[5] for key in sorted(map(sort_key, stats, ids)))

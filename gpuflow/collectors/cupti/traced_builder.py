@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 from array import array
 from collections import Counter
-from operator import itemgetter
 
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import _retain_layout as RL
@@ -74,8 +73,6 @@ LANE_JSON_FIXED = 160
 SPAN_JSON_FIXED = 224
 _COPY_COST = SPAN_JSON_FIXED + len("null")  # a copy's or memset's span has no name
 
-#: the KernelStat of a kernel_table sort key
-_STAT = itemgetter(5)
 #: SpanColumns' fields, in the order of the decoders' lane_columns
 _SPAN_FIELDS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
                 "block_z", "bytes", "direction")
@@ -263,16 +260,19 @@ class TracedBuilder:
 
     def _kernel_stats(self, decoder: RingDecoder) -> tuple[KernelStat, ...]:
         """The complete kernel table, in kernel order. Only a kernel whose figures moved gets a new
-        KernelStat (kernel_table.refresh, compiled: a build of 200 busy names is ~0.1 ms); a name
-        seen for the first time is admitted by name or counted among the others."""
-        keys, unknown = kernel_table.refresh(decoder.kernels(), self._kernels)
+        KernelStat (kernel_table.refresh, compiled: 200 busy names refreshed and sorted in ~0.1 ms
+        on the development VM); a name seen for the first time is admitted by name or counted
+        among the others."""
+        stats, ids, unknown = kernel_table.refresh(decoder.kernels(), self._kernels)
         other = _Other()  # the kernels not shown by name
         for row in unknown:
             name_id, count, timed, total, mn, mx = row
             if name_id == L.OTHER_NAME_ID or name_id in self._over_budget or not self._admit(decoder, name_id):
                 other.add(count, timed, total, mn, mx)
                 continue
-            keys.extend(kernel_table.refresh([row], self._kernels)[0])
+            admitted, admitted_ids, _ = kernel_table.refresh([row], self._kernels)
+            stats += admitted
+            ids += admitted_ids
         if other.count:
             kept = self._other
             if (kept is None or kept.count != other.count or kept.total_ns != other.total
@@ -280,9 +280,9 @@ class TracedBuilder:
                 kept = self._other = KernelStat(name=OTHER_KERNELS, mangled="", count=other.count,
                                                 total_ns=other.total, min_ns=other.min, max_ns=other.max,
                                                 timed=other.timed)
-            keys.append(kernel_table.sort_key(kept, L.OTHER_NAME_ID))
-        keys.sort()   # kernel_order, ties by name id (the decoder's rows come by name id)
-        return tuple(map(_STAT, keys))
+            stats.append(kept)
+            ids.append(L.OTHER_NAME_ID)
+        return kernel_table.ordered(stats, ids)   # kernel_order, ties by name id as the rows come
 
     @staticmethod
     def _fitting(names: array, costs: list[int], share: int) -> int:
