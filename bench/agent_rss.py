@@ -33,7 +33,8 @@ agent's own objects: draining the rings (the collector's ``_drain``, the Cython 
 recorder's columns), building snapshots (its ``_build``), merging the parts (the agent's
 ``collect_once``) and encoding the stream's frames (the frame encoder's ``_encode``); the rest
 (the client's one full frame, the server writing to the socket, this script's sampling) is the
-difference.
+difference. And by thread, from /proc/self/task (every live thread's user + system time: the
+collector's, the frame loop's, the server's, this script's main thread).
 
 Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>
 agent_cpu_cores=<agent CPU seconds per second>``; goals (issue 17) records_per_s >= 760,000,
@@ -223,6 +224,23 @@ print(frames, size, flush=True)
 """
 
 
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """Each live thread of this process: its name (the Python thread's, else the OS's) and its CPU
+    seconds so far (user + system, from /proc/self/task/<tid>/stat)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:   # ended meanwhile
+            continue
+        comm, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        out[int(tid)] = (names.get(int(tid), comm), (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
 class CpuSplit:
     """The thread CPU seconds spent inside some calls: ``wrap(obj, name)`` replaces the method
     ``name`` of ``obj`` (on that object only) by one that adds its calls' ``time.thread_time()``
@@ -335,6 +353,7 @@ def main() -> int:
         started = time.monotonic()
         cpu_start = resource.getrusage(resource.RUSAGE_SELF)
         split_start = split.taken()
+        threads_start = thread_cpu()
         procs = [subprocess.Popen([driver, lib, ring_socket, str(args.rate), str(args.seconds), str(args.capacity),
                                    str(i)], stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
         samples: list[tuple[float, dict[str, int]]] = []
@@ -355,6 +374,7 @@ def main() -> int:
             p.wait()
         cpu_end = resource.getrusage(resource.RUSAGE_SELF)   # this process only: the agent's threads
         split_end = split.taken()
+        threads_end = thread_cpu()
         cpu_wall = time.monotonic() - started
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # the final drains: every process exited, every ring released
@@ -422,6 +442,11 @@ def main() -> int:
     parts["the rest"] = cpu_s - sum(parts.values())
     print("agent CPU by part: " + ", ".join(f"{part} {seconds / cpu_wall:.3f}" for part, seconds in parts.items())
           + " cores")
+    by_thread: dict[str, float] = {}
+    for tid, (name, seconds) in threads_end.items():
+        by_thread[name] = by_thread.get(name, 0.0) + seconds - threads_start.get(tid, (name, 0.0))[1]
+    print("agent CPU by thread: " + ", ".join(f"{name} {seconds / cpu_wall:.3f}" for name, seconds in
+                                              sorted(by_thread.items(), key=lambda item: -item[1])) + " cores")
     print(f"rss_mb={peak[1]['VmRSS'] / 1024:.1f} records_per_s={pushed / elapsed:.0f} dropped={ring_drops} "
           f"agent_cpu_cores={cpu_s / cpu_wall:.3f}")
     return 0
