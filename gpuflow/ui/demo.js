@@ -5,9 +5,10 @@
 // for an agent, so it runs where an agent's work does, off the page's thread: in a worker of its
 // own (demo_worker.js). Its frames arrive by message as JSON text, as a stream's events do, and
 // take the live frames' path from the event's text on (JSON.parse, stream.js, store.js,
-// layout.js). Its recorder's answers come back as the JSON text an agent sends, and recorder.js
-// parses them as it parses the agent's. Where a module worker cannot start, the source runs in
-// the page instead, its frames handed over as objects. The page shows DEMO on screen for as long as it
+// layout.js). Its recorder answers as an agent does, with JSON text: once the worker runs, to the
+// page's answer reader (answer_worker.js, through a port, as the agent's answers reach it over
+// HTTP), before that to recorder.js on the page's thread. Where a module worker cannot start, the
+// source runs in the page instead, its frames handed over as objects. The page shows DEMO on screen for as long as it
 // runs. ?demo=bench also redraws every animation frame while the view drifts between the whole
 // graph and a close look at the traced lanes, and records each frame's cost for bench/ui_frame.py;
 // ?demo=bench&scrub also drags the timeline to a new past moment every frame.
@@ -19,7 +20,7 @@
 import { bench, cssH, cssW, loop, view } from './canvas.js';
 import { el, setConn } from './connection.js';
 import { bounds, model } from './layout.js';
-import { setAnswerer } from './recorder.js';
+import { setAnswerPort, setAnswerer } from './recorder.js';
 import { agentNow, canRewind, scrub, seek, zoomWindow } from './scrub.js';
 import { timeline } from './timeline.js';
 
@@ -47,6 +48,11 @@ export function startDemo(variant, onFrame) {
   const asked = new Map();   // id -> question, until answered
   let nextId = 0, heard = false;
   worker.onmessage = (e) => {
+    if (!heard) {   // it started: the page's answer reader asks its recorder directly from now on
+      const ch = new MessageChannel();
+      worker.postMessage({ answerPort: ch.port1 }, [ch.port1]);
+      setAnswerPort(ch.port2);
+    }
     heard = true;
     const m = e.data;
     if (m.frame !== undefined) { onFrame(JSON.parse(m.frame)); return; }

@@ -5,49 +5,43 @@
 // asked while one is waits, replacing any question that was already waiting. So a drag along the
 // timeline sends one request after another, each for the latest moment, however fast the pointer
 // moves, and every answer is handed over with the question it answers (the caller decides
-// whether it still wants it). In demo mode the answers come from the demo's own recorder
-// (demo_recorder.js, through setAnswerer), as the same JSON text the agent sends, and take the
-// same path from there.
+// whether it still wants it).
 //
-// An answer's text is read off the page's thread, by a worker of the page's own
-// (answer_worker.js): parsed, and a history or window answer shaped into typed arrays
-// (answer_shape.js), which come back without a copy. A drag asks for a window of thousands of
-// spans every frame; parsed and built into objects on the page's thread, its answers took the
-// frame's time. Where no worker can start, the page reads them itself, the same way.
+// The answers are asked for, parsed and shaped into typed arrays (answer_shape.js) off the page's
+// thread, by a worker of the page's own (answer_worker.js), and come back without a copy: a drag
+// asks for a window of thousands of spans every frame, and fetched, parsed and built into objects
+// on the page's thread, those answers took the frame's time. In demo mode the answers come from
+// the demo's own recorder (demo_recorder.js), as the same JSON text the agent sends: through a
+// port the reader asks directly (setAnswerPort), or a function the page asks (setAnswerer) until
+// there is one. Where no worker can start, the page asks and reads them itself, the same way.
 //
-// Constraints: requests only to the page's own agent, relative to the page (an agent behind a
-// proxy path works), no credential the browser adds by itself; a 401 is not retried here (the
-// stream's login form asks for the token, connection.js). The ranges asked are the caller's to
-// keep small (docs/ui.md says which); nothing here holds more than the answer being read.
+// Constraints: requests as answer_fetch.js makes them (only to the page's own agent, the token in
+// a header, no 401 retried here). The ranges asked are the caller's to keep small (docs/ui.md
+// says which); nothing here holds more than the answers being read.
 
+import { agentText } from './answer_fetch.js';
 import { shapeAnswer, shapeParsed, unpackAnswer } from './answer_shape.js';
 import { token } from './login.js';
 
-// (path, params) -> Promise of the answer's text, in demo mode; null: ask the agent
+// demo mode: (path, params) -> Promise of the answer's text; null: ask the agent
 let answerer = null;
 export function setAnswerer(fn) { answerer = fn; }
-
-export const recorderStats = { asked: 0, answered: 0, failed: 0, dropped: 0, lastError: null };
-
-async function fetchText(path, params) {
-  if (answerer) return answerer(path, params);
-  const headers = { Accept: 'application/json' };
-  const t = token();
-  if (t !== null) headers.Authorization = 'Bearer ' + t;
-  const r = await fetch(path + '?' + new URLSearchParams(params).toString(),
-    { headers, cache: 'no-store', credentials: 'omit' });
-  const text = await r.text();
-  if (!r.ok) {
-    let why = r.status + ' ' + r.statusText;
-    try { const doc = JSON.parse(text); if (doc && typeof doc.error === 'string') why = doc.error; } catch (e) { /* not JSON */ }
-    throw new Error('the agent could not answer ' + path + ': ' + why);
-  }
-  return text;
+// demo mode: a MessagePort on which the demo's recorder answers (answer_worker.js's protocol);
+// handed to the reader, which then asks it directly (where no reader can start, setAnswerer's
+// function keeps answering)
+let portGiven = false;
+export function setAnswerPort(port) {
+  if (reader === null) startReader();
+  if (reader === false) { port.close(); return; }
+  reader.postMessage({ port }, [port]);
+  portGiven = true;
 }
 
+export const recorderStats = { asked: 0, answered: 0, failed: 0, lastError: null };
+
 // -- reading answers ----------------------------------------------------------------------------
-// the worker that reads answers (null: not started yet, false: none could start) and the
-// answers it is reading, by id
+// the worker that asks for and reads answers (null: not started yet, false: none could start),
+// and the questions it has, by id
 let reader = null, readId = 0;
 const reading = new Map();
 function startReader() {
@@ -61,30 +55,44 @@ function startReader() {
     if (m.error !== undefined) r.reject(new Error(m.error));
     else r.resolve(unpackAnswer(m.doc, m.buffer, r.kind));
   };
-  // a worker that could not start (its script refused): the page reads what was sent to it
+  // a worker that could not start (its script refused): the page asks and reads what it had
   reader.onerror = (e) => {
     if (heard) return;
     e.preventDefault();
     reader.terminate();
     reader = false;
-    for (const r of reading.values()) readHere(r.text, r.kind).then(r.resolve, r.reject);
+    portGiven = false;
+    for (const r of reading.values()) {
+      (r.text !== undefined ? Promise.resolve(r.text).then((t) => readHere(t, r.path, r.kind)) : answerHere(r.path, r.params, r.kind))
+        .then(r.resolve, r.reject);
+    }
     reading.clear();
   };
 }
-function readHere(text, kind) {
-  return new Promise((resolve) => {
-    const { doc, buffer } = shapeAnswer(text, kind);
-    resolve(unpackAnswer(doc, buffer, kind));
-  });
+// an answer's text read on the page's thread
+function readHere(text, path, kind) {
+  let shaped;
+  try { shaped = shapeAnswer(text, kind); } catch (err) { throw new Error(path + ' ' + err.message); }
+  return unpackAnswer(shaped.doc, shaped.buffer, kind);
 }
-// Promise of an answer's text read for `kind` ('history', 'window', or null: as parsed)
-function readAnswer(text, kind) {
+// an answer asked and read on the page's thread
+function answerHere(path, params, kind) {
+  return (answerer ? answerer(path, params) : agentText(path, params, token())).then((text) => readHere(text, path, kind));
+}
+// Promise of the answer to (path, params), read for `kind` ('history', 'window', or null: as parsed)
+function answer(path, params, kind) {
   if (reader === null) startReader();
-  if (reader === false) return readHere(text, kind);
+  if (reader === false) return answerHere(path, params, kind);
+  // a demo's function is asked here until its port is handed to the reader, which reads the text
+  if (answerer && !portGiven) return answerer(path, params).then((text) => toReader({ kind, path, text }, path, params, kind));
+  return toReader({ kind, path, params, token: answerer ? null : token() }, path, params, kind);
+}
+function toReader(msg, path, params, kind) {
+  if (reader === false) return msg.text !== undefined ? Promise.resolve(msg.text).then((t) => readHere(t, path, kind)) : answerHere(path, params, kind);
   return new Promise((resolve, reject) => {
     const id = ++readId;
-    reading.set(id, { text, kind, resolve, reject });
-    reader.postMessage({ id, text, kind });
+    reading.set(id, { path, params, kind, text: msg.text, resolve, reject });
+    reader.postMessage(Object.assign({ id }, msg));
   });
 }
 
@@ -93,43 +101,22 @@ function readAnswer(text, kind) {
 // outcome. `question` is {path, params, ...anything the caller wants back}; `kind` says how its
 // answers are read ('history': with their series' index; 'window': with span columns; see
 // answer_shape.js), and by default they are as parsed.
-//
-// Asking and reading overlap: once an answer's text is in, the next question goes out while the
-// text is read. An answer that arrives while an older one is still being read waits for it, and
-// a newer one replaces it unread (counted in recorderStats.dropped): a drag reads only the latest
-// moment's answer, however far behind the reading falls.
 export function channel(onAnswer, onError, kind) {
-  let busy = false, waiting = null;        // the request in flight; the question waiting for it
-  let reading = false, unread = null;      // an answer being read; the newest one waiting to be
-  const failed = (q, err) => { recorderStats.failed++; recorderStats.lastError = err.message; onError(q, err); };
-  const read = (q, text) => {
-    reading = true;
-    readAnswer(text, kind || null)
-      .then((doc) => { recorderStats.answered++; onAnswer(q, doc); },
-        (err) => failed(q, new Error(q.path + ' ' + err.message)))
-      .finally(() => {   // a handler's own exception still reaches the page's error reporting
-        reading = false;
-        if (unread) { const [nq, nt] = unread; unread = null; read(nq, nt); }
-      });
-  };
+  let busy = false, waiting = null;
   const run = (q) => {
     busy = true;
     recorderStats.asked++;
-    fetchText(q.path, q.params)
-      .then((text) => {
-        if (!reading) { read(q, text); return; }
-        if (unread) recorderStats.dropped++;
-        unread = [q, text];
-      }, (err) => failed(q, err))
-      .finally(() => {
+    answer(q.path, q.params, kind || null)
+      .then((doc) => { recorderStats.answered++; onAnswer(q, doc); },
+        (err) => { recorderStats.failed++; recorderStats.lastError = err.message; onError(q, err); })
+      .finally(() => {   // a handler's own exception still reaches the page's error reporting
         busy = false;
         if (waiting) { const next = waiting; waiting = null; run(next); }
       });
   };
   return {
     ask(q) { if (busy) waiting = q; else run(q); },
-    // an answer of this channel is still to come
-    get busy() { return busy || waiting !== null || reading || unread !== null; },
+    get busy() { return busy || waiting !== null; },
   };
 }
 

@@ -19,7 +19,7 @@
 // pointer event, so a drag never forces a layout. State is scrub.js's; the exports are
 // perfetto.js's (window.open runs in the user's gesture, before anything is awaited).
 
-import { COL, ui } from './canvas.js';
+import { COL, nextFrame, ui } from './canvas.js';
 import { demo } from './connection.js';
 import { fmtBytes, fmtClock, fmtSpan, fmtWindow } from './format.js';
 import { download, fetchTrace, saveAndOpen } from './perfetto.js';
@@ -66,7 +66,7 @@ let trackQueued = false;
 function queueTrack() {
   if (trackQueued) return;
   trackQueued = true;
-  requestAnimationFrame(() => { trackQueued = false; drawTrack(); });
+  nextFrame(() => { trackQueued = false; drawTrack(); });
 }
 let tickFont = '';
 const still = { canvas: null, ctx: null, image: null, w: 0, h: 0, dpr: 0, overview: null, from: NaN, to: NaN, drawn: 0 };
