@@ -100,8 +100,11 @@ def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float,
 
 
 def _merge_process(known: Process | None, new: Process) -> Process:
-    if known is None:
-        return replace(new, attachments=_sorted_attachments(new.attachments))
+    if known is None:   # the usual case: one part knows the process (a hub's: thousands of them)
+        attachments = new.attachments
+        if all(_order(a) <= _order(b) for a, b in zip(attachments, attachments[1:])):
+            return new
+        return replace(new, attachments=_sorted_attachments(attachments))
     by_uuid: dict[str, Attachment] = {a.device_uuid: a for a in known.attachments}
     for a in new.attachments:
         by_uuid.setdefault(a.device_uuid, a)
@@ -115,5 +118,9 @@ def _merge_process(known: Process | None, new: Process) -> Process:
     )
 
 
+def _order(a: Attachment) -> tuple[int, str]:
+    return (a.device_index, a.device_uuid)
+
+
 def _sorted_attachments(items: Iterable[Attachment]) -> tuple[Attachment, ...]:
-    return tuple(sorted(items, key=lambda a: (a.device_index, a.device_uuid)))
+    return tuple(sorted(items, key=_order))

@@ -4,7 +4,8 @@
 ``detail=summary``: devices, processes, traced processes with their complete aggregates
 (kernels, transfers, counters) and retired roll-ups, but no lanes and so no spans. A hub takes
 summaries from every agent it follows (a few kB/s per host instead of a busy program's hundreds),
-and full detail only from a host a page is looking at.
+and full detail only from a host a page is looking at. ``detail=hosts`` is the fleet's overview,
+a tile per host, for a page of a thousand hosts (gpuflow.transport.hosts_view).
 
 ``host=<name>`` narrows the view to one host of the snapshot's ``hosts``: its devices, processes
 and traced processes, with that host's own facts and problems as ``host`` and it alone in
@@ -45,6 +46,7 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.identity import check_host_name
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
+from gpuflow.transport.hosts_view import HOSTS, HostsFrames
 from gpuflow.transport.settings import AppSettings
 from gpuflow.transport.sse import (
     SseBody, bound_send_time, event_stream, stream_headers, unavailable,
@@ -53,7 +55,7 @@ from gpuflow.transport.sse import (
 log = logging.getLogger("gpuflow.transport.stream_views")
 
 FULL, SUMMARY = "full", "summary"
-DETAILS = (FULL, SUMMARY)
+DETAILS = (FULL, SUMMARY, HOSTS)
 
 
 class BadView(ValueError):
@@ -81,29 +83,71 @@ def parse_host(req: falcon.Request) -> str | None:
         raise BadView("host must be given once, as a host name of the snapshot's hosts") from None
 
 
-def host_view(snap: Snapshot, name: str) -> Snapshot:
-    """``snap`` narrowed to the host ``name``: its items, its facts and problems as the host's,
-    itself alone in ``hosts`` (nothing of it when the snapshot no longer lists it)."""
-    entry = next((h for h in snap.hosts if h.name == name), None)
-    if entry is None:
+#: one host's part of a snapshot: its entry, devices, processes, traced processes, roll-ups
+HostItems = tuple[Any, tuple, tuple, tuple, tuple]
+
+
+class HostIndex:
+    """Every host's items of the latest snapshot, grouped once per snapshot for all host views
+    (a hub's thousand hosts are not filtered once per view)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cached: tuple[Snapshot, dict[str, HostItems]] | None = None
+
+    def of(self, snap: Snapshot) -> dict[str, HostItems]:
+        cached = self._cached
+        if cached is not None and cached[0] is snap:
+            return cached[1]
+        with self._lock:
+            cached = self._cached
+            if cached is None or cached[0] is not snap:
+                groups: dict[str | None, tuple[list, list, list, list]] = {}
+                for i, part in enumerate((snap.devices, snap.processes, snap.traced, snap.traced_retired)):
+                    for item in part:
+                        groups.setdefault(item.host, ([], [], [], []))[i].append(item)
+                empty: tuple[list, list, list, list] = ([], [], [], [])
+                index = {h.name: (h,) + tuple(tuple(g) for g in groups.get(h.name, empty)) for h in snap.hosts}
+                cached = self._cached = (snap, index)  # type: ignore[assignment]
+            return cached[1]
+
+
+def host_view(snap: Snapshot, items: HostItems | None) -> Snapshot:
+    """``snap`` narrowed to one host's ``items``: its facts and problems as the host's, itself
+    alone in ``hosts`` (nothing of it when the snapshot no longer lists it)."""
+    if items is None:
         return dataclasses.replace(snap, devices=(), processes=(), traced=(), traced_retired=(), hosts=())
-    return Snapshot(
-        seq=snap.seq, timestamp=snap.timestamp, host=entry.info, problems=entry.problems,
-        devices=tuple(d for d in snap.devices if d.host == name),
-        processes=tuple(p for p in snap.processes if p.host == name),
-        traced=tuple(t for t in snap.traced if t.host == name),
-        sources=snap.sources,
-        traced_retired=tuple(r for r in snap.traced_retired if r.host == name),
-        hosts=(entry,))
+    entry, devices, processes, traced, retired = items
+    return Snapshot(seq=snap.seq, timestamp=snap.timestamp, host=entry.info, problems=entry.problems,
+                    devices=devices, processes=processes, traced=traced, sources=snap.sources,
+                    traced_retired=retired, hosts=(entry,))
 
 
-def derive(detail: str, host: str | None) -> Callable[[Snapshot], Snapshot]:
-    """The view's snapshot of a board's snapshot."""
-    if host is None:
-        return summary_of
-    if detail == SUMMARY:
-        return lambda snap: summary_of(host_view(snap, host))
-    return lambda snap: host_view(snap, host)
+class HostViewOf:
+    """A host view's snapshot of each snapshot: the one before, the very object, while nothing of
+    that host changed (on a hub, other hosts' frames make most snapshots), so the view encodes
+    and sends a frame only when its host has something new."""
+
+    def __init__(self, name: str, index: HostIndex, summary: bool) -> None:
+        self.name, self.index, self.summary = name, index, summary
+        self._last: tuple[HostItems | None, Snapshot] | None = None
+
+    def __call__(self, snap: Snapshot) -> Snapshot:
+        items = self.index.of(snap).get(self.name)
+        last = self._last
+        if last is not None and _same(last[0], items):
+            return last[1]
+        view = host_view(snap, items)
+        view = summary_of(view) if self.summary else view
+        self._last = (items, view)
+        return view
+
+
+def _same(a: HostItems | None, b: HostItems | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a[0] is b[0] and all(len(x) == len(y) and all(i is j for i, j in zip(x, y))
+                                for x, y in zip(a[1:], b[1:]))
 
 
 def summary_of(snap: Snapshot) -> Snapshot:
@@ -139,6 +183,29 @@ class DerivedBoard:
             return cached[1]
 
 
+class ViewBoard:
+    """The board as one stream of a view waits on it: for a snapshot newer than the last one it
+    saw, whatever the seq of the view's frame (a host view keeps its frame while its host has
+    nothing new, so that seq lags the board's)."""
+
+    def __init__(self, board: SnapshotBoard) -> None:
+        self.board = board
+        self._seen: int | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.board.closed
+
+    def wait_first(self, timeout: float) -> Snapshot | None:
+        return self.board.wait_first(timeout)
+
+    def wait_newer(self, seq: int, timeout: float) -> Snapshot | None:
+        snap = self.board.wait_newer(self._seen if self._seen is not None else seq, timeout)
+        if snap is not None:
+            self._seen = snap.seq
+        return snap
+
+
 class ViewFrames:
     """The frame encoders of the views streams use now: one per view, while a stream uses it."""
 
@@ -147,6 +214,7 @@ class ViewFrames:
         self.default = default
         self._lock = threading.Lock()
         self._open: dict[tuple[str, str | None], list[Any]] = {}   # view -> [encoder, streams]
+        self.index = HostIndex()
 
     def acquire(self, detail: str, host: str | None = None) -> tuple[FrameEncoder, Callable[[], None]]:
         """The encoder of the view and the call that gives it back (once, when the stream ends)."""
@@ -155,8 +223,11 @@ class ViewFrames:
         view = (detail, host)
         with self._lock:
             entry = self._open.get(view)
+            if entry is None and detail == HOSTS:
+                entry = self._open[view] = [HostsFrames(self.board, self.default.boot_epoch), 0]
             if entry is None:
-                derived: Any = DerivedBoard(self.board, derive(detail, host))   # read as a board
+                derive = summary_of if host is None else HostViewOf(host, self.index, detail == SUMMARY)
+                derived: Any = DerivedBoard(self.board, derive)   # read as a board
                 encoder = FrameEncoder(derived, boot_epoch=self.default.boot_epoch,
                                        span_rate=self.default.span_rate)
                 entry = self._open[view] = [encoder, 0]
@@ -199,6 +270,8 @@ class ViewStreamResource:
         state, settings = self.state, self.settings
         try:
             detail, host = parse_detail(req), parse_host(req)
+            if detail == HOSTS and host is not None:
+                raise BadView("detail=hosts is every host's tile: it takes no host")
         except BadView as exc:
             _answer(resp, falcon.HTTP_400, str(exc))
             return
@@ -220,7 +293,8 @@ class ViewStreamResource:
             agent = state.agent
             if detail == FULL and host is not None and agent is not None and host != agent.identity.name:
                 unwatch = agent.watch_host(host)
-            events = event_stream(state.board, frames, settings, state.stopping)
+            board = state.board if frames is state.frames else ViewBoard(state.board)
+            events = event_stream(board, frames, settings, state.stopping)
             body = SseBody(events, _all(state.slots.release, give_back, unwatch))
         except BaseException:
             state.slots.release()

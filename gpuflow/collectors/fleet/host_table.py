@@ -44,6 +44,7 @@ class HostTable:
         self._lock = threading.Lock()
         self._views: dict[Target, HostView] = {}
         self._names: dict[str, Target] = {}
+        self._name_of: dict[Target, str] = {}
         self._problems: tuple[Problem, ...] = ()
         self._version = 0
         self._part: tuple[int, SnapshotPart] | None = None
@@ -55,9 +56,10 @@ class HostTable:
             holder = self._names.get(name)
             if holder is not None and holder != target:
                 return False
-            for other in [n for n, t in self._names.items() if t == target and n != name]:
-                del self._names[other]
-            self._names[name] = target
+            before = self._name_of.get(target)
+            if before is not None and before != name:
+                del self._names[before]
+            self._names[name], self._name_of[target] = target, name
             return True
 
     def publish(self, target: Target, view: HostView) -> None:
@@ -69,7 +71,8 @@ class HostTable:
         """A target no longer followed: its view and its name go."""
         with self._lock:
             self._views.pop(target, None)
-            for name in [n for n, t in self._names.items() if t == target]:
+            name = self._name_of.pop(target, None)
+            if name is not None:
                 del self._names[name]
             self._version += 1
 

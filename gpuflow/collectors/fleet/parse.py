@@ -9,7 +9,8 @@ an object needs and the frame lacks is refused. Every item is tagged with the na
 the host, whatever the frame says, so an agent cannot put items under another host's name.
 
 The converters are made once, at import, from the snapshot's own field types
-(``typing.get_type_hints``), so a field added to the snapshot is checked here without an edit.
+(``typing.get_type_hints``), so a field added to the snapshot is checked here without an edit;
+each is code of its own (:func:`converter`), one inline test per scalar field.
 
 Constraints: pure; runs on the hub's network thread for every frame of every agent, so a
 converter is a flat list of per-field checks built once.
@@ -129,36 +130,84 @@ def _check_for(tp: Any, name: str) -> Check:
     raise TypeError(f"no check for the type {tp!r} of {name}")   # a snapshot type not handled here
 
 
+#: the inline check of a scalar field, as code ({x}: the value, {where}: its place); None allowed
+#: where the field is optional
+_INLINE = {
+    int: ("type({x}) is not _int or not _MIN <= {x} <= _MAX", "expected a whole number"),
+    str: ("type({x}) is not _str or len({x}) > _TEXT", f"expected text of at most {MAX_TEXT} characters"),
+    bool: ("type({x}) is not _bool", "expected true or false"),
+    float: ("not ((type({x}) is _float and _finite({x})) or (type({x}) is _int and _MIN <= {x} <= _MAX))",
+            "expected a finite number"),
+}
+
+
+def _scalar(tp: Any) -> tuple[Any, bool] | None:
+    """(the scalar type, whether None is allowed) of a field checked inline, or None."""
+    if tp in _INLINE:
+        return tp, False
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(rest) == 1 and rest[0] in _INLINE and type(None) in typing.get_args(tp):
+            return rest[0], True
+    return None
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    """(``T``, True) for ``T | None`` (None then passes as it is), else (``tp``, False)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True
+    return tp, False
+
+
 def converter(cls: type) -> Check:
-    """The check that turns a plain dict into a ``cls`` (made once per class)."""
+    """The check that turns a plain dict into a ``cls``, made once per class as code of its own
+    (one inline test per scalar field, a call per nested one), as dataclasses makes ``__init__``."""
     made = _CONVERTERS.get(cls)
     if made is not None:
         return made
     hints = typing.get_type_hints(cls, localns={"SpanColumns": SpanColumns})
-    fields = dataclasses.fields(cls)
-    make = positional_constructor(cls)
-    missing = dataclasses.MISSING
-    plan: list[tuple[str, Check, Any]] = []
-
-    def convert(v: Any, at: str) -> Any:
-        if type(v) is not dict:
-            raise FrameRefused(f"{at}: expected an object")
-        values = []
-        for name, check, default in plan:
-            raw = v.get(name, missing)
-            if raw is missing:
-                if default is missing:
-                    raise FrameRefused(f"{at}.{name}: missing")
-                values.append(default)
+    env: dict[str, Any] = {"_make": positional_constructor(cls), "_R": FrameRefused, "_M": dataclasses.MISSING,
+                           "_dict": dict, "_list": list, "_int": int, "_str": str, "_bool": bool, "_float": float,
+                           "_finite": math.isfinite, "_MIN": INT_MIN, "_MAX": INT_MAX, "_TEXT": MAX_TEXT}
+    lines = ["def convert(v, at, host=_M):", "    if type(v) is not _dict:",
+             "        raise _R(at + ': expected an object')", "    g = v.get"]
+    for i, f in enumerate(dataclasses.fields(cls)):
+        x, name = f"x{i}", f.name
+        # an item's host is the one the hub gives it, whatever the frame says
+        lines.append(f"    {x} = g({name!r}, _M) if host is _M else host" if name == "host" else
+                     f"    {x} = g({name!r}, _M)")
+        lines.append(f"    if {x} is _M:")
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            env[f"_d{i}"] = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            lines.append(f"        {x} = _d{i}")
+        else:
+            lines.append(f"        raise _R(at + '.{name}: missing')")
+        scalar = _scalar(hints[name])
+        if scalar is not None:
+            test, says = _INLINE[scalar[0]]
+            test = test.format(x=x)
+            lines.append(f"    elif {f'{x} is not None and ({test})' if scalar[1] else test}:")
+            lines.append(f"        raise _R(at + '.{name}: {says}')")
+        else:
+            inner, optional = _unwrap_optional(hints[name])
+            lines.append(f"    elif {x} is not None:" if optional else "    else:")
+            args = typing.get_args(inner)
+            if typing.get_origin(inner) is tuple and args and all(a in _INLINE for a in args):
+                # a grid, a block, a compute capability: every span has two, so inline too
+                tests = [_INLINE[a][0].format(x=f"{x}[{k}]") for k, a in enumerate(args)]
+                lines.append(f"        if type({x}) is not _list or len({x}) != {len(args)} or "
+                             + " or ".join(f"({t})" for t in tests) + ":")
+                lines.append(f"            raise _R(at + '.{name}: expected a list of {len(args)} values')")
+                lines.append(f"        {x} = tuple({x})")
             else:
-                values.append(check(raw, f"{at}.{name}"))
-        return make(*values)
-
-    _CONVERTERS[cls] = convert   # before the fields: a type may refer to itself
-    for f in fields:
-        default = f.default if f.default is not missing else (
-            f.default_factory() if f.default_factory is not missing else missing)  # type: ignore[misc]
-        plan.append((f.name, _check_for(hints[f.name], f.name), default))
+                env[f"_c{i}"] = _check_for(inner, name)
+                lines.append(f"        {x} = _c{i}({x}, at + '.{name}')")
+    lines.append("    return _make(" + ", ".join(f"x{i}" for i in range(len(dataclasses.fields(cls)))) + ")")
+    exec("\n".join(lines), env)  # noqa: S102 - code made from the dataclass's own field names
+    convert = env["convert"]
+    convert.__qualname__ = convert.__name__ = f"convert_{cls.__name__}"
+    _CONVERTERS[cls] = convert
     return convert
 
 
@@ -168,9 +217,20 @@ _HOST, _PROBLEM = converter(HostInfo), converter(Problem)
 _KERNEL, _LANE, _SPAN = converter(KernelStat), converter(Lane), converter(Span)
 
 
-def _tagged(convert: Check, items: Any, name: str, host: str) -> tuple:
-    objects = _items(convert, LIST_CAPS.get(name, DEFAULT_CAP))(items, name)
-    return tuple(o if o.host == host else dataclasses.replace(o, host=host) for o in objects)
+def _tagged(convert: Callable[..., Any], items: Any, name: str, host: str,
+            before: tuple[list, tuple] | None = None) -> tuple:
+    """Each item of ``items`` converted, tagged with ``host``; where ``before`` (the items of the
+    frame before and what they became) has an equal item at the same place, its object again (a
+    comparison of plain values costs a fraction of a conversion)."""
+    cap = LIST_CAPS.get(name, DEFAULT_CAP)
+    if type(items) is not list:
+        raise FrameRefused(f"{name}: expected a list")
+    if len(items) > cap:
+        raise FrameRefused(f"{name}: more than {cap} entries")
+    raw, made = before if before is not None else ((), ())
+    n = min(len(raw), len(made))
+    return tuple([made[i] if i < n and x == raw[i] else convert(x, f"{name}[{i}]", host)
+                  for i, x in enumerate(items)])
 
 
 def host_info(frame: dict[str, Any]) -> tuple[HostInfo, tuple[Problem, ...]]:
@@ -182,17 +242,17 @@ def host_info(frame: dict[str, Any]) -> tuple[HostInfo, tuple[Problem, ...]]:
     return _HOST(host, "host"), problems
 
 
-def devices(items: Any, host: str) -> tuple[Device, ...]:
-    return _tagged(_DEVICE, items, "devices", host)
+def devices(items: Any, host: str, before: tuple[list, tuple] | None = None) -> tuple[Device, ...]:
+    return _tagged(_DEVICE, items, "devices", host, before)
 
 
-def processes(items: Any, host: str) -> tuple[Process, ...]:
-    return _tagged(_PROCESS, items, "processes", host)
+def processes(items: Any, host: str, before: tuple[list, tuple] | None = None) -> tuple[Process, ...]:
+    return _tagged(_PROCESS, items, "processes", host, before)
 
 
 def traced(items: Any, host: str) -> tuple[TracedProcess, ...]:
     return _tagged(_TRACED, items, "traced", host)
 
 
-def retired(items: Any, host: str) -> tuple[RetiredTraced, ...]:
-    return _tagged(_RETIRED, items, "traced_retired", host)
+def retired(items: Any, host: str, before: tuple[list, tuple] | None = None) -> tuple[RetiredTraced, ...]:
+    return _tagged(_RETIRED, items, "traced_retired", host, before)

@@ -1,0 +1,242 @@
+"""What does a hub cost per agent, how far behind does it hear them, how long does it take to reach all?
+
+    python bench/hub.py [--agents 1000] [--real 16] [--duration 20] [--traced 64] [--traced-hz 10]
+
+Real agents (``gpuflow watch``, the fake NVML backend's 8-GPU scenario ``shared8`` and the fake
+traced collector) on loopback ports, ``--real`` of them (at most 16: each is a Python process);
+beyond that, replay agents (bench/hub_replay.py: one process serving, on one port per agent, the
+frames recorded first from a real agent of the same kind, each under its own host name and
+timestamped when sent). Then:
+
+1. **Summary.** ``gpuflow hub --targets FILE`` (a Prometheus file_sd file listing every agent)
+   starts; ``reconnect_all_s`` is the time from its URL being printed (it serves) to every host
+   up in its overview (``/api/stream?detail=hosts``, looked at every 0.2 s), as a restarted hub
+   reconnecting its fleet (64 dialling at once). After 3 s the hub
+   process's CPU (utime + stime, /proc) over ``--duration`` seconds gives ``hub_cpu_ms_per_agent_s``
+   (CPU ms per agent per second: agents' frames at 1 Hz, summaries), with no page connected;
+   ``hub_rss_mb`` is its resident memory then; ``p99_agent_to_hub_ms`` the 99th percentile of every
+   host's ``lag_ms`` (the age of its latest frame when the hub took it; one clock here) over five
+   looks at the hub's overview after the window.
+2. **Full detail.** A second hub follows ``--traced`` replay agents streaming full detail (their
+   traced process's 8 lanes, recorded at ``--traced-hz``): a page watches every one of them
+   (one ``/api/stream?host=`` each, read and thrown away by this process), so the hub takes their
+   lanes; ``traced_cpu_ms_per_agent_s`` is the hub's CPU per agent-second over ``--duration``.
+
+Last line, exactly: ``agents=<n> hub_cpu_ms_per_agent_s=<c> hub_rss_mb=<m> p99_agent_to_hub_ms=<l>
+reconnect_all_s=<s> traced_cpu_ms_per_agent_s=<t>``. The issue's goals: with n = 1,000 at 1 Hz,
+c <= 1.0, m <= 40 + 0.1 n, l <= 100, s <= 30; t <= 10 for 64 agents at 10 Hz.
+
+Constraints: Linux (/proc), loopback only, no GPU; every process it starts is stopped at the end
+(also on an error); it needs about 4 file descriptors per agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import selectors
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+URL_RE = re.compile(r"http://[^\s]+:(\d+)/")
+TEMPLATE_NAME = "hub-bench-template-host"
+#: the agents' kind: 8 fake GPUs, one traced process of 8 lanes
+AGENT_ENV = {"GPUFLOW_NVML_FAKE": "shared8", "GPUFLOW_DISABLED_PLUGINS": "cupti", "GPUFLOW_FAKE_GPUS": "0",
+             "GPUFLOW_FAKE_PROCS": "0", "GPUFLOW_FAKE_TRACED": "1", "GPUFLOW_FAKE_LANES": "8",
+             "GPUFLOW_FAKE_SPANS": "20", "GPUFLOW_NVML_HISTORY": "0", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def start(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int]:
+    """A gpuflow command that serves; its process and port, once it printed its URL."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpuflow", *argv], env={**os.environ, **env},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        m = URL_RE.search(line)
+        if m:
+            out = proc.stdout
+            threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
+            return proc, int(m.group(1))
+    raise SystemExit("gpuflow did not start:\n" + "".join(seen))
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def events(port: int, path: str, count: int, timeout: float = 30) -> list[str]:
+    """The first ``count`` data events of a stream, as the SSE text the agent sent."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    sock.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    f = sock.makefile("rb")
+    while f.readline() not in (b"\r\n", b"\n", b""):
+        pass
+    out, block = [], []
+    while len(out) < count:
+        line = f.readline()
+        if not line:
+            break
+        if line == b"\n":
+            text = b"".join(block).decode()
+            if "\ndata: " in "\n" + text:
+                out.append(text + "\n")
+            block = []
+        else:
+            block.append(line)
+    sock.close()
+    return out
+
+
+def templated(event: str) -> str:
+    event = event.replace(TEMPLATE_NAME, "@HOST@")
+    return re.sub(r'"timestamp":[-0-9.e+]+', '"timestamp":@TS@', event, count=1)
+
+
+def record(duration_hz: int) -> dict:
+    """Frames of a real agent of the bench's kind, as replay templates."""
+    proc, port = start(["watch", "--port", "0", "--interval", "1000", "--plugin", "gpuflow.testing.fake_collector"],
+                       {**AGENT_ENV, "NODE_NAME": TEMPLATE_NAME, "GPUFLOW_FAKE_RATE_HZ": str(duration_hz)})
+    try:
+        time.sleep(2)
+        summary = []
+        for _ in range(8):   # full frames, a second apart
+            summary += events(port, "/api/stream?detail=summary", 1)
+            time.sleep(1)
+        full = events(port, "/api/stream", 4 * duration_hz)
+    finally:
+        stop(proc)
+    return {"summary": [templated(e) for e in summary], "full": [templated(e) for e in full], "full_hz": duration_hz}
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
+
+
+def hosts(port: int) -> list[dict]:
+    """Every host's tile, from the first frame of the hub's overview (``detail=hosts``), which
+    costs the hub far less than its snapshot of every device."""
+    return json.loads(events(port, "/api/stream?detail=hosts", 1)[0].split("\ndata: ", 1)[1])["hosts"]
+
+
+def wait_all(port: int, n: int, want: str = "up", timeout: float = 180) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if sum(1 for h in hosts(port) if (h["state"] == "up" if want == "up" else h["detail"] == want)) >= n:
+            return time.monotonic() - t0
+        time.sleep(0.2)
+    raise SystemExit(f"the hub did not have {n} hosts {want} within {timeout} s")
+
+
+def cpu_ms_per_agent_s(pid: int, n: int, duration: float) -> float:
+    c0, t0 = cpu_s(pid), time.monotonic()
+    time.sleep(duration)
+    return (cpu_s(pid) - c0) * 1000 / (n * (time.monotonic() - t0))
+
+
+def watchers(port: int, names: list[str]) -> tuple[selectors.DefaultSelector, list[socket.socket]]:
+    """One page per host, watching it (its stream read and thrown away by a selector thread)."""
+    sel, socks = selectors.DefaultSelector(), []
+    for name in names:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(f"GET /api/stream?host={name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+        socks.append(s)
+
+    def drain() -> None:
+        while socks:
+            for key, _ in sel.select(0.5):
+                try:
+                    if not key.fileobj.recv(1 << 20):
+                        sel.unregister(key.fileobj)
+                except OSError:
+                    pass
+    threading.Thread(target=drain, daemon=True).start()
+    return sel, socks
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--agents", type=int, default=1000)
+    p.add_argument("--real", type=int, default=16)
+    p.add_argument("--duration", type=float, default=20.0)
+    p.add_argument("--traced", type=int, default=64)
+    p.add_argument("--traced-hz", type=int, default=10)
+    args = p.parse_args()
+    n, real = args.agents, max(0, min(args.real, 16, args.agents))
+    procs: list[subprocess.Popen] = []
+    workdir = Path(tempfile.mkdtemp(prefix="gpuflow-hub-bench-"))
+    try:
+        templates = workdir / "templates.json"
+        templates.write_text(json.dumps(record(args.traced_hz)))
+        replay_n = max(n - real, args.traced)
+        replay = subprocess.Popen([sys.executable, str(HERE / "hub_replay.py"), str(templates), str(replay_n)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(replay)
+        replay_ports = json.loads(replay.stdout.readline())
+        real_ports = []
+        for i in range(real):
+            proc, port = start(["watch", "--port", "0", "--interval", "1000", "--plugin", "gpuflow.testing.fake_collector"],
+                               {**AGENT_ENV, "NODE_NAME": f"real-{i:02d}", "GPUFLOW_FAKE_RATE_HZ": "1"})
+            procs.append(proc)
+            real_ports.append(port)
+        ports = real_ports + replay_ports[:n - real]
+        targets = workdir / "targets.json"
+        targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports], "labels": {"job": "gpuflow"}}]))
+        hub, hub_port = start(["hub", "--port", "0", "--targets", str(targets)], {"GPUFLOW_HUB_MAX_HOSTS": str(n + 1)})
+        procs.append(hub)
+        reconnect = wait_all(hub_port, n)
+        time.sleep(3)
+        c = cpu_ms_per_agent_s(hub.pid, n, args.duration)
+        m = rss_mb(hub.pid)
+        lags = []
+        for _ in range(5):
+            lags += [h["lag_ms"] for h in hosts(hub_port) if h["state"] == "up" and h["lag_ms"] is not None]
+            time.sleep(0.4)
+        lags.sort()
+        l99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+        stop(hub)
+        # full detail: a second hub, every host watched
+        t_ports = replay_ports[:args.traced]
+        targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in t_ports]}]))
+        hub2, hub2_port = start(["hub", "--port", "0", "--targets", str(targets)], {"GPUFLOW_MAX_STREAMS": str(args.traced + 8)})
+        procs.append(hub2)
+        wait_all(hub2_port, args.traced)
+        names = [h["name"] for h in hosts(hub2_port)]
+        _, socks = watchers(hub2_port, names)
+        wait_all(hub2_port, args.traced, want="full")
+        time.sleep(3)
+        t = cpu_ms_per_agent_s(hub2.pid, args.traced, args.duration)
+        for s in socks:
+            s.close()
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+    print(f"agents={n} hub_cpu_ms_per_agent_s={c:.3f} hub_rss_mb={m:.1f} p99_agent_to_hub_ms={l99:.1f} "
+          f"reconnect_all_s={reconnect:.2f} traced_cpu_ms_per_agent_s={t:.3f}")
+
+
+if __name__ == "__main__":
+    main()
