@@ -47,6 +47,10 @@ export const el = {
 export const QUIET_S = 2.5;
 // an element's text, written only when it changed (a write lays the bar out again)
 function put(e, text) { if (e.textContent !== text) e.textContent = text; }
+export function isRecording(f) {
+  const s = (f && f.sources) || [];
+  return s.length === 1 && s[0] === 'recording';
+}
 export function updateHeader() {
   const f = store.snap;
   if (!f) return;
@@ -55,6 +59,9 @@ export function updateHeader() {
   const open = demo || conn.state === 'live';
   put(el.frame, 'seq ' + f.seq + ' · ' + (!open || got < QUIET_S ? fmtSpan(got) + ' ago'
     : 'unchanged for ' + fmtSpan(isNum(built) ? Math.max(got, built) : got) + ' · agent connected'));
+  // an agent serving a recording (gpuflow open: its one source is 'recording') is connected, but
+  // what it shows is not live
+  if (conn.state === 'live') put(el.conntext, isRecording(f) ? 'recording · not live' : 'live');
   const stale = !demo && conn.state !== 'live' && conn.state !== 'connecting';
   el.stale.hidden = !stale;
   if (stale) el.stale.textContent = 'showing the last frame received, ' + fmtSpan(got) + ' ago' +

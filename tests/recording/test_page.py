@@ -92,6 +92,8 @@ def test_the_page_shows_a_recording_and_scrubs_over_its_range(page, recording):
     (said,) = [p["message"] for p in snap["host"]["problems"] if "recording of" in p["message"]]
     drawn = " ".join(hook(page, "drawn")["problems"])   # the host card's lines, as wrapped
     assert "recording of minute.perfetto-trace" in drawn and "not live" in drawn
+    # the connection chip: connected to the agent, but what it serves is not live
+    assert page.inner_text("#conntext") == "recording · not live"
     # the scrubber spans the recorded range, which ended long before the page's now
     history = get(url, "api/history", **{"from": recorded.start_s, "to": recorded.end_s})
     window = get(url, "api/window", **{"from": recorded.start_s, "to": recorded.end_s, "width": 1})
