@@ -1,8 +1,11 @@
 """GET /api/window and GET /api/history: the flight recorder's answers, as JSON.
 
-``/api/window?from=<t0>&to=<t1>[&pid=<pid>][&width=<px>]`` answers every traced execution the
-collectors retain in ``[t0, t1)`` (seconds since the epoch, floats); with ``width`` a lane denser
-than that many executions comes reduced to ``width`` buckets. ``/api/history?from=<t0>&to=<t1>``
+``/api/window?from=<t0>&to=<t1>[&pid=<pid>][&width=<px>][&format=json|columns]`` answers every
+traced execution the collectors retain in ``[t0, t1)`` (seconds since the epoch, floats); with
+``width`` a lane denser than that many executions comes reduced to ``width`` buckets; with
+``format=columns`` the same answer comes in the compact columnar form (its header the JSON form's
+document, its columns int64 blocks a client maps without parsing: gpuflow.transport.window_columns
+defines it). ``/api/history?from=<t0>&to=<t1>``
 answers the readings kept over time. Both ask the agent (``Agent.query_window`` /
 ``query_history``), which asks every plugin through its hook: the transport knows no collector.
 A range outside what is retained, or with nothing traced, is an empty 200 answer that says what is
@@ -46,6 +49,7 @@ import falcon
 from gpuflow.core.recorded import (
     HistoryPart, LaneWindow, ProcessWindow, Series, SpanBuckets, SpanColumns, WindowPart,
 )
+from gpuflow.transport import window_columns
 from gpuflow.transport.frames import dumps
 from gpuflow.transport.json_ints import int64_json
 
@@ -56,6 +60,8 @@ MAX_WIDTH_PX = 16_384
 #: the most points a reduced series may be asked for (and the fewest: a series needs two)
 MAX_POINTS = 16_384
 MIN_POINTS = 2
+#: the forms ``/api/window`` answers in (``format=``): JSON, or gpuflow.transport.window_columns'
+WINDOW_FORMATS = ("json", "columns")
 #: how many metric names ``metrics=`` may list, and what one looks like (the snapshot's field names)
 MAX_METRICS = 32
 _METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -104,6 +110,16 @@ def parse_range(req: falcon.Request, allowed: tuple[str, ...]) -> tuple[float, f
     if end - start > MAX_RANGE_S:
         raise BadQuery(f"the range may be at most {MAX_RANGE_S:.0f} s")
     return start, end
+
+
+def parse_format(req: falcon.Request) -> str:
+    """``format=json`` (the default) or ``format=columns``."""
+    raw = req.get_param("format")
+    if raw is None:
+        return "json"
+    if raw not in WINDOW_FORMATS:
+        raise BadQuery(f"format must be one of {', '.join(WINDOW_FORMATS)}")
+    return raw
 
 
 def parse_metrics(req: falcon.Request) -> frozenset[str] | None:
@@ -230,6 +246,17 @@ def window_body(parts: tuple[WindowPart, ...], start: float, end: float, pid: in
     return b"".join(out)
 
 
+def window_columns_body(parts: tuple[WindowPart, ...], start: float, end: float, pid: int | None,
+                        width: int | None) -> bytes:
+    """The answer in the columnar form (gpuflow.transport.window_columns): the JSON form's document
+    as its header, the columns as int64 blocks after it."""
+    head = {"from": start, "to": end, "pid": pid, "width": width, "sources": [p.source for p in parts]}
+    processes = [(_process_head(p), [(_lane_head(lane), lane.spans if lane.spans is not None else lane.buckets)
+                                     for lane in p.lanes])
+                 for part in parts for p in part.processes]
+    return window_columns.encode(head, processes, _problems(parts), dumps)  # type: ignore[arg-type]
+
+
 def buckets_json(buckets: SpanBuckets) -> dict[str, Any]:
     return {"start_us": buckets.start_us, "width_us": buckets.width_us,
             "count": buckets.count.tolist(), "busy_ns": buckets.busy_ns.tolist()}
@@ -299,16 +326,21 @@ class WindowResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
-            start, end = parse_range(req, ("from", "to", "pid", "width"))
+            start, end = parse_range(req, ("from", "to", "pid", "width", "format"))
             pid = _whole(req, "pid", 2**31 - 1)
             width = _whole(req, "width", MAX_WIDTH_PX)
+            form = parse_format(req)
         except BadQuery as exc:
             _bad(resp, exc)
             return
         agent = self.state.agent
         parts = agent.query_window(start, end, pid, width) if agent is not None else ()
-        resp.content_type = falcon.MEDIA_JSON
-        resp.data = window_body(parts, start, end, pid, width)
+        if form == "columns":
+            resp.content_type = window_columns.MEDIA_TYPE
+            resp.data = window_columns_body(parts, start, end, pid, width)
+        else:
+            resp.content_type = falcon.MEDIA_JSON
+            resp.data = window_body(parts, start, end, pid, width)
 
     on_head = on_get
 
