@@ -4,20 +4,20 @@
 
 A ring written with 100 k executions in one second (kernels over ~200 long mangled names on 16
 lanes: 2 devices x 8 streams, some copies and memsets), drained by the compiled decoder into the
-flight recorder's columns (a Retention, as the CUPTI collector's), named and labelled by the
+flight recorder's records (a Retention, as the CUPTI collector's), named and labelled by the
 collector's TracedBuilder, and answered by the CUPTI plugin's real ``query_window`` hook through
 the agent, the real app and the embedded server on a loopback port; a client asks for that
-second over HTTP and parses the JSON. Two questions, each ``--answers`` times: every execution
-exactly (no width: 100 k spans, column by column), and the same second at ``--width`` pixels (the
+second over HTTP and parses the answer. Three questions, interleaved, each ``--answers`` times:
+every execution exactly (no width: 100 k spans, column by column) in the JSON form and in the
+columnar form (``format=columns``: gpuflow.transport.window_columns, read by its reader into
+``array('q')`` columns), side by side; and the same second at ``--width`` pixels in JSON (the
 page's question: lanes denser than the width come back as buckets). The plugin's answer alone (the
-hook, before any JSON) is timed too, and the client's ``json.loads`` within each answer. Each
-question is also asked, interleaved, of the body encoded as before the columns were written from
-their arrays (``dumps(window_json(...))``: every integer a Python int through ``json``), and the
-ratios printed side by side.
+hook, before any encoding) is timed too, and the client's parse (``json.loads``, or the columnar
+reader) within each answer; both exact forms are checked to hold the same answer.
 
-Last line: ``window_query_p95_ms=<x>`` for the page's question (the second at ``--width``
-pixels), then ``exact_p95_ms=<y>`` on the line before it; goal x <= 100 (docs/recorder.md states
-it and the figures measured).
+Last line: ``window_query_p95_ms=<x>`` for the exact second in the columnar form (goal x <= 100);
+the two lines before it: ``exact_json_p95_ms=<y>`` (the same answer in JSON) and
+``width_<PX>_p95_ms=<z>`` (the page's question). docs/recorder.md states the figures measured.
 
 Constraints: the compiled decoder must be built; no GPU, no traced process (the collector's ring
 handover is not what is measured: its recorder is given the decoder directly).
@@ -32,11 +32,11 @@ import os
 import platform
 import random
 import statistics
-import struct
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti.decoder import RetentionC, RingDecoderC
@@ -46,9 +46,8 @@ from gpuflow.collectors.cupti.traced_builder import TracedBuilder
 from gpuflow.core.agent import Agent
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.plugins import get_plugin_manager
-from gpuflow.transport import recorded_api
+from gpuflow.transport import window_columns
 from gpuflow.transport.app import AppSettings, create_app
-from gpuflow.transport.frames import dumps
 from gpuflow.transport.server import EmbeddedServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -92,16 +91,17 @@ class CollectorStandIn:
         return self.recorder.window(start_s, end_s, pid, width_px)
 
 
-def timed(port: int, path: str) -> tuple[float, float, int, int]:
-    """Seconds from request to parsed answer, of them the client's ``json.loads``, the body's size
-    and its exact spans."""
+def timed(port: int, path: str) -> tuple[float, float, int, int, Any]:
+    """Seconds from request to parsed answer, of them the client's parse, the body's size, its exact
+    spans and the parsed answer."""
     t0 = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
     response = conn.getresponse()
     body = response.read()
     t_read = time.perf_counter()
-    doc = json.loads(body)
+    columnar = response.getheader("Content-Type") == window_columns.MEDIA_TYPE
+    doc = window_columns.read(body) if columnar else json.loads(body)
     elapsed = time.perf_counter() - t0
     parse = time.perf_counter() - t_read
     conn.close()
@@ -109,12 +109,16 @@ def timed(port: int, path: str) -> tuple[float, float, int, int]:
         raise SystemExit(f"/api/window answered {response.status}: {body[:200]!r}")
     spans = sum(len(lane["spans"]["seq"]) if "spans" in lane else 0
                 for proc in doc["processes"] for lane in proc["lanes"])
-    return elapsed, parse, len(body), spans
+    return elapsed, parse, len(body), spans, doc
 
 
-def whole_dict_body(parts, start, end, pid, width) -> bytes:
-    """The window's body as encoded before recorded_api.window_body: the documented dict, whole."""
-    return dumps(recorded_api.window_json(parts, start, end, pid, width))
+def as_lists(value: Any) -> Any:
+    """A parsed answer with every column a list, as the JSON form has it."""
+    if isinstance(value, dict):
+        return {key: as_lists(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [as_lists(v) for v in value]
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def p95(values: list[float]) -> float:
@@ -153,46 +157,44 @@ def main() -> int:
             t = time.perf_counter()
             agent.query_window(t0, t1, None, None)
             hook.append(time.perf_counter() - t)
-        spliced = recorded_api.window_body
-        paths = {"exact": f"/api/window?from={t0:.6f}&to={t1:.6f}",
-                 "reduced": f"/api/window?from={t0:.6f}&to={t1:.6f}&width={args.width}"}
-        got: dict[tuple[str, bool], list[tuple[float, float, int, int]]] = {}
+        window = f"/api/window?from={t0:.6f}&to={t1:.6f}"
+        paths = {"json": window, "columns": f"{window}&format=columns", "reduced": f"{window}&width={args.width}"}
+        got: dict[str, list[tuple[float, float, int, int]]] = {}
+        answers: dict[str, Any] = {}
         for _ in range(args.answers):
             for question, path in paths.items():
-                for before in (False, True):
-                    recorded_api.window_body = whole_dict_body if before else spliced
-                    try:
-                        got.setdefault((question, before), []).append(timed(server.port, path))
-                    finally:
-                        recorded_api.window_body = spliced
+                *figures, answers[question] = timed(server.port, path)
+                got.setdefault(question, []).append(tuple(figures))
     finally:
         server.shutdown()
+    if as_lists(answers["columns"]) != answers["json"]:
+        raise SystemExit("the columnar answer differs from the JSON one")
     for question in paths:
-        if {answer[2:] for key in ((question, False), (question, True)) for answer in got[key]} != \
-                {got[question, False][0][2:]}:
-            raise SystemExit(f"the {question} answers differ in size or spans, encoded as before or now")
-    size, spans = got["exact", False][0][2:]
-    if spans != args.spans:
-        raise SystemExit(f"the exact answer held {spans:,} spans, not {args.spans:,}")
-    print(f"the plugin's answer (query_window, before JSON): p50 {statistics.median(hook) * 1e3:.1f} ms, "
+        if len({answer[2:] for answer in got[question]}) != 1:
+            raise SystemExit(f"the {question} answers differ in size or spans from one to the next")
+    size, spans = got["json"][0][2:]
+    if spans != args.spans or got["columns"][0][3] != args.spans:
+        raise SystemExit(f"the exact answers held {spans:,} and {got['columns'][0][3]:,} spans, not {args.spans:,}")
+    print(f"the plugin's answer (query_window, before encoding): p50 {statistics.median(hook) * 1e3:.1f} ms, "
           f"p95 {p95(hook):.1f} ms")
-    print("request to parsed answer, the columns written from their arrays (now) and the whole dict "
-          "through json (before), interleaved:")
-    size_r, spans_r = got["reduced", False][0][2:]
-    described = {"exact": f"exact ({spans:,} spans, {size / 1e6:.2f} MB)",
-                 "reduced": f"at {args.width} px ({spans_r:,} spans exact, the rest in buckets, "
-                            f"{size_r / 1e3:.1f} kB)"}
-    p95s = {}
+    print("request to parsed answer, interleaved:")
+    size_c, size_r, spans_r = got["columns"][0][2], *got["reduced"][0][2:]
+    described = {"json": f"exact, JSON ({spans:,} spans, {size / 1e6:.2f} MB; client json.loads",
+                 "columns": f"exact, format=columns ({spans:,} spans, {size_c / 1e6:.2f} MB; client "
+                            "window_columns.read",
+                 "reduced": f"at {args.width} px, JSON ({spans_r:,} spans exact, the rest in buckets, "
+                            f"{size_r / 1e3:.1f} kB; client json.loads"}
+    p95s, p50s = {}, {}
     for question in paths:
-        now, before = ([a[0] for a in got[question, b]] for b in (False, True))
-        parse = [a[1] for a in got[question, False]]
-        p95s[question] = p95(now)
-        print(f"  {described[question]}: now p50 {statistics.median(now) * 1e3:.1f} ms, p95 {p95(now):.1f} ms "
-              f"(client json.loads p50 {statistics.median(parse) * 1e3:.1f} ms); before p50 "
-              f"{statistics.median(before) * 1e3:.1f} ms, p95 {p95(before):.1f} ms; before/now p50 "
-              f"{statistics.median(before) / statistics.median(now):.2f}x, p95 {p95(before) / p95(now):.2f}x")
-    print(f"exact_p95_ms={p95s['exact']:.1f}")
-    print(f"window_query_p95_ms={p95s['reduced']:.1f}")
+        total, parse = [a[0] for a in got[question]], [a[1] for a in got[question]]
+        p95s[question], p50s[question] = p95(total), statistics.median(total) * 1e3
+        print(f"  {described[question]} p50 {statistics.median(parse) * 1e3:.1f} ms): p50 {p50s[question]:.1f} ms, "
+              f"p95 {p95s[question]:.1f} ms")
+    print(f"  the exact second, JSON / columns: p50 {p50s['json'] / p50s['columns']:.2f}x, "
+          f"p95 {p95s['json'] / p95s['columns']:.2f}x")
+    print(f"exact_json_p95_ms={p95s['json']:.1f}")
+    print(f"width_{args.width}_p95_ms={p95s['reduced']:.1f}")
+    print(f"window_query_p95_ms={p95s['columns']:.1f}")
     return 0
 
 
