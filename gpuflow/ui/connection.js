@@ -11,8 +11,8 @@
 // non-200, a wrong content type) is retried with backoff, capped at 2 s so a restarted agent is
 // picked up well inside 5 s; a 401 shows the login form instead. Hidden tabs close their stream.
 //
-// Constraints: no request to anything but api/stream, relative to the page (an agent behind a
-// proxy path works), and no credential the browser adds by itself (credentials: 'omit'); frames
+// Constraints: no request to anything but api/stream (with the view fleet.js asks for, on a hub's
+// page), relative to the page (an agent behind a proxy path works), and no credential the browser adds by itself (credentials: 'omit'); frames
 // go to the handler main.js gives startLive(), which says whether the page could apply them.
 // Text reaches the DOM only through textContent.
 
@@ -69,6 +69,9 @@ export function updateHeader() {
 }
 
 export const conn = { stream: null, state: 'connecting', failures: 0, timer: 0, connects: 0, retryMs: 2000 };
+// what the page streams: api/stream, or (a hub's page, fleet.js) the fleet's overview or one host
+let streamPath = 'api/stream';
+export function setStreamPath(path) { streamPath = path; if (!demo) connect(); }
 export function setConn(state, detail) {
   conn.state = state;
   el.conn.className = state;
@@ -108,7 +111,7 @@ function connect() {
     conn.failures = 0;
     if (conn.state !== 'live') setConn('live');
   };
-  fetch('api/stream', { headers, cache: 'no-store', credentials: 'omit', signal: stream.signal })
+  fetch(streamPath, { headers, cache: 'no-store', credentials: 'omit', signal: stream.signal })
     .then((resp) => {
       if (gone()) return;
       if (resp.status === 401) { conn.stream = null; stream.abort(); setConn('locked'); askForToken(connect); return; }

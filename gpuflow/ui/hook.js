@@ -9,6 +9,7 @@
 import { F, bench, canvas, cssH, cssW, dpr, drawn, loop, textBox, ui, view } from './canvas.js';
 import { conn, demo, el } from './connection.js';
 import { LABEL_W, LANE_H, STATS_X, TRACK_W, TRACK_X, kernelRowY, laneTop } from './geometry.js';
+import { fleetState, tilePoint } from './fleet.js';
 import { model } from './layout.js';
 import { list } from './list.js';
 import { past } from './past.js';
@@ -131,6 +132,8 @@ export function installHook() {
   ro('bench', () => ({ draw: bench.draw.slice(), ingest: bench.ingest.slice(), intervals: bench.intervals.slice(), showLag: bench.showLag.slice() }));
   ro('timeline', timelineState);
   ro('pastLanes', pastLanes);
+  ro('fleet', fleetState);
+  hook.tilePoint = tilePoint;
   hook.nodeRect = nodeRect;
   hook.trackX = (t) => xOf(t);
   hook.sparkPoint = sparkPoint;

@@ -9,6 +9,9 @@
 // the plane shows the frame past.js builds from the recorder's answers instead, by the same
 // layout and drawing; going live shows the latest frame at once.
 //
+// A hub's page (its first frame shows other agents' hosts) shows the fleet's overview instead, and
+// any host's plane on a click: fleet.js takes the frames first and paints while it is shown.
+//
 // Constraints: ES modules of the page's own origin only, no framework, no build step, under the
 // agent's Content-Security-Policy ('self' scripts, no eval, no inline handlers). demo.js is
 // imported only in demo mode, and no question goes to the recorder before it has taken over
@@ -16,6 +19,7 @@
 
 import { bench, canvas, markDirty, resize, setOnResize, setPainter, ui, view } from './canvas.js';
 import { demo, startLive, updateHeader } from './connection.js';
+import { drawFleet, fleetFrame, installFleet } from './fleet.js';
 import { installHook } from './hook.js';
 import { afterDraw, installInteraction } from './interaction.js';
 import { fitTo, model, rebuild } from './layout.js';
@@ -40,6 +44,7 @@ function show(frame, traced) {
 // One frame (parsed JSON); false when the page cannot apply it and must start over with a full
 // frame. ?demo=bench times it, as a frame's ingest.
 function onFrame(f) {
+  if (fleetFrame(f)) return true;   // a hub's page: the fleet's overview takes it (fleet.js)
   const t = performance.now();
   const result = ingest(f);
   if (result === APPLIED) {
@@ -91,7 +96,7 @@ setOnRetained(renderTimeline);
 
 // each picture, then the hover card and the list's selection brought up to it; a past moment's
 // window asked again when the strip's width changed enough
-setPainter(() => { draw(); afterDraw(); syncSelection(); if (isPast()) requestMoment(); });
+setPainter(() => { if (drawFleet()) return; draw(); afterDraw(); syncSelection(); if (isPast()) requestMoment(); });
 // a canvas of another size while the view follows the graph: laid out again for it, and fitted
 setOnResize((changed) => {
   const f = store.past ? store.past.frame : store.snap;
@@ -99,6 +104,7 @@ setOnResize((changed) => {
   rebuild(f, store.past ? store.past.traced : store.traced);
   fitTo(null);
 });
+installFleet();   // before the plane's listeners: the overview's pointer is its own
 installInteraction(toggleList);
 installList();
 installTimeline();

@@ -1,0 +1,97 @@
+"""A hub's page in real headless Chromium: the fleet's overview (a tile per host), a host's plane with
+its lanes within a second of a click on its tile, back to the overview, and a killed agent's tile
+shown down. The hub and its agents are real (``gpuflow hub``, ``gpuflow watch`` with the fake NVML
+backend and the fake traced collector); the page runs under the hub's Content-Security-Policy.
+Screenshots go to tests/artifacts/."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet_agents import Agent, Hub
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not os.access(CHROMIUM, os.X_OK):
+        if os.environ.get("CI") == "true":
+            pytest.fail("browser tests cannot run: playwright or Chromium missing")
+        pytest.skip("browser tests cannot run: playwright or Chromium missing")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    agents = [Agent(f"node-{c}", interval_ms=200) for c in "abc"]
+    hub = Hub(*(a.url for a in agents))
+    yield hub, agents
+    hub.stop()
+    for a in agents:
+        a.stop()
+
+
+def fleet_state(page) -> dict:
+    return page.evaluate("() => window.__gpuflow.fleet")
+
+
+def until(page, expr: str, timeout: float = 10000, polling: float | str = "raf") -> None:
+    """Wait until ``expr`` is true in the page (a function: the page's CSP forbids eval)."""
+    page.wait_for_function(f"() => ({expr})", timeout=timeout, polling=polling)
+
+
+def test_the_overview_a_hosts_plane_and_back(browser, fleet):
+    hub, agents = fleet
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "Refused" in m.text else None)
+    try:
+        page.goto(hub.url + "/")
+        until(page, "window.__gpuflow && window.__gpuflow.fleet.mode === 'overview' && "
+                    "window.__gpuflow.fleet.drawn.length === 3", timeout=15000)
+        state = fleet_state(page)
+        assert state["hosts"] == ["node-a", "node-b", "node-c"] and set(state["states"].values()) == {"up"}
+        assert page.evaluate("() => window.__gpuflow.graph.nodes") == []   # no plane of every host
+        assert "3 hosts · 3 up" in page.text_content("#hostinfo")
+        page.screenshot(path=str(ARTIFACTS / "fleet-overview-1280x720.png"))
+        # a click on node-b's tile: that host's plane, its lanes within a second
+        point = page.evaluate("() => window.__gpuflow.tilePoint('node-b')")
+        clicked = time.monotonic()
+        page.mouse.click(point["x"], point["y"])
+        until(page, "window.__gpuflow.fleet.mode === 'host' && window.__gpuflow.lanesKept.some("
+                    "t => t.lanes.some(l => l.held > 0))", timeout=5000, polling=20)
+        took = time.monotonic() - clicked
+        assert took <= 1.0, took
+        assert page.evaluate("() => window.__gpuflow.frame().devices.length") == 1
+        assert "d:0" in page.evaluate("() => window.__gpuflow.graph.nodes")
+        assert page.is_visible("#fleetbtn") and "node-b" in page.text_content("#fleetbtn")
+        page.screenshot(path=str(ARTIFACTS / "fleet-host-1280x720.png"))
+        # back, and a host that dies is shown down
+        page.keyboard.press("Backspace")
+        until(page, "window.__gpuflow.fleet.mode === 'overview' && window.__gpuflow.fleet.drawn.length === 3",
+              timeout=5000)
+        assert not page.is_visible("#fleetbtn")
+        agents[2].kill()
+        until(page, "window.__gpuflow.fleet.states['node-c'] === 'down'", timeout=5000)
+        page.screenshot(path=str(ARTIFACTS / "fleet-overview-down-1280x720.png"))
+    finally:
+        page.close()
+    assert not errors, errors
