@@ -1,17 +1,20 @@
-// Demo mode (?demo[=variant]) on the page's side: the banner, the demo's frames and recorder
-// answers taken from its source, and the ?demo=bench load.
+// Demo mode (?demo[=variant]) on the page's side: the banner, the demo's frames, its recorder's
+// answers, and the ?demo=bench load.
 //
-// The demo's source (demo_source.js: the scenario's seeded generator and its recorder) stands in
-// for an agent, so it runs where an agent's work does, off the page's thread: in a worker of its
-// own (demo_worker.js). Its frames arrive by message as JSON text, as a stream's events do, and
-// take the live frames' path from the event's text on (JSON.parse, stream.js, store.js,
-// layout.js). Its recorder answers as an agent does, with JSON text: once the worker runs, to the
-// page's answer reader (answer_worker.js, through a port, as the agent's answers reach it over
-// HTTP), before that to recorder.js on the page's thread. Where a module worker cannot start, the
-// source runs in the page instead, its frames handed over as objects. The page shows DEMO on screen for as long as it
-// runs. ?demo=bench also redraws every animation frame while the view drifts between the whole
-// graph and a close look at the traced lanes, and records each frame's cost for bench/ui_frame.py;
-// ?demo=bench&scrub also drags the timeline to a new past moment every frame.
+// The demo's source (demo_source.js: a scenario's seeded generator of plain frames) stands in for
+// an agent. The page makes its frames itself, as objects, and they take the live frames' path
+// from the parsed event on (stream.js, store.js, layout.js): making one stands in for receiving
+// and parsing a stream event. The demo's recorder, which answers the timeline's and the
+// sparklines' questions as an agent's recorder would and does an agent's work for them, runs off
+// the page's thread, in a worker of its own (demo_worker.js): a second generator there, made with
+// the same start and told the time of each frame the page made, makes the same frames and records
+// them. Its answers go to the page's answer reader through a port once the worker runs
+// (recorder.js setAnswerPort), before that through recorder.js. Where a module worker cannot
+// start, the page records and answers itself (a recording generator makes its frames then). The
+// page shows DEMO on screen for as long as it runs. ?demo=bench also redraws every animation frame
+// while the view drifts between the whole graph and a close look at the traced lanes, and records
+// each frame's cost for bench/ui_frame.py; ?demo=bench&scrub also drags the timeline to a new
+// past moment every frame.
 //
 // Constraints: loaded only in demo mode (main.js imports it dynamically), never the default;
 // opens no stream and makes no request but for the page's own modules (its recorder answers in
@@ -19,12 +22,13 @@
 
 import { bench, cssH, cssW, loop, view } from './canvas.js';
 import { el, setConn } from './connection.js';
+import { makeDemo } from './demo_source.js';
 import { bounds, model } from './layout.js';
 import { setAnswerPort, setAnswerer } from './recorder.js';
 import { agentNow, canRewind, scrub, seek, zoomWindow } from './scrub.js';
 import { timeline } from './timeline.js';
 
-// Shows the banner and hands the variant's frames to onFrame as they come, every interval.
+// Shows the banner and hands the variant's frames to onFrame every interval.
 export function startDemo(variant, onFrame) {
   el.banner.hidden = false;
   if (variant === 'bench') {
@@ -34,7 +38,7 @@ export function startDemo(variant, onFrame) {
     loop.animate = scrubbing ? (ts) => { benchStep(ts); benchScrub(ts); } : benchStep;
   }
   setConn('demo', variant);
-  // the recorder's questions go to whichever runs the source; asked before it is known, they wait
+  // the recorder's questions go to whichever records; asked before it is known, they wait
   let answerWith = null;
   const waiting = [];
   setAnswerer((path, params) => new Promise((resolve, reject) => {
@@ -44,46 +48,50 @@ export function startDemo(variant, onFrame) {
   const use = (fn) => { answerWith = fn; for (const q of waiting.splice(0)) fn(q); };
   let worker = null;
   try { worker = new Worker(new URL('./demo_worker.js', import.meta.url), { type: 'module' }); } catch (e) { /* in the page */ }
-  if (!worker) { inPage(variant, onFrame, use); return; }
+  if (!worker) { recordHere(variant, onFrame, use); return; }
+  const src = makeDemo(variant, { record: false });
   const asked = new Map();   // id -> question, until answered
   let nextId = 0, heard = false;
+  const tick = () => { const now = Date.now(); worker.postMessage({ tick: now }); onFrame(src.frame(now)); };
   worker.onmessage = (e) => {
-    if (!heard) {   // it started: the page's answer reader asks its recorder directly from now on
+    const m = e.data;
+    if (m.ready) {   // it runs: the page's answer reader asks its recorder directly from now on
+      heard = true;
       const ch = new MessageChannel();
       worker.postMessage({ answerPort: ch.port1 }, [ch.port1]);
       setAnswerPort(ch.port2);
+      return;
     }
-    heard = true;
-    const m = e.data;
-    if (m.frame !== undefined) { onFrame(JSON.parse(m.frame)); return; }
     const q = asked.get(m.id);
     if (!q) return;
     asked.delete(m.id);
     if (m.error !== undefined) q.reject(new Error(m.error)); else q.resolve(m.text);
   };
-  // a worker that could not start (its script refused): the source runs in the page, and answers
-  // what was asked of the worker
+  // a worker that could not start (its script refused): the page records and answers itself,
+  // with a recording generator of the same start making the frames from the next one on
   worker.onerror = (e) => {
     if (heard) return;
     e.preventDefault();
     worker.terminate();
+    clearInterval(timer);
     answerWith = null;
     waiting.unshift(...asked.values());
     asked.clear();
-    inPage(variant, onFrame, use);
+    recordHere(variant, onFrame, use, src.start);
   };
   use((q) => { const id = ++nextId; asked.set(id, q); worker.postMessage({ ask: { id, path: q.path, params: q.params } }); });
-  worker.postMessage({ start: variant });
+  worker.postMessage({ start: variant, at: src.start });
+  tick();
+  const timer = setInterval(tick, src.interval);
 }
-// the demo's source on the page's own thread: its frames every interval, its recorder's answers
-function inPage(variant, onFrame, use) {
-  import('./demo_source.js').then(({ makeDemo }) => {
-    const src = makeDemo(variant);
-    use((q) => src.rec.answer(q.path, q.params).then(q.resolve, q.reject));
-    const tick = () => { onFrame(src.frame()); };
-    tick();
-    setInterval(tick, src.interval);
-  });
+// the demo recorded and answered on the page's own thread: its frames every interval, its
+// recorder's answers
+function recordHere(variant, onFrame, use, start) {
+  const src = makeDemo(variant, start === undefined ? {} : { start });
+  use((q) => src.rec.answer(q.path, q.params).then(q.resolve, q.reject));
+  const tick = () => { onFrame(src.frame()); };
+  tick();
+  setInterval(tick, src.interval);
 }
 
 // ?demo=bench: every animation frame the view drifts between the whole graph and a zoom-1 look

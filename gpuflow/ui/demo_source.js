@@ -9,8 +9,9 @@
 // it has no hole, and answers the timeline's and the sparklines' questions as an agent's recorder
 // would.
 //
-// Constraints: no DOM and no page state, so it runs where an agent's work belongs, off the page's
-// thread (demo_worker.js; demo.js runs it in the page only where a module worker cannot start). It
+// Constraints: no DOM and no page state: the page makes its frames with one generator, and the
+// demo's worker (demo_worker.js) records the same frames with another, off the page's thread, as an
+// agent's recorder runs in its own process. Time comes from the caller, so the two agree. It
 // encodes nothing: the stream's compact form has one writer (the agent) and one reader (stream.js);
 // the kernel order and the directions' order are stream.js's. The generator is seeded, so a
 // variant looks the same on every load.
@@ -130,12 +131,14 @@ function demoScenario(variant) {
   return sc;
 }
 
-// the variant's generator: frame() is the next plain frame, every `interval` ms; rec its recorder
-export function makeDemo(variant) {
+// The variant's generator: frame(now) is the plain frame at `now` (ms since the epoch; every
+// `interval` ms), rec its recorder (null with record: false). Two generators of one variant made
+// with the same start and asked for frames at the same times make the same frames: the page shows
+// one's and the demo's worker records the other's (demo.js).
+export function makeDemo(variant, { start = Date.now(), record = true } = {}) {
   const sc = demoScenario(variant);
   const R = mulberry32(variant === 'bench' ? 7 : 42);
-  const start = Date.now();
-  const rec = makeRecorder(variant === 'bench' ? 30 : 60);
+  const rec = record ? makeRecorder(variant === 'bench' ? 30 : 60) : null;
   let seq = 1000, sentSeq = null;
   const traced = sc.traced.map(t => ({
     spec: t, rec: 0, kernels: new Map(), transfers: new Map(),
@@ -172,7 +175,7 @@ export function makeDemo(variant) {
       }
       s.seq = ++t.rec;
       L.executions++;
-      rec.span(t.spec, L, s);
+      if (rec) rec.span(t.spec, L, s);
       if (s.kind === 'kernel') {
         let a = t.kernels.get(s.name);
         if (!a) { a = { name: s.name, mangled, count: 0, total_ns: 0, min_ns: Infinity, max_ns: 0 }; t.kernels.set(s.name, a); }
@@ -221,8 +224,8 @@ export function makeDemo(variant) {
     const ph = (tS + (off || 0)) % per;
     return ph < on;
   }
-  function frame() {
-    const nowMs = Date.now(), nowUs = nowMs * 1000, tS = (nowMs - start) / 1000;
+  function frame(nowMs = Date.now()) {
+    const nowUs = nowMs * 1000, tS = (nowMs - start) / 1000;
     const lag = 45000 + R() * 50000;
     for (const t of traced) if (t.spec.status === 'ok' && t.spec.exited === undefined) for (const L of t.lanes) generate(t, L, nowUs - lag);
     const isFull = sentSeq === null;
@@ -236,9 +239,11 @@ export function makeDemo(variant) {
       traced: traced.map(t => tracedJson(t, isFull, nowUs)).sort((a, b) => a.pid - b.pid),
     };
     sentSeq = seq;
-    catchUp(nowMs / 1000);
-    rec.reading(nowMs / 1000, f, sc.interval / 1000);
-    lastReadingS = nowMs / 1000;
+    if (rec) {
+      catchUp(nowMs / 1000);
+      rec.reading(nowMs / 1000, f, sc.interval / 1000);
+      lastReadingS = nowMs / 1000;
+    }
     return f;
   }
   // The readings due since the last one recorded, one every interval, made up with a generator of
@@ -270,7 +275,7 @@ export function makeDemo(variant) {
   // frames stay the same whatever is made up here)
   const R2 = mulberry32(5), R3 = mulberry32(11);
   let lastReadingS = start / 1000;
-  for (let tS = -PREFILL_S; tS < 0; tS += PREFILL_STEP_S) {
+  for (let tS = -PREFILL_S; rec && tS < 0; tS += PREFILL_STEP_S) {
     rec.reading(start / 1000 + tS, { devices: sc.gpus.map(g => gpu(g, tS, R2)), processes: processesAt(tS, R2) }, PREFILL_STEP_S);
     lastReadingS = start / 1000 + tS;
   }
@@ -303,6 +308,6 @@ export function makeDemo(variant) {
       complete: true, kernels: ks, transfers: ts, lanes,
     };
   }
-  return { interval: sc.interval, frame, rec };
+  return { interval: sc.interval, frame, rec, start };
 }
 
