@@ -10,10 +10,11 @@ objects' attributes, into one C buffer, and makes one ``str`` of it.
 
 * ``span_rows(columns, lo, hi, ids)``: rows ``lo``..``hi`` of a SpanColumns, or None when one is
   outside the columns' two shapes (the caller then encodes the lane through ``wire.encode_spans``);
-* ``kernel_ids(kernels, pairs)``: each kernel's id in a names table, None for one it lacks;
-* ``kernel_entries(kernels, ids, base, fields)``: the entries of the kernels whose ``fields``
-  differ from their entry in ``base`` (None: all), or None for a value it does not take or an id
-  given twice (the caller then uses ``json``).
+* ``kernel_delta(kernels, pairs, base_ids, base_kernels, fields)``: in one pass, each kernel's
+  id in a names table, whether every kernel of the base frame is still there, and the entries of
+  the kernels whose ``fields`` differ from the base frame's (all without one), or no text for an
+  id the table lacks, an id given twice or a value it does not take (the caller then uses
+  ``json``).
 
 A KernelStat is a frozen slotted dataclass: its fields are read through the offsets of their
 slots (each field's member descriptor, ``PyMemberDescrObject``, gives it), which is what reading
@@ -164,21 +165,19 @@ def span_rows(columns, Py_ssize_t lo, Py_ssize_t hi, ids):
     """Rows ``lo``..``hi`` of ``columns`` as JSON text; None: a row is outside the two shapes."""
     cdef Py_ssize_t n = len(columns.seq), i, n_ids = len(ids), j
     cdef const int64_t *cols[13]
-    cdef int64_t *table = NULL
-    cdef int64_t prev_seq = 0, prev_start = 0, d_seq, d_start, k, name, nbytes, direction
+    cdef int64_t prev_seq = 0, prev_start = 0, d_seq, d_start, k, name, nbytes, direction, name_id
     cdef Buf b
+    cdef list table = list(ids)   # its items are read only for the names the rows use
     if not 0 <= lo <= hi <= n:
         raise IndexError(f"rows {lo}..{hi} of {n}")
+    for j in range(n_ids):
+        if type(table[j]) is not int:
+            raise TypeError(f"a name's id is {table[j]!r}")
     b.data = NULL
     b.used = b.size = 0
     try:
-        table = <int64_t *> malloc((n_ids + 1) * sizeof(int64_t))
-        if table == NULL:
-            raise MemoryError()
-        for j in range(n_ids):
-            table[j] = ids[j]
-        # held here, so that nothing frees an array while its pointer is read (no Python code
-        # runs from here on)
+        # held here, so that nothing frees an array while its pointer is read (converting an
+        # exact int is the only Python code run from here on)
         held = [getattr(columns, column_name) for column_name in _COLUMNS]
         for j in range(13):
             cols[j] = column(held[j], _COLUMNS[j], n)
@@ -210,7 +209,8 @@ def span_rows(columns, Py_ssize_t lo, Py_ssize_t hi, ids):
                 if name < 0:
                     put_text(&b, b"null", 4)
                 else:
-                    put_int(&b, table[name])
+                    name_id = table[name]
+                    put_int(&b, name_id)
                 put_char(&b, b",")
                 put_geometry(&b, cols[5][i], cols[6][i], cols[7][i])
                 put_char(&b, b",")
@@ -234,7 +234,6 @@ def span_rows(columns, Py_ssize_t lo, Py_ssize_t hi, ids):
         put_char(&b, b"]")
         return PyUnicode_DecodeUTF8(b.data, b.used, NULL)
     finally:
-        free(table)
         free(b.data)
 
 
@@ -323,93 +322,106 @@ cdef Fields fields_of(type cls, tuple names):
     return found
 
 
-def kernel_ids(kernels, dict pairs):
-    """Each kernel's id in a names table's ``pairs`` ((name, mangled) -> id), None for a pair it
-    does not hold."""
-    cdef list out = []
-    cdef Fields f = None
-    cdef type f_type = None
-    for k in kernels:
-        if type(k) is not f_type:
-            f_type = type(k)
-            f = fields_of(f_type, ("name", "mangled"))
-        out.append(pairs.get((f.get(k, 0), f.get(k, 1))))
-    return out
-
-
-def kernel_entries(kernels, ids, dict base, tuple fields):
-    """The changed kernels' entries as one JSON list; None: a value it does not take, or an id
-    given twice."""
-    cdef Py_ssize_t n = len(kernels), i, j, n_fields = len(fields)
-    cdef object k, b_obj
+def kernel_delta(kernels, dict pairs, base_ids, base_kernels, tuple fields):
+    """``(ids, whole, text)`` of one process's kernel table against the base frame's
+    (``_wire_text_py.kernel_delta``), in one pass over the kernels."""
+    cdef Py_ssize_t n = len(kernels), n_base = 0, i, j, n_fields = len(fields)
+    cdef object k, b_obj, kid_obj
     cdef int64_t kid, top = -1
-    cdef bint same
+    cdef bint same, writable = True, whole = True
     cdef Buf b
     cdef unsigned char *seen = NULL
+    cdef PyObject **base = NULL
     cdef Fields f = None, fb = None
     cdef type f_type = None, fb_type = None
-    cdef list keys
+    cdef tuple read = ("name", "mangled") + fields
+    cdef list ids = [], keys
     cdef bytes raw
-    if len(ids) != n:
-        raise ValueError(f"{len(ids)} ids for {n} kernels")
-    keys = [('{"id":' if j == 0 else ',"' + name + '":').encode("ascii") for j, name in enumerate(("id",) + fields)]
-    for i in range(n):
-        kid = ids[i]
-        if kid < 0:
-            return None
-        if kid > top:
-            top = kid
+    if base_ids is not None:
+        n_base = len(base_ids)
+        if len(base_kernels) != n_base:
+            raise ValueError(f"{len(base_kernels)} base kernels for {n_base} ids")
+    for i in range(n):   # the ids first: which pairs the table holds, and the largest id
+        k = kernels[i]
+        if type(k) is not f_type:
+            f_type = type(k)
+            f = fields_of(f_type, read)
+        kid_obj = pairs.get((f.get(k, 0), f.get(k, 1)))
+        ids.append(kid_obj)
+        if kid_obj is None or type(kid_obj) is not int or kid_obj < 0:
+            writable = False
+        elif kid_obj > top:
+            top = kid_obj
+    for i in range(n_base):
+        kid_obj = base_ids[i]
+        if type(kid_obj) is not int or kid_obj < 0:
+            raise ValueError(f"a base id is {kid_obj!r}")
+        if kid_obj > top:
+            top = kid_obj
     b.data = NULL
     b.used = b.size = 0
     try:
         seen = <unsigned char *> malloc(top + 2)
-        if seen == NULL:
+        base = <PyObject **> malloc((top + 2) * sizeof(PyObject *))
+        if seen == NULL or base == NULL:
             raise MemoryError()
         memset(seen, 0, top + 2)
+        for i in range(top + 2):
+            base[i] = NULL
         for i in range(n):
-            kid = ids[i]
-            if seen[kid]:
-                return None
-            seen[kid] = 1
+            if ids[i] is not None and type(ids[i]) is int and ids[i] >= 0:
+                kid = ids[i]
+                if seen[kid]:
+                    writable = False   # an id twice: the caller's way
+                seen[kid] = 1
+        for i in range(n_base):
+            kid = base_ids[i]
+            base[kid] = <PyObject *> base_kernels[i]   # borrowed: the caller's list holds it
+            if not seen[kid]:
+                whole = False
+        if not writable:
+            return ids, whole, None
+        keys = [('{"id":' if j == 0 else ',"' + name + '":').encode("ascii") for j, name in enumerate(("id",) + fields)]
         buf_reserve(&b, 2)
         put_char(&b, b"[")
         for i in range(n):
             k = kernels[i]
+            kid = ids[i]
             if type(k) is not f_type:
                 f_type = type(k)
-                f = fields_of(f_type, fields)
-            if base is not None:
-                b_obj = base.get(ids[i])
+                f = fields_of(f_type, read)
+            if base_ids is not None and base[kid] != NULL:
+                b_obj = <object> base[kid]
                 if b_obj is k:
                     continue
-                if b_obj is not None:
-                    if type(b_obj) is not fb_type:
-                        fb_type = type(b_obj)
-                        fb = fields_of(fb_type, fields)
-                    same = True
-                    for j in range(n_fields):
-                        if not PyObject_RichCompareBool(f.get(k, j), fb.get(b_obj, j), Py_EQ):
-                            same = False
-                            break
-                    if same:
-                        continue
+                if type(b_obj) is not fb_type:
+                    fb_type = type(b_obj)
+                    fb = fields_of(fb_type, read)
+                same = True
+                for j in range(n_fields):
+                    if not PyObject_RichCompareBool(f.get(k, j + 2), fb.get(b_obj, j + 2), Py_EQ):
+                        same = False
+                        break
+                if same:
+                    continue
             if b.used > 1:
                 buf_reserve(&b, 1)
                 put_char(&b, b",")
             raw = keys[0]
             put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
             buf_reserve(&b, INT_CHARS)
-            put_int(&b, ids[i])
+            put_int(&b, kid)
             for j in range(n_fields):
                 raw = keys[j + 1]
                 put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
-                if put_value(&b, f.get(k, j)):
-                    return None
+                if put_value(&b, f.get(k, j + 2)):
+                    return ids, whole, None
             buf_reserve(&b, 1)
             put_char(&b, b"}")
         buf_reserve(&b, 1)
         put_char(&b, b"]")
-        return PyUnicode_DecodeUTF8(b.data, b.used, NULL)
+        return ids, whole, PyUnicode_DecodeUTF8(b.data, b.used, NULL)
     finally:
         free(seen)
+        free(base)
         free(b.data)

@@ -13,14 +13,17 @@ frame instead of making a Python list per span row and a dict per kernel entry a
   a direction, a copy with a name, an unknown kind or direction) is not written here: the answer
   is then None and the caller encodes the lane through ``wire.encode_spans``; so is a difference
   of two seqs or starts beyond int64 (the compiled twin writes int64s only).
-* :func:`kernel_ids`: each kernel's id in a names table (``NameTable``'s pairs), None for a
-  (name, mangled) it does not hold.
-* :func:`kernel_entries`: the stream's kernel entries (``{"id": …, <fields>…}``) of the kernels
-  whose ``fields`` differ from their entry in ``base`` (a dict id → the KernelStat the base frame
-  sent; None: every kernel), in order, as one JSON list: exactly ``json.dumps`` of those dicts.
-  The values must be ints (bools included), None, floats (a non-finite one is written ``null``,
-  as ``frames.dumps`` writes it) or strings that UTF-8 can hold; anything else, a negative id or
-  an id given twice gives None, and the caller encodes the table with ``json``.
+* :func:`kernel_delta`: one traced process's kernel table against the base frame's, in one
+  pass: ``ids``, each kernel's id in the names table (``pairs``: (name, mangled) -> id; None for a
+  pair it does not hold); ``whole``, whether every id of the base frame's kernels (``base_ids``,
+  with ``base_kernels`` the KernelStats it sent) is among them (a kernel name gone tells a process
+  that replaced its namesake); and ``text``, the stream's kernel entries (``{"id": …,
+  <fields>…}``) of the kernels whose ``fields`` differ from the base frame's KernelStat of the
+  same id (``base_ids`` None: every kernel), in order, as one JSON list: exactly ``json.dumps`` of
+  those dicts. The values must be ints (bools included), None, floats (a non-finite one is
+  written ``null``, as ``frames.dumps`` writes it) or strings that UTF-8 can hold; for anything
+  else, a pair the table lacks or an id given twice ``text`` is None, and the caller encodes the
+  table with ``json``.
 
 Constraints: byte-identical to ``_wire_text_c`` (tests/transport/test_wire_text.py compares both
 with ``json.dumps`` of the reference rows and entries, extreme values included); reads its
@@ -76,36 +79,32 @@ def span_rows(c: SpanColumns, lo: int, hi: int, ids: Sequence[int]) -> str | Non
     return _ENCODE(rows)
 
 
-def kernel_ids(kernels: Sequence[Any], pairs: dict[tuple[Any, Any], int]) -> list[int | None]:
-    """Each kernel's id in a names table's ``pairs`` ((name, mangled) -> id), None for a pair it
-    does not hold."""
-    return [pairs.get((k.name, k.mangled)) for k in kernels]
-
-
-def kernel_entries(kernels: Sequence[Any], ids: Sequence[int], base: dict[int, Any] | None,
-                   fields: Sequence[str]) -> str | None:
-    """The changed kernels' entries as one JSON list (see the module's opening); None: a value
-    this writer does not take, or an id given twice."""
-    if len(set(ids)) != len(ids) or min(ids, default=0) < 0:
-        return None
+def kernel_delta(kernels: Sequence[Any], pairs: dict[tuple[Any, Any], int], base_ids: Sequence[int] | None,
+                 base_kernels: Sequence[Any] | None, fields: Sequence[str]) -> tuple[list, bool, str | None]:
+    """``(ids, whole, text)`` of one process's kernel table against the base frame's (see the
+    module's opening)."""
+    ids = [pairs.get((k.name, k.mangled)) for k in kernels]
+    base = {} if base_ids is None else dict(zip(base_ids, base_kernels))
+    whole = set(base) <= set(ids)
+    if None in ids or len(set(ids)) != len(ids) or min(ids, default=0) < 0:
+        return ids, whole, None
     entries = []
     for k, i in zip(kernels, ids):
         values = [getattr(k, f) for f in fields]
-        if base is not None:
-            b = base.get(i)
-            if b is k or (b is not None and values == [getattr(b, f) for f in fields]):
-                continue
+        b = base.get(i)
+        if b is k or (b is not None and values == [getattr(b, f) for f in fields]):
+            continue
         entry: dict[str, Any] = {"id": i}
         for f, v in zip(fields, values):
             if type(v) is float and not math.isfinite(v):
                 v = None
             elif type(v) is str and not _utf8(v):
-                return None
+                return ids, whole, None
             elif v is not None and type(v) not in (int, bool, float, str):
-                return None
+                return ids, whole, None
             entry[f] = v
         entries.append(entry)
-    return _ENCODE(entries)
+    return ids, whole, _ENCODE(entries)
 
 
 def _utf8(text: str) -> bool:

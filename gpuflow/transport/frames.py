@@ -188,8 +188,8 @@ class FrameEncoder:
         #: (largest span seq, executions); per traced process its number of names
         self._base_lanes: dict[tuple, tuple[int | None, int]] = {}
         self._base_names: dict[TracedKey, int] = {}
-        #: per traced process, its kernels (encoded, by name id) in the last encoded frame
-        self._base_kernels: dict[TracedKey, dict[int, dict[str, Any]]] = {}
+        #: per traced process, its kernels' ids and KernelStats in the last encoded frame
+        self._base_kernels: dict[TracedKey, tuple[list[int], Sequence[KernelStat]]] = {}
         #: per traced process, its lanes' heads (lane_head) in the last encoded frame
         self._base_heads: dict[TracedKey, list[dict[str, Any]]] = {}
         #: per traced process, (records, state) in the last encoded frame: tells pid reuse
@@ -235,31 +235,32 @@ class FrameEncoder:
         dt = min(max(snap.timestamp - base.timestamp, MIN_DELTA_S), MAX_DELTA_S)
         return max(1, round(self.span_rate * dt))
 
-    def _replaced(self, t: TracedProcess, known_ids: list[int | None]) -> bool:
+    def _replaced(self, t: TracedProcess, whole: bool) -> bool:
         """Whether ``t`` is a new process under the (session, pid) of one in the base frame;
-        ``known_ids``: its kernels' ids in the table of the one in the base frame (None: a pair
-        that table does not hold)."""
+        ``whole``: every kernel name the one in the base frame had is among ``t``'s."""
         progress = self._base_progress.get(traced_key(t))
         if progress is None:
             return False
         records, state = progress
-        if t.records < records or (state == "exited" and t.state == "running"):
-            return True
-        # a kernel name the base one had is gone: its id is no longer among the kernels'
-        return not self._base_kernels.get(traced_key(t), {}).keys() <= set(known_ids)
+        return t.records < records or (state == "exited" and t.state == "running") or not whole
 
     def _encode(self, snap: Snapshot, prev: Frame | None) -> Frame:
         doc = replace(snap, traced=()).to_json_dict()
         doc["schema"] = WIRE_SCHEMA
-        # a process that replaced its namesake of the base frame starts afresh: no table, no base
-        known: dict[TracedKey, list[int | None]] = {}
+        # each known process's kernels against the base frame's, in one compiled pass: their ids,
+        # whether a name is gone, the entries that changed; a process that replaced its namesake
+        # of the base frame starts afresh: no table, no base
+        known: dict[TracedKey, tuple[list[int | None], str | None]] = {}
         reset = set()
         for t in snap.traced:
             key = traced_key(t)
             table = self._tables.get(key)
             if table is not None:
-                known[key] = table.known_kernel_ids(t.kernels)
-                if prev is not None and self._replaced(t, known[key]):
+                base_ids, base_kernels = self._base_kernels.get(key, ((), ()))
+                ids, whole, changed = wire_text.kernel_delta(t.kernels, table.pairs, base_ids, base_kernels,
+                                                             KERNEL_FIELDS)
+                known[key] = (ids, changed)
+                if prev is not None and self._replaced(t, whole):
                     reset.add(key)
         for key in reset:
             del known[key]
@@ -278,7 +279,7 @@ class FrameEncoder:
                     news.append(new_spans(lane.spans, None if base is None else base[0]))
             shares = fair_shares([len(spans) - first for spans, first in news], self.allowance(snap, prev.snapshot))
         tables: dict[TracedKey, NameTable] = {}
-        kernels_now: dict[TracedKey, dict[int, Any]] = {}
+        kernels_now: dict[TracedKey, tuple[list[int], Sequence[KernelStat]]] = {}
         heads_now: dict[TracedKey, list[dict[str, Any]]] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
@@ -286,7 +287,9 @@ class FrameEncoder:
         for t in snap.traced:
             key = traced_key(t)
             table = tables[key] = self._tables.get(key) or NameTable()
-            ids = table.kernel_ids(t.kernels, known.get(key))
+            ids, changed = known.get(key, (None, None))
+            if ids is None or None in ids:   # a newcomer, one reset, or names new to its table
+                ids, changed = table.kernel_ids(t.kernels, ids), None
             head = traced_head(t)
             delta_lanes, heads, lane_ids = [], [], []
             for lane in t.lanes:
@@ -310,14 +313,15 @@ class FrameEncoder:
                     delta_lanes.append((lhead, span_rows(new, first, table, lane_ids[-1]), skipped))
                 lanes_now[lkey] = (largest_seq(spans), lane.executions)
             parts.append((head, table, len(table), t.kernels, ids, t.lanes, lane_ids))
-            kernels_now[key] = dict(zip(ids, t.kernels))
+            kernels_now[key] = (ids, t.kernels)
             heads_now[key] = heads
             if prev is not None:
                 members = ',"names":' + compact(table.entries[self._base_names.get(key, 0):])
                 if key in reset:
                     members += ',"reset":true'
                 known_before = key in self._base_heads   # in the base frame; a newcomer is sent whole
-                changed = kernel_entries(t.kernels, ids, self._base_kernels.get(key, {}))
+                if changed is None:
+                    changed = kernel_entries(t.kernels, ids, table, self._base_kernels.get(key, ((), ())))
                 if changed != "[]" or not known_before:  # only the kernels that changed; none: left out
                     members += ',"kernels":' + changed
                 # lanes that are all as in the base frame (same heads, nothing new) are left out
@@ -331,7 +335,7 @@ class FrameEncoder:
 
         def full() -> bytes:
             traced = (with_members(compact(head), ',"names":' + compact(table.entries[:count]) + ',"kernels":'
-                                   + kernel_entries(kernels, ids, None) + ',"lanes":[' + ",".join(
+                                   + kernel_entries(kernels, ids, table, None) + ',"lanes":[' + ",".join(
                                        with_members(compact(lane_head(lane)),
                                                     ',"spans":' + span_rows(lane.spans, 0, table, names))
                                        for lane, names in zip(lanes, lane_ids)) + "]")
@@ -398,15 +402,18 @@ def span_rows(spans: Sequence[Span] | SpanColumns, first: int, table: NameTable,
     return compact(encode_spans(spans, table))
 
 
-def kernel_entries(kernels: Sequence[KernelStat], ids: list[int], base: dict[int, Any] | None) -> str:
-    """The stream's entries of the kernels that differ from their entry in ``base`` (id → the
-    KernelStat the base frame sent; None: every kernel), in order, JSON text: by the compiled
+def kernel_entries(kernels: Sequence[KernelStat], ids: list[int], table: NameTable,
+                   base: tuple[Sequence[int], Sequence[KernelStat]] | None) -> str:
+    """The stream's entries of the kernels that differ from their entry in ``base`` (the ids and
+    KernelStats the base frame sent; None: every kernel), in order, JSON text: by the compiled
     writer, else (a value it does not write, an id twice) as the dicts of wire.encode_kernels."""
-    text = wire_text.kernel_entries(kernels, ids, base, KERNEL_FIELDS)
+    text = wire_text.kernel_delta(kernels, table.pairs, *(base or (None, None)), KERNEL_FIELDS)[2]
     if text is not None:
         return text
-    by_id = {i: {"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}} for i, k in zip(ids, kernels)}
+    def entry(i: int, k: KernelStat) -> dict[str, Any]:
+        return {"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}}
     if base is None:
-        return compact([{"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}} for i, k in zip(ids, kernels)])
-    before = {i: {"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}} for i, k in base.items()}
-    return compact([entry for i, entry in by_id.items() if before.get(i) != entry])
+        return compact([entry(i, k) for i, k in zip(ids, kernels)])
+    by_id = {i: entry(i, k) for i, k in zip(ids, kernels)}
+    before = {i: entry(i, k) for i, k in zip(*base)}
+    return compact([e for i, e in by_id.items() if before.get(i) != e])

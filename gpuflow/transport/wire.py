@@ -39,7 +39,6 @@ from dataclasses import fields
 from typing import Any, Callable, Iterable, Sequence
 
 from gpuflow.core.recorded import SpanColumns
-from gpuflow.transport import wire_text
 from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
@@ -111,15 +110,16 @@ class NameTable:
             i = self._add(name, None)
         return i
 
-    def known_kernel_ids(self, kernels: Sequence[KernelStat]) -> list[int | None]:
-        """Each kernel's id, None for a (name, mangled) the table does not hold (wire_text: one
-        compiled pass)."""
-        return wire_text.kernel_ids(kernels, self._pairs)
+    @property
+    def pairs(self) -> dict[tuple[str, str | None], int]:
+        """(name, mangled) -> id: what the frame encoder's compiled writer looks kernels up in
+        (gpuflow.transport.wire_text.kernel_delta); read it, never change it."""
+        return self._pairs
 
     def kernel_ids(self, kernels: Sequence[KernelStat], known: list[int | None] | None = None) -> list[int]:
         """Each kernel's id, entering new ones in order (as :meth:`kernel_id` would, kernel by
-        kernel); ``known``: :meth:`known_kernel_ids` of the same kernels, already asked."""
-        ids = self.known_kernel_ids(kernels) if known is None else known
+        kernel); ``known``: the ids already looked up (None for a pair the table lacks)."""
+        ids = [self._pairs.get((k.name, k.mangled)) for k in kernels] if known is None else known
         if None in ids:
             ids = [self.kernel_id(k.name, k.mangled) if i is None else i for k, i in zip(kernels, ids)]
         return ids  # type: ignore[return-value]

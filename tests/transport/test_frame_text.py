@@ -112,7 +112,7 @@ def with_each_writer(snaps) -> list[list[bytes]]:
     out = []
     for twin in twins:
         with mock.patch.object(frames.wire_text, "span_rows", twin.span_rows), \
-                mock.patch.object(frames.wire_text, "kernel_entries", twin.kernel_entries):
+                mock.patch.object(frames.wire_text, "kernel_delta", twin.kernel_delta):
             out.append(frames_of(snaps))
     return out
 

@@ -117,35 +117,52 @@ VALUE = st.one_of(st.none(), st.booleans(), INT64, st.integers(-2**70, 2**70), s
 
 
 @st.composite
-def kernel_table(draw) -> tuple[list[KernelStat], list[int], dict[int, KernelStat] | None]:
+def kernel_table(draw):
+    """Kernels, a names table's pairs (some kernels' not there, a kernel now and then twice), and
+    the base frame's ids and KernelStats (the same objects, equal ones, changed ones, ids gone)."""
     n = draw(st.integers(0, 12))
-    stats = [KernelStat(name=f"k{i}", mangled=f"_Z1k{i}v", count=draw(VALUE), total_ns=draw(VALUE),
-                        min_ns=draw(VALUE), max_ns=draw(VALUE), timed=draw(VALUE)) for i in range(n)]
-    ids = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n, unique=draw(st.booleans())))
+    stats = [KernelStat(name=f"k{i}", mangled=f"_Z1k{i}v" if i % 3 else None, count=draw(VALUE),
+                        total_ns=draw(VALUE), min_ns=draw(VALUE), max_ns=draw(VALUE), timed=draw(VALUE))
+             for i in range(n)]
+    if stats and draw(st.integers(0, 8)) == 0:
+        stats.append(stats[0])
+    table_ids = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n, unique=True))
+    pairs = {(k.name, k.mangled): i for k, i in zip(stats, table_ids) if draw(st.integers(0, 10))}
     if draw(st.booleans()):
-        return stats, ids, None
-    base: dict[int, KernelStat] = {}
-    for k, i in zip(stats, ids):
+        return stats, pairs, None, None
+    base_ids, base_kernels = [], []
+    for k in stats[:n]:
+        i = pairs.get((k.name, k.mangled))
         choice = draw(st.sampled_from(["same", "equal", "changed", "absent"]))
+        if i is None or choice == "absent":
+            continue
+        base_ids.append(i)
         if choice == "same":
-            base[i] = k
+            base_kernels.append(k)
         elif choice == "equal":
-            base[i] = KernelStat(**{f.name: getattr(k, f.name) for f in fields(KernelStat)})
-        elif choice == "changed":
-            base[i] = KernelStat(name=k.name, mangled=k.mangled, count=draw(VALUE), total_ns=k.total_ns,
-                                 min_ns=k.min_ns, max_ns=k.max_ns, timed=k.timed)
-    return stats, ids, base
+            base_kernels.append(KernelStat(**{f.name: getattr(k, f.name) for f in fields(KernelStat)}))
+        else:
+            base_kernels.append(KernelStat(name=k.name, mangled=k.mangled, count=draw(VALUE), total_ns=k.total_ns,
+                                           min_ns=k.min_ns, max_ns=k.max_ns, timed=k.timed))
+    if draw(st.integers(0, 5)) == 0:   # a kernel the base frame had and this one has not
+        base_ids.append(41)
+        base_kernels.append(KernelStat(name="gone", mangled="_Z4gonev", count=1, total_ns=1, min_ns=1, max_ns=1))
+    return stats, pairs, base_ids, base_kernels
 
 
-def reference_entries(stats, ids, base) -> str | None:
-    """The changed kernels' dicts through json, non-finite floats as null (frames.dumps)."""
-    if len(set(ids)) != len(ids):
-        return None
+def reference_delta(stats, pairs, base_ids, base_kernels):
+    """What kernel_delta answers, stated the plain way: the changed kernels' dicts through json,
+    non-finite floats as null (frames.dumps)."""
+    ids = [pairs.get((k.name, k.mangled)) for k in stats]
+    base = {} if base_ids is None else dict(zip(base_ids, base_kernels))
+    whole = all(i in ids for i in base)
+    if None in ids or len(set(ids)) != len(ids):
+        return ids, whole, None
     out = []
     for k, i in zip(stats, ids):
         entry = {"id": i, **{f: getattr(k, f) for f in KERNEL_FIELDS}}
-        if base is not None and i in base and base[i] is not None and all(
-                getattr(base[i], f) is getattr(k, f) or getattr(base[i], f) == getattr(k, f) for f in KERNEL_FIELDS):
+        if i in base and all(getattr(base[i], f) is getattr(k, f) or getattr(base[i], f) == getattr(k, f)
+                             for f in KERNEL_FIELDS):
             continue
         for f, v in entry.items():
             if isinstance(v, float) and not math.isfinite(v):
@@ -154,45 +171,36 @@ def reference_entries(stats, ids, base) -> str | None:
                 try:
                     v.encode("utf-8")
                 except UnicodeEncodeError:
-                    return None
+                    return ids, whole, None
         out.append(entry)
-    return dumps(out)
+    return ids, whole, dumps(out)
 
 
 @pytest.mark.parametrize("twin", TWINS)
 @settings(max_examples=300, deadline=None)
 @given(kernel_table())
-def test_kernel_entries_are_json_dumps_of_the_changed_kernels_dicts_or_declined(twin, table):
-    stats, ids, base = table
-    assert twin.kernel_entries(stats, ids, base, KERNEL_FIELDS) == reference_entries(stats, ids, base)
+def test_kernel_delta_gives_ids_whether_the_base_is_whole_and_the_changed_entries_as_json(twin, table):
+    assert twin.kernel_delta(*table, KERNEL_FIELDS) == reference_delta(*table)
 
 
 @pytest.mark.parametrize("twin", TWINS)
-def test_kernel_entries_decline_what_they_do_not_write(twin):
+def test_kernel_delta_declines_what_it_does_not_write(twin):
     k = KernelStat(name="k", mangled="_Z1kv", count=1, total_ns=2, min_ns=None, max_ns=None, timed=1)
     odd = KernelStat(name="k", mangled="_Z1kv", count=[1], total_ns=2, min_ns=None, max_ns=None, timed=1)
-    assert twin.kernel_entries([k], [0], None, KERNEL_FIELDS) == dumps([{"id": 0, **{f: getattr(k, f)
-                                                                                 for f in KERNEL_FIELDS}}])
-    assert twin.kernel_entries([k], [0], None, ("count", "total_ns", "min_ns")) == (
-        '[{"id":0,"count":1,"total_ns":2,"min_ns":null}]')
-    assert twin.kernel_entries([k], [0], {0: k}, KERNEL_FIELDS) == "[]"
-    assert twin.kernel_entries([odd], [0], None, KERNEL_FIELDS) is None   # a list: json's job
-    assert twin.kernel_entries([k, k], [2, 2], None, KERNEL_FIELDS) is None   # an id twice
-    assert twin.kernel_entries([k], [-1], None, KERNEL_FIELDS) is None
+    pairs = {("k", "_Z1kv"): 0}
+    assert twin.kernel_delta([k], pairs, None, None, KERNEL_FIELDS) == (
+        [0], True, dumps([{"id": 0, **{f: getattr(k, f) for f in KERNEL_FIELDS}}]))
+    assert twin.kernel_delta([k], pairs, None, None, ("count", "total_ns", "min_ns")) == (
+        [0], True, '[{"id":0,"count":1,"total_ns":2,"min_ns":null}]')
+    assert twin.kernel_delta([k], pairs, [0], [k], KERNEL_FIELDS) == ([0], True, "[]")
+    assert twin.kernel_delta([k], pairs, [0, 5], [k, k], KERNEL_FIELDS) == ([0], False, "[]")
+    assert twin.kernel_delta([odd], pairs, None, None, KERNEL_FIELDS) == ([0], True, None)   # a list: json's
+    assert twin.kernel_delta([k, k], pairs, None, None, KERNEL_FIELDS) == ([0, 0], True, None)   # an id twice
+    assert twin.kernel_delta([k], {}, None, None, KERNEL_FIELDS) == ([None], True, None)   # not in the table
     unslotted = Unslotted("k", "_Z1kv")   # fields read by attribute name
     unslotted.__dict__.update({f: getattr(k, f) for f in KERNEL_FIELDS})
-    assert twin.kernel_entries([unslotted], [0], {0: k}, KERNEL_FIELDS) == "[]"
-    assert twin.kernel_entries([k], [0], {0: unslotted}, KERNEL_FIELDS) == "[]"
-
-
-@pytest.mark.parametrize("twin", TWINS)
-def test_kernel_ids_are_the_tables_ids_of_each_name_and_mangled_pair(twin):
-    stats = [KernelStat(name=n, mangled=m, count=1, total_ns=1, min_ns=1, max_ns=1, timed=1)
-             for n, m in (("gemm", "_Z4gemmv"), ("gemm", "_Z4gemmi"), ("softmax", None), ("gemm", "_Z4gemmv"))]
-    odd = Unslotted(name="softmax", mangled=None)   # read by attribute name
-    pairs = {("gemm", "_Z4gemmv"): 3, ("softmax", None): 0}
-    assert twin.kernel_ids(stats + [odd], pairs) == [3, None, 0, 3, 0]
-    assert twin.kernel_ids([], pairs) == []
+    assert twin.kernel_delta([unslotted], pairs, [0], [k], KERNEL_FIELDS) == ([0], True, "[]")
+    assert twin.kernel_delta([k], pairs, [0], [unslotted], KERNEL_FIELDS) == ([0], True, "[]")
 
 
 class Unslotted:
