@@ -98,7 +98,8 @@ export function fmtClock(sec, ms) {
   const d = new Date(sec * 1000), today = new Date();
   let s = two(d.getHours()) + ':' + two(d.getMinutes()) + ':' + two(d.getSeconds());
   if (ms) s += '.' + String(d.getMilliseconds()).padStart(3, '0');
-  return d.toDateString() === today.toDateString() ? s : DAYS[d.getDay()] + ' ' + s;
+  const sameDay = d.getDate() === today.getDate() && d.getMonth() === today.getMonth() && d.getFullYear() === today.getFullYear();
+  return sameDay ? s : DAYS[d.getDay()] + ' ' + s;
 }
 // a window's width, as the timeline writes it: "1.00 s", "250 ms", "2 min 0 s"
 export function fmtWindow(sec) { return sec >= 60 ? fmtSpan(sec) : fmtNs(sec * 1e9); }

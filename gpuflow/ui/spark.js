@@ -12,7 +12,8 @@
 // available leaves a gap, never a zero. Hovering one shows the bucket under the pointer (card.js).
 //
 // Constraints: a picture draws each sparkline as one bitmap (drawn again only when its series,
-// scale or size step changes; at most MAX_BITMAPS kept), under the view's transform. Each drawn
+// scale or size step changes, at most RESIZED_PER_PICTURE a picture for a size step; at most
+// MAX_BITMAPS kept), under the view's transform. Each drawn
 // sparkline is recorded (drawn.sparks) with its box in CSS px for the test hook. The data asked
 // is bounded: SPARK_POINTS points per series.
 
@@ -53,9 +54,15 @@ export function seriesOf(key, metric) {
 // zoom redraws it only at every fourth of an octave (scaled down at most 16 % meanwhile).
 // Measured before this (bench/ui_frame.py at a fixed zoom with text): stroking and filling every
 // sparkline's points each picture doubled a picture's cost.
-const STEPS_PER_OCTAVE = 4, MARGIN = 1, MAX_BITMAPS = 4096;
+// A zoom crossing a step would draw every sparkline anew in one picture (about 200 of them in
+// ?demo=bench: the picture took several times its usual time); a picture draws at most
+// RESIZED_PER_PICTURE of them at their new size, and the others from their bitmap of the step
+// before (scaled to the box, at most a step off) until a later picture, which it asks for. A
+// sparkline whose data, scale or colour changed is always drawn anew at once.
+const STEPS_PER_OCTAVE = 4, MARGIN = 1, MAX_BITMAPS = 4096, RESIZED_PER_PICTURE = 16;
 const bitmaps = new Map();   // id -> {s, top, color, as, step, from, points, w, image}
 function stepOf(px) { return Math.ceil(Math.log2(Math.max(2, px)) * STEPS_PER_OCTAVE); }
+let resizedIn = null, resized = 0;   // the picture (its `drawn` record) and how many it drew at a new size
 
 // draws sparkline `id` of series s in box {x, y, w, h} (world), values scaled to [0, top]; `as` is
 // 'line' (with its band) or 'area'; at the context's alpha (a dimmed node's sparklines are
@@ -64,7 +71,12 @@ export function queueSpark(id, box, s, top, color, as) {
   if (!s || !(top > 0)) { drawn.sparks.push(sparkRecord(id, box, 0)); return 0; }
   const step = stepOf(box.w * view.s * dpr);
   let bm = bitmaps.get(id);
-  if (!bm || bm.s !== s || bm.top !== top || bm.color !== color || bm.as !== as || bm.step !== step || bm.from !== spark.from) {
+  if (resizedIn !== drawn) { resizedIn = drawn; resized = 0; }
+  const changed = !bm || bm.s !== s || bm.top !== top || bm.color !== color || bm.as !== as || bm.from !== spark.from;
+  let resize = !changed && bm.step !== step;
+  if (resize && resized >= RESIZED_PER_PICTURE) { resize = false; markDirty(); }   // its turn comes in a later picture
+  else if (resize) resized++;
+  if (changed || resize) {
     if (bm && bm.image) bm.image.close();
     if (!bm && bitmaps.size >= MAX_BITMAPS) forget();   // sparklines of nodes long gone
     bm = render(s, top, color, as, step, box);
