@@ -10,6 +10,8 @@ objects' attributes, into one C buffer, and makes one ``str`` of it.
 
 * ``span_rows(columns, lo, hi, ids)``: rows ``lo``..``hi`` of a SpanColumns, or None when one is
   outside the columns' two shapes (the caller then encodes the lane through ``wire.encode_spans``);
+* ``name_ids(names, ids)``: each of a SpanColumns' names' id in a names table, None for one it
+  lacks;
 * ``kernel_delta(kernels, pairs, base_ids, base_kernels, fields)``: in one pass, each kernel's
   id in a names table, whether every kernel of the base frame is still there, and the entries of
   the kernels whose ``fields`` differ from the base frame's (all without one), or no text for an
@@ -86,11 +88,16 @@ cdef struct Buf:
     Py_ssize_t size
 
 
-cdef int buf_reserve(Buf *b, Py_ssize_t more) except -1:
-    cdef Py_ssize_t size
-    cdef char *grown
+cdef inline int buf_reserve(Buf *b, Py_ssize_t more) except -1:
+    """Room for ``more`` bytes after what is used."""
     if b.used + more <= b.size:
         return 0
+    return buf_grow(b, more)
+
+
+cdef int buf_grow(Buf *b, Py_ssize_t more) except -1:
+    cdef Py_ssize_t size
+    cdef char *grown
     size = b.size * 2 if b.size else 4096
     while size < b.used + more:
         size *= 2
@@ -128,7 +135,7 @@ cdef inline void put_int(Buf *b, int64_t v) noexcept:
         put_char(b, digits[k])
 
 
-cdef int put_text(Buf *b, const char *text, Py_ssize_t n) except -1:
+cdef inline int put_text(Buf *b, const char *text, Py_ssize_t n) except -1:
     buf_reserve(b, n)
     memcpy(b.data + b.used, text, n)
     b.used += n
@@ -243,13 +250,7 @@ cdef int put_value(Buf *b, object v) except -1:
     cdef long long small
     cdef double f
     cdef bytes raw
-    if v is None:
-        put_text(b, b"null", 4)
-    elif v is True:
-        put_text(b, b"true", 4)
-    elif v is False:
-        put_text(b, b"false", 5)
-    elif type(v) is int:
+    if type(v) is int:   # the usual: counts and times
         small = PyLong_AsLongLongAndOverflow(v, &overflow)
         if overflow:
             raw = str(v).encode("ascii")
@@ -257,6 +258,12 @@ cdef int put_value(Buf *b, object v) except -1:
         else:
             buf_reserve(b, INT_CHARS)
             put_int(b, small)
+    elif v is None:
+        put_text(b, b"null", 4)
+    elif v is True:
+        put_text(b, b"true", 4)
+    elif v is False:
+        put_text(b, b"false", 5)
     elif type(v) is float:
         f = PyFloat_AS_DOUBLE(v)
         if isfinite(f):
@@ -322,6 +329,14 @@ cdef Fields fields_of(type cls, tuple names):
     return found
 
 
+def name_ids(tuple names, dict ids):
+    """Each of ``names``' id in ``ids`` (a names table's name -> id), None for a name it lacks."""
+    cdef list out = []
+    for name in names:
+        out.append(ids.get(name))
+    return out
+
+
 def kernel_delta(kernels, dict pairs, base_ids, base_kernels, tuple fields):
     """``(ids, whole, text)`` of one process's kernel table against the base frame's
     (``_wire_text_py.kernel_delta``), in one pass over the kernels."""
@@ -337,6 +352,8 @@ def kernel_delta(kernels, dict pairs, base_ids, base_kernels, tuple fields):
     cdef tuple read = ("name", "mangled") + fields
     cdef list ids = [], keys
     cdef bytes raw
+    cdef const char *key_text[MAX_FIELDS + 1]
+    cdef Py_ssize_t key_size[MAX_FIELDS + 1]
     if base_ids is not None:
         n_base = len(base_ids)
         if len(base_kernels) != n_base:
@@ -382,6 +399,12 @@ def kernel_delta(kernels, dict pairs, base_ids, base_kernels, tuple fields):
         if not writable:
             return ids, whole, None
         keys = [('{"id":' if j == 0 else ',"' + name + '":').encode("ascii") for j, name in enumerate(("id",) + fields)]
+        if n_fields >= MAX_FIELDS:
+            return ids, whole, None
+        for j in range(n_fields + 1):   # the keys' text, held by ``keys``
+            raw = keys[j]
+            key_text[j] = PyBytes_AS_STRING(raw)
+            key_size[j] = PyBytes_GET_SIZE(raw)
         buf_reserve(&b, 2)
         put_char(&b, b"[")
         for i in range(n):
@@ -407,13 +430,11 @@ def kernel_delta(kernels, dict pairs, base_ids, base_kernels, tuple fields):
             if b.used > 1:
                 buf_reserve(&b, 1)
                 put_char(&b, b",")
-            raw = keys[0]
-            put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+            put_text(&b, key_text[0], key_size[0])
             buf_reserve(&b, INT_CHARS)
             put_int(&b, kid)
             for j in range(n_fields):
-                raw = keys[j + 1]
-                put_text(&b, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+                put_text(&b, key_text[j + 1], key_size[j + 1])
                 if put_value(&b, f.get(k, j + 2)):
                     return ids, whole, None
             buf_reserve(&b, 1)

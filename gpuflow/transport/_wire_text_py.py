@@ -13,6 +13,8 @@ frame instead of making a Python list per span row and a dict per kernel entry a
   a direction, a copy with a name, an unknown kind or direction) is not written here: the answer
   is then None and the caller encodes the lane through ``wire.encode_spans``; so is a difference
   of two seqs or starts beyond int64 (the compiled twin writes int64s only).
+* :func:`name_ids`: each of a SpanColumns' ``names``' id in a names table (name -> id), None
+  for a name it does not hold.
 * :func:`kernel_delta`: one traced process's kernel table against the base frame's, in one
   pass: ``ids``, each kernel's id in the names table (``pairs``: (name, mangled) -> id; None for a
   pair it does not hold); ``whole``, whether every id of the base frame's kernels (``base_ids``,
@@ -77,6 +79,11 @@ def span_rows(c: SpanColumns, lo: int, hi: int, ids: Sequence[int]) -> str | Non
         else:
             return None
     return _ENCODE(rows)
+
+
+def name_ids(names: tuple[str, ...], ids: dict[str, int]) -> list[int | None]:
+    """Each of ``names``' id in ``ids`` (a names table's name -> id), None for a name it lacks."""
+    return [ids.get(name) for name in names]
 
 
 def kernel_delta(kernels: Sequence[Any], pairs: dict[tuple[Any, Any], int], base_ids: Sequence[int] | None,

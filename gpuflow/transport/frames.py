@@ -64,11 +64,12 @@ import math
 import threading
 import time
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.recorded import SpanColumns
-from gpuflow.core.snapshot import KernelStat, Snapshot, Span, TracedProcess
+from gpuflow.core.snapshot import KernelStat, Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport import json_pieces, wire_text
 from gpuflow.transport.wire import (
     DELTA, FULL, KERNEL_FIELDS, OMITTABLE, WIRE_SCHEMA, NameTable, encode_spans, lane_head,
@@ -190,8 +191,9 @@ class FrameEncoder:
         self._base_names: dict[TracedKey, int] = {}
         #: per traced process, its kernels' ids and KernelStats in the last encoded frame
         self._base_kernels: dict[TracedKey, tuple[list[int], Sequence[KernelStat]]] = {}
-        #: per traced process, its lanes' heads (lane_head) in the last encoded frame
-        self._base_heads: dict[TracedKey, list[dict[str, Any]]] = {}
+        #: per traced process, its lanes' heads (device, context, stream, label, executions,
+        #: spans_elided) in the last encoded frame
+        self._base_heads: dict[TracedKey, list[tuple]] = {}
         #: per traced process, (records, state) in the last encoded frame: tells pid reuse
         self._base_progress: dict[TracedKey, tuple[int, str]] = {}
         self._base_parts: dict[str, Any] = {}
@@ -280,7 +282,7 @@ class FrameEncoder:
             shares = fair_shares([len(spans) - first for spans, first in news], self.allowance(snap, prev.snapshot))
         tables: dict[TracedKey, NameTable] = {}
         kernels_now: dict[TracedKey, tuple[list[int], Sequence[KernelStat]]] = {}
-        heads_now: dict[TracedKey, list[dict[str, Any]]] = {}
+        heads_now: dict[TracedKey, list[tuple]] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
         i = 0
@@ -302,15 +304,15 @@ class FrameEncoder:
                     table.add_span_names(spans)
                     lane_ids.append(None)
                 lkey = key + (lane.device, lane.context, lane.stream)
-                lhead = lane_head(lane)
-                heads.append(lhead)
+                heads.append((lane.device, lane.context, lane.stream, lane.label, lane.executions,
+                              lane.spans_elided))
                 if prev is not None:
                     (new, first), share = news[i], shares[i]
                     i += 1
                     first = max(first, len(new) - share)
                     base = self._base_lanes.get(lkey)
                     skipped = max(0, lane.executions - (0 if base is None else base[1]) - (len(new) - first))
-                    delta_lanes.append((lhead, span_rows(new, first, table, lane_ids[-1]), skipped))
+                    delta_lanes.append((lane, span_rows(new, first, table, lane_ids[-1]), skipped))
                 lanes_now[lkey] = (largest_seq(spans), lane.executions)
             parts.append((head, table, len(table), t.kernels, ids, t.lanes, lane_ids))
             kernels_now[key] = (ids, t.kernels)
@@ -328,17 +330,16 @@ class FrameEncoder:
                 if (not known_before or self._base_heads[key] != heads
                         or any(rows != "[]" or skipped for _h, rows, skipped in delta_lanes)):
                     members += ',"lanes":[' + ",".join(
-                        with_members(compact(lhead), ',"spans":' + rows + ',"spans_skipped":' + str(skipped))
-                        for lhead, rows, skipped in delta_lanes) + "]"
+                        lane_head_text(lane) + ',"spans":' + rows + ',"spans_skipped":' + str(skipped) + "}"
+                        for lane, rows, skipped in delta_lanes) + "]"
                 delta_traced.append(with_members(compact(head), members))
         head_bytes = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
 
         def full() -> bytes:
             traced = (with_members(compact(head), ',"names":' + compact(table.entries[:count]) + ',"kernels":'
                                    + kernel_entries(kernels, ids, table, None) + ',"lanes":[' + ",".join(
-                                       with_members(compact(lane_head(lane)),
-                                                    ',"spans":' + span_rows(lane.spans, 0, table, names))
-                                       for lane, names in zip(lanes, lane_ids)) + "]")
+                                       lane_head_text(lane) + ',"spans":' + span_rows(lane.spans, 0, table, names)
+                                       + "}" for lane, names in zip(lanes, lane_ids)) + "]")
                       for head, table, count, kernels, ids, lanes, lane_ids in parts)
             return head_bytes + frame_text({"frame": FULL, "base_seq": None, **doc}, traced) + b"\n\n"
 
@@ -374,6 +375,27 @@ def with_members(obj_text: str, members: str) -> str:
     if obj_text == "{}":
         return "{" + members[1:] + "}"
     return obj_text[:-1] + members + "}"
+
+
+#: a lane's head with exact ints, its label already JSON: what ``compact(lane_head(lane))`` gives
+_LANE_HEAD = '{"device":%d,"context":%d,"stream":%d,"label":%s,"executions":%d,"spans_elided":%d'
+
+
+@lru_cache(maxsize=4096)
+def _label_json(label: str) -> str:
+    return _ENCODE(label)
+
+
+def lane_head_text(lane: Lane) -> str:
+    """A lane's head (wire.lane_head: its fields but spans) as JSON text without its closing
+    brace, its other members to follow: formatted straight when its numbers are ints and its
+    label text (each label's JSON kept, up to 4,096 of them), else through json."""
+    device, context, stream, executions, elided = (lane.device, lane.context, lane.stream, lane.executions,
+                                                   lane.spans_elided)
+    if (type(device) is int and type(context) is int and type(stream) is int and type(executions) is int
+            and type(elided) is int and type(lane.label) is str):
+        return _LANE_HEAD % (device, context, stream, _label_json(lane.label), executions, elided)
+    return compact(lane_head(lane))[:-1]
 
 
 def frame_text(doc: dict[str, Any], traced: Iterable[str]) -> bytes:

@@ -39,6 +39,7 @@ from dataclasses import fields
 from typing import Any, Callable, Iterable, Sequence
 
 from gpuflow.core.recorded import SpanColumns
+from gpuflow.transport import wire_text
 from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
@@ -127,7 +128,7 @@ class NameTable:
     def span_ids(self, names: Sequence[str]) -> list[int]:
         """The id of each of a SpanColumns' ``names``, entering new ones in order (as
         :meth:`span_id` would, name by name)."""
-        ids = list(map(self._names.get, names))
+        ids = wire_text.name_ids(names, self._names) if type(names) is tuple else list(map(self._names.get, names))
         if None in ids:
             ids = [self.span_id(n) if i is None else i for n, i in zip(names, ids)]
         return ids  # type: ignore[return-value]

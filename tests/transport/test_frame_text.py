@@ -148,3 +148,15 @@ def test_a_frame_is_the_text_of_its_dict_and_reads_back_to_the_plain_snapshot(sn
                                             l["spans_elided"]) for l in t["lanes"]]) for t in want]
     for snap, full in zip(snaps[1:], events[2::2]):   # a full frame: every lane's whole sample
         assert StreamReader().read(json.loads(data(full)))["traced"] == plain(snap)["traced"]
+
+
+def test_a_lane_head_is_written_as_json_writes_its_dict():
+    from gpuflow.transport.frames import compact, lane_head_text
+    from gpuflow.transport.wire import lane_head
+
+    lanes = [Lane(device=0, context=1, stream=13, label="compute \u00e9 \"q\" \u2028", executions=2**70,
+                  spans_elided=-1),
+             Lane(device=True, context=1, stream=7, label="default", executions=3, spans_elided=3),   # a bool: json's
+             Lane(device=0, context=1, stream=7, label=None, executions=3, spans_elided=3)]   # no label: json's
+    for lane in lanes:
+        assert lane_head_text(lane) + "}" == compact(lane_head(lane))

@@ -206,3 +206,9 @@ def test_kernel_delta_declines_what_it_does_not_write(twin):
 class Unslotted:
     def __init__(self, name, mangled):
         self.name, self.mangled = name, mangled
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_name_ids_are_the_tables_ids_of_each_name(twin):
+    assert twin.name_ids(("gemm", "softmax \u00e9", "gemm", "new"), {"gemm": 4, "softmax \u00e9": 0}) == [4, 0, 4, None]
+    assert twin.name_ids((), {"gemm": 4}) == []
