@@ -48,6 +48,9 @@ from gpuflow.core.snapshot import Problem, SnapshotPart
 log = logging.getLogger("gpuflow.fleet")
 
 SWEEP_S = 0.1
+#: what aiohttp buffers of one stream before it stops reading the socket (its default, 256 KiB,
+#: is up to 0.5 MiB a connection when the hub falls behind: 0.5 GiB for a thousand agents)
+READ_BUFFER = 64 * 1024
 #: relayed recorder questions: at most this many at once, each within RELAY_S, its answer at most
 #: MAX_RELAY_BYTES (a 100 k-span window is about 6 MB)
 MAX_RELAYS = 4
@@ -190,7 +193,7 @@ class HubLoop:
         timeout = aiohttp.ClientTimeout(total=None, connect=CONNECT_S, sock_connect=CONNECT_S)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
                                          auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
-                                         raise_for_status=False) as session:
+                                         raise_for_status=False, read_bufsize=READ_BUFFER) as session:
             self.session = session
             self.connect_slots = asyncio.Semaphore(self.options["max_connecting"])
             if self.options["targets_file"] is not None:

@@ -71,6 +71,11 @@ INTERVAL_RANGE = (0.05, 60.0)
 SUMMARY, FULL = "summary", "full"
 _EVENT_ID = re.compile(r"(\d{1,16})-(\d{1,19})")
 READ_ERRORS = (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError)
+#: the parts of a frame the hub keeps as objects only: once taken, the reader's copy of each (which
+#: a delta that leaves the part out would be filled from) is this marker, "as the frame before"
+#: (a summary's devices are most of its bytes: some 100 kB of Python objects a host otherwise)
+KEPT_AS_OBJECTS = ("devices", "processes", "traced_retired", "hosts")
+KEPT: list = []
 
 
 class LinkError(Exception):
@@ -260,8 +265,11 @@ class Link:
                                    ("processes", parse.processes, self.processes),
                                    ("traced_retired", parse.retired, self.retired)):
             if renamed or plain.get(key) is not raw.get(key):
-                before = None if renamed or type(raw.get(key)) is not list else (raw[key], made)
-                parts[key] = convert(plain.get(key, []), name, before)
+                value = plain.get(key, [])
+                if value is KEPT:   # renamed, and the part left out: the objects, under the new name
+                    parts[key] = tuple(replace(o, host=name) for o in made)
+                else:
+                    parts[key] = convert(value, name)
         traced = parse.traced(plain.get("traced", []), name)
         # every part read: the frame is taken whole
         if detail == SUMMARY:
@@ -277,6 +285,9 @@ class Link:
         self.processes = parts.get("processes", self.processes)
         self.retired = parts.get("traced_retired", self.retired)
         self.traced = traced
+        for key in KEPT_AS_OBJECTS:   # held as objects now: the plain values need not stay
+            if key in plain:
+                plain[key] = KEPT
         self._raw = plain
         self.frames += 1
         was_up = self.state == "up"

@@ -217,20 +217,14 @@ _HOST, _PROBLEM = converter(HostInfo), converter(Problem)
 _KERNEL, _LANE, _SPAN = converter(KernelStat), converter(Lane), converter(Span)
 
 
-def _tagged(convert: Callable[..., Any], items: Any, name: str, host: str,
-            before: tuple[list, tuple] | None = None) -> tuple:
-    """Each item of ``items`` converted, tagged with ``host``; where ``before`` (the items of the
-    frame before and what they became) has an equal item at the same place, its object again (a
-    comparison of plain values costs a fraction of a conversion)."""
+def _tagged(convert: Callable[..., Any], items: Any, name: str, host: str) -> tuple:
+    """Each item of ``items`` converted, tagged with ``host``."""
     cap = LIST_CAPS.get(name, DEFAULT_CAP)
     if type(items) is not list:
         raise FrameRefused(f"{name}: expected a list")
     if len(items) > cap:
         raise FrameRefused(f"{name}: more than {cap} entries")
-    raw, made = before if before is not None else ((), ())
-    n = min(len(raw), len(made))
-    return tuple([made[i] if i < n and x == raw[i] else convert(x, f"{name}[{i}]", host)
-                  for i, x in enumerate(items)])
+    return tuple([convert(x, f"{name}[{i}]", host) for i, x in enumerate(items)])
 
 
 def host_info(frame: dict[str, Any]) -> tuple[HostInfo, tuple[Problem, ...]]:
@@ -242,17 +236,17 @@ def host_info(frame: dict[str, Any]) -> tuple[HostInfo, tuple[Problem, ...]]:
     return _HOST(host, "host"), problems
 
 
-def devices(items: Any, host: str, before: tuple[list, tuple] | None = None) -> tuple[Device, ...]:
-    return _tagged(_DEVICE, items, "devices", host, before)
+def devices(items: Any, host: str) -> tuple[Device, ...]:
+    return _tagged(_DEVICE, items, "devices", host)
 
 
-def processes(items: Any, host: str, before: tuple[list, tuple] | None = None) -> tuple[Process, ...]:
-    return _tagged(_PROCESS, items, "processes", host, before)
+def processes(items: Any, host: str) -> tuple[Process, ...]:
+    return _tagged(_PROCESS, items, "processes", host)
 
 
 def traced(items: Any, host: str) -> tuple[TracedProcess, ...]:
     return _tagged(_TRACED, items, "traced", host)
 
 
-def retired(items: Any, host: str, before: tuple[list, tuple] | None = None) -> tuple[RetiredTraced, ...]:
-    return _tagged(_RETIRED, items, "traced_retired", host, before)
+def retired(items: Any, host: str) -> tuple[RetiredTraced, ...]:
+    return _tagged(_RETIRED, items, "traced_retired", host)
