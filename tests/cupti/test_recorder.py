@@ -281,13 +281,15 @@ def agent_rss_mix(executions: int, seed: int = 8) -> list[bytes]:
 
 
 def feed(dec, buf, records: list[bytes], batch: int) -> None:
-    """Publish ``records`` into an open decoder's ring a batch at a time, draining each."""
+    """Publish ``records`` into an open decoder's ring a batch at a time, draining each and then
+    compacting what the drain sealed, as the collector does after each pass."""
     for i in range(0, len(records), batch):
         head = F.U64.unpack_from(buf, F.OFF["head"])[0]
         part = records[i:i + batch]
         F._place(buf, dec.capacity, head, part)
         F.U64.pack_into(buf, F.OFF["head"], head + len(part))
         assert dec.drain() == len(part)
+        dec.retention.compact()
 
 
 def test_bytes_per_record_on_the_agent_rss_mix_are_within_24(decoder_impl):
@@ -343,8 +345,11 @@ def test_without_retention_nothing_is_kept(decoder_impl):
 def test_the_compiled_retention_uses_the_layouts_numbers(both_impls):
     from gpuflow.collectors.cupti import _decoder_c
 
-    assert _decoder_c.RETAIN_CONSTANTS == {
-        "RECORD_BYTES": RL.RECORD_BYTES, "SHAPE_BYTES": RL.SHAPE_BYTES, "SHAPE_BLOCK": RL.SHAPE_BLOCK,
-        "CHUNK_OVERHEAD": RL.CHUNK_OVERHEAD, "HASH_FIRST_SLOTS": RL.HASH_FIRST_SLOTS,
-        "HASH_SLOT_BYTES": RL.HASH_SLOT_BYTES, "LONG_BYTES": RL.LONG_BYTES, "LONG_EVERY": RL.LONG_EVERY,
-        "FIRST_CHUNK_RECORDS": RL.FIRST_CHUNK_RECORDS, "DUR_LONG": RL.DUR_LONG, "TIME_LIMIT": RL.TIME_LIMIT}
+    constants = dict(_decoder_c.RETAIN_CONSTANTS)
+    assert constants.pop("sizeof_Chunk") <= RL.CHUNK_OVERHEAD   # a chunk's header is within its fixed bytes
+    assert constants == {
+        "RECORD_BYTES": RL.RECORD_BYTES, "RAW_ROW_BYTES": RL.RAW_ROW_BYTES, "SHAPE_BYTES": RL.SHAPE_BYTES,
+        "CHUNK_OVERHEAD": RL.CHUNK_OVERHEAD, "LONG_BYTES": RL.LONG_BYTES,
+        "FIRST_CHUNK_RECORDS": RL.FIRST_CHUNK_RECORDS, "SEQ_GAP_MAX": RL.SEQ_GAP_MAX, "DUR_LONG": RL.DUR_LONG,
+        "TIME_LIMIT": RL.TIME_LIMIT, "sizeof_RawRow": RL.RAW_ROW_BYTES, "sizeof_Shape": RL.SHAPE_BYTES,
+        "sizeof_LongDur": RL.LONG_BYTES}

@@ -14,7 +14,8 @@ rings here and judge them here.
 * :func:`compare` plays it against both twins; they must observe exactly the same.
 * A case may also retain (``Case.retention``: the flight recorder's budget and chunk size): the
   twins must then retain the same records, evict the same chunks and answer the same windows,
-  exact and reduced (:func:`recorded`).
+  exact and reduced (:func:`recorded`). The chunks sealed are compacted after every other drain,
+  as the collector compacts after a pass, and at the end; compaction changes no answer.
 * :func:`random_case` draws a case from a ``random.Random``: malformed headers, wrong versions,
   torn and impossible records, wraparound at every offset, name chunks out of order / overlapping
   / oversized, torn counters, and mutations of valid, producer-shaped rings.
@@ -217,6 +218,8 @@ def run_case(cls: type, case: Case) -> list[Any]:
                     continue
                 decoded += n
                 observed.append(("drain", n))
+                if case.retention is not None and len(observed) % 2:
+                    observed.append(("compacted", dec.retention.compact()))
             elif kind == "publish":
                 head = U64.unpack_from(buf, OFF["head"])[0]
                 cap = dec.capacity
@@ -233,6 +236,8 @@ def run_case(cls: type, case: Case) -> list[Any]:
         out = snapshot(dec)
         if case.retention is not None:
             out["recorded"] = recorded(dec)
+            out["compacted"] = (dec.retention.compact(), recorded(dec))
+            assert out["compacted"][1]["windows"] == out["recorded"]["windows"], "compaction changed an answer"
         tail_poked = any(s[0] == "poke" and s[1] < OFF["tail"] + 8 and s[1] + len(s[2]) > OFF["tail"]
                          for s in case.steps)
         check_invariants(out, tail0=tail0, decoded=decoded, lane_span_cap=case.lane_span_cap,

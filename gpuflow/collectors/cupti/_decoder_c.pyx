@@ -1069,8 +1069,11 @@ cdef class RingDecoder:
         return done
 
     def detach(self):
-        """Keep the final header values, release the mapping (so it can be closed and unlinked)."""
+        """Keep the final header values, release the mapping (so it can be closed and unlinked); the
+        chunk being written is sealed (no record will come)."""
         self._check_idle()
+        if self.st.store.ret != NULL and self.st.store.cur != NULL:
+            r_seal(&self.st.store)
         if self.has_view:
             self._final_header = L.read_header(<object>self.view.obj)
             self.hdr = NULL

@@ -184,7 +184,10 @@ class RingDecoder:
             self._names_unfinished += 1
 
     def detach(self) -> None:
-        """Keep the final header values, release the mapping (so it can be closed and unlinked)."""
+        """Keep the final header values, release the mapping (so it can be closed and unlinked); the
+        chunk being written is sealed (no record will come)."""
+        if self._store is not None:
+            self._store.seal()
         if self._mv is not None:
             self._final_header = L.read_header(self._mv)
             self._mv.release()
@@ -330,7 +333,7 @@ class RingDecoder:
     def _execution(self, key: tuple[int, int, int], timed: bool, span: tuple[Any, ...], grid_x: int,
                    shape: tuple[int, ...]) -> None:
         """One kernel, copy or memset on its lane; ``grid_x`` and ``shape`` (without the lane) are
-        what the retained columns keep of it (_retain_py.Store.retain)."""
+        what the retained records keep of it (_retain_py.Store.retain)."""
         lane = self._lane(key)
         if lane is None:
             self._lane_overflow += 1

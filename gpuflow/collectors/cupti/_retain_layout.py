@@ -1,16 +1,24 @@
 """The flight recorder's storage rules, shared by both decoder twins (docs/recorder.md, "What is kept").
 
 Every timed kernel, copy and memset a decoder drains is also written, in the same pass, into the
-retained columns of its process: fixed-size chunks of records (the first of a process small, each
-next one twice the previous one's records, up to ``max_chunk_records``), each record 22 bytes
-(its start, 64 bits of CUPTI ns; its duration, 32 bits, the longer ones beside; a shape id; a
-kernel's grid x; the seq as a 16-bit delta from the previous record's) and each chunk's distinct *shapes* (the lane and a kernel's name, grid y/z, block and
-launch id; or the lane and a copy's kind, direction and bytes) once, 32 bytes each, in blocks of
-``SHAPE_BLOCK``. Grid x is a column of its own because it varies the most (it is the problem
-size); the rest of a kernel's launch repeats. What a chunk counts
-against the agent's budget is given by the formula below, the same in both twins, so that both
-evict the same chunks at the same moment: the compiled twin allocates exactly that, and the
-Python twin counts it.
+retained records of its process: chunks of records (the first of a process small, each next one
+twice the previous one's records, up to ``max_chunk_records``) in one of two forms.
+
+* **Raw**, while the chunk is written and until the drain thread *compacts* it after its pass
+  (``Retention.compact``): each record as the drain copied it, ``RAW_ROW_BYTES`` a record of the
+  chunk's capacity (start and end, the ring record's 24 payload bytes, the seq as an offset, the
+  lane, the record type, the direction). The drain's pass does nothing else per record.
+* **Compact**, once sealed and compacted: ``RECORD_BYTES`` a record (its start, 64 bits of CUPTI
+  ns; its duration, 32 bits, the longer ones beside, 16 bytes each; a shape id; a kernel's grid x;
+  the seq as a 16-bit delta from the previous record's) and the chunk's distinct *shapes* (the
+  lane and a kernel's name, grid y/z, block and launch id; or the lane and a copy's kind,
+  direction and bytes) once, ``SHAPE_BYTES`` each. Grid x is a
+  column of its own because it varies the most (it is the problem size); the rest of a kernel's
+  launch repeats.
+
+What a chunk counts against the agent's budget is given by the formulas below, the same in both
+twins, so that both evict the same chunks at the same moment: the compiled twin allocates exactly
+that, and the Python twin counts it.
 
 Constraints: no I/O, no state; the compiled twin mirrors these numbers (a test checks them).
 """
@@ -20,22 +28,21 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-#: bytes per retained record: start (8), duration (4), shape id (4), grid x (4), seq delta (2)
+#: bytes per compacted record: start (8), duration (4), shape id (4), grid x (4), seq delta (2)
 RECORD_BYTES = 22
-#: bytes per distinct shape of a chunk
-SHAPE_BYTES = 32
-#: shapes per block (a block is allocated whole, when its first shape arrives)
-SHAPE_BLOCK = 256
-#: a chunk's fixed bytes: its header, its list of shape blocks and its long durations
+#: bytes per raw record: start and end (16), the ring record's payload bytes 36..59 (24), seq
+#: offset, lane, record type and direction (8)
+RAW_ROW_BYTES = 48
+#: bytes per distinct shape of a compacted chunk
+SHAPE_BYTES = 24
+#: a chunk's fixed bytes (its header)
 CHUNK_OVERHEAD = 1024
-#: the intern table a chunk has while it is written (4 bytes a slot, kept at most half full)
-HASH_FIRST_SLOTS = 512
-HASH_SLOT_BYTES = 4
-#: durations of at least this many ns (4.3 s) are kept beside the column, in a chunk's long slots
-#: (16 bytes each: one per LONG_EVERY records of its capacity, and 8)
+#: durations of at least this many ns (4.3 s) are kept beside the duration column of a compacted
+#: chunk, ``LONG_BYTES`` each
 DUR_LONG = 0xFFFFFFFF
 LONG_BYTES = 16
-LONG_EVERY = 128
+#: the most a seq may jump between two records of one chunk (its 16-bit delta)
+SEQ_GAP_MAX = 0xFFFF
 #: records per chunk: the first of a process, and the most (the default of max_chunk_records)
 FIRST_CHUNK_RECORDS = 1024
 MAX_CHUNK_RECORDS = 1 << 16
@@ -50,15 +57,15 @@ BUDGET_RANGE = (1 << 14, 1 << 44)
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 
 
-def chunk_bytes(capacity: int, shape_blocks: int, hash_slots: int) -> int:
-    """What a chunk counts against the budget (its hash is freed, and 0, once it is full)."""
-    return CHUNK_OVERHEAD + capacity * RECORD_BYTES + long_slots(capacity) * LONG_BYTES \
-        + shape_blocks * SHAPE_BLOCK * SHAPE_BYTES + hash_slots * HASH_SLOT_BYTES
+def raw_chunk_bytes(capacity: int) -> int:
+    """What a raw chunk (written, or sealed and not compacted yet) counts against the budget."""
+    return CHUNK_OVERHEAD + capacity * RAW_ROW_BYTES
 
 
-def long_slots(capacity: int) -> int:
-    """The durations of DUR_LONG ns or more a chunk of ``capacity`` records keeps."""
-    return capacity // LONG_EVERY + 8
+def compact_chunk_bytes(records: int, long_durations: int, shapes: int) -> int:
+    """What a compacted chunk counts against the budget: its records, its long durations and its
+    distinct shapes, exactly."""
+    return CHUNK_OVERHEAD + records * RECORD_BYTES + long_durations * LONG_BYTES + shapes * SHAPE_BYTES
 
 
 def next_capacity(previous_records: int, max_chunk_records: int) -> int:

@@ -1,58 +1,77 @@
-"""The flight recorder's columns in the pure-Python decoder twin: the readable statement of the rules.
+"""The flight recorder's records in the pure-Python decoder twin: the readable statement of the rules.
 
-Same chunks, same shapes, same bytes counted, same chunks evicted at the same moments and the same
+Same chunks, same forms, same bytes counted, same chunks evicted at the same moments and the same
 answers as the compiled twin's ``_retain.pxi`` (the tests compare them); the layout and the
-numbers are ``_retain_layout``'s. Where the compiled twin packs a record into 18 bytes, this one
-keeps plain lists, and counts what the compiled twin allocates.
+numbers are ``_retain_layout``'s. A chunk is *raw* while it is written and until the drain thread
+compacts it (:meth:`Retention.compact`, after its pass): each record as the drain gave it. Then it
+is *compacted*: columns and the chunk's distinct shapes, each once. Where the compiled twin packs a
+raw record into 48 bytes and a compacted one into 22, this one keeps plain lists, and counts what
+the compiled twin allocates.
 
-Constraints: one drain thread per Retention; window queries may come from any thread (a lock
-guards the lists; a query copies what it reads under it).
+Constraints: one drain thread per Retention (it writes, seals, compacts and evicts); window queries
+may come from any thread (a lock guards the lists and each chunk's form; a query copies what it
+reads under it).
 """
 
 from __future__ import annotations
 
 import threading
 from array import array
-from typing import Any
+from typing import Any, Iterator
 
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import _retain_layout as RL
 
-_NO_COLUMN = -1
 _INT64_MAX = (1 << 63) - 1
 _KIND = {L.REC_KERNEL: RL.KIND_KERNEL, L.REC_MEMCPY: RL.KIND_MEMCPY, L.REC_MEMSET: RL.KIND_MEMSET}
+#: a record's shape: (word: a kernel's name id or a copy's bytes, launch id, grid y, grid z, block
+#: x, y, z, lane, record type, direction), as the compiled twin's Shape holds it
+Shape = tuple[int, int, int, int, int, int, int, int, int, int]
+#: a raw record: (start, end, seq, grid x, shape)
+RawRow = tuple[int, int, int, int, Shape]
 
 
 class _Chunk:
-    """A run of one process's records: columns, its shapes, time bounds, what is published."""
+    """A run of one process's records, raw (``rows``) or compacted (the columns and ``shapes``), its
+    time bounds and what is published."""
 
-    __slots__ = ("owner", "capacity", "base_seq", "last_seq", "start", "dur", "shape",
-                 "seq", "grid_x",
-                 "shapes", "index", "hash_slots", "blocks", "longs", "bytes", "min_start", "max_start",
-                 "max_end", "published", "pub")
+    __slots__ = ("owner", "capacity", "base_seq", "last_seq", "rows", "start", "dur", "shape", "grid_x",
+                 "seq", "shapes", "longs", "bytes", "min_start", "max_start", "max_end", "sealed", "published",
+                 "pub")
 
     def __init__(self, owner: Store, capacity: int, seq: int, start: int) -> None:
         self.owner: Store | None = owner
         self.capacity = capacity
         self.base_seq = self.last_seq = seq
-        self.start: list[int] = []   # CUPTI ns
-        self.dur: list[int] = []
-        self.shape: list[int] = []
+        self.rows: list[RawRow] | None = []
+        self.start: list[int] = []   # compacted: CUPTI ns
+        self.dur: list[int] = []     # DUR_LONG: in longs
+        self.shape: list[int] = []   # an index into shapes
         self.grid_x: list[int] = []  # kernels' (copies: 0)
         self.seq: list[int] = []     # seq - the previous record's (the first: 0)
-        self.shapes: list[tuple[int, ...]] = []
-        self.index: dict[tuple[int, ...], int] | None = {}
-        self.hash_slots = RL.HASH_FIRST_SLOTS
-        self.blocks = 0
+        self.shapes: list[Shape] = []
         self.longs: dict[int, int] = {}
-        self.bytes = RL.chunk_bytes(capacity, 0, self.hash_slots)
+        self.bytes = RL.raw_chunk_bytes(capacity)
         self.min_start = self.max_start = self.max_end = start
+        self.sealed = False
         self.published = 0
         self.pub = (start, start, start)  # min start, max start, max end over the published records
 
     @property
     def count(self) -> int:
-        return len(self.start)
+        return len(self.rows) if self.rows is not None else len(self.start)
+
+    def records(self, rows: list[RawRow] | None, n: int) -> Iterator[tuple[int, int, int, int, Shape]]:
+        """The first ``n`` records, each (seq, start, duration, grid x, shape), from the raw rows a
+        reader took (None: the columns)."""
+        if rows is not None:
+            for start, end, seq, grid_x, shape in rows[:n]:
+                yield seq, start, end - start, grid_x, shape
+            return
+        seq = self.base_seq
+        for i in range(n):
+            seq += self.seq[i]
+            yield seq, self.start[i], self.longs.get(i, self.dur[i]), self.grid_x[i], self.shapes[self.shape[i]]
 
 
 class Retention:
@@ -76,7 +95,45 @@ class Retention:
     def figures(self) -> dict[str, int]:
         with self.lock:
             return {"used_bytes": self.used, "chunks": len(self.chunks), "evicted_chunks": self.evicted_chunks,
-                    "budget_bytes": self._budget}
+                    "budget_bytes": self._budget,
+                    "raw_chunks": sum(c.sealed and c.rows is not None for c in self.chunks)}
+
+    def compact(self) -> int:
+        """Compact every sealed chunk, oldest first; return how many (the drain thread's, after its
+        pass)."""
+        with self.lock:
+            sealed = [c for c in self.chunks if c.sealed and c.rows is not None]
+        for c in sealed:
+            self._compact(c)
+        return len(sealed)
+
+    def _compact(self, c: _Chunk) -> None:
+        """The columns and the distinct shapes of a sealed raw chunk, in record order, swapped in; what
+        it counts follows (the rows go: a reader reading them keeps its own reference)."""
+        assert c.rows is not None
+        index: dict[Shape, int] = {}
+        start, dur, shape, grid_x, seq, shapes, longs = [], [], [], [], [], [], {}
+        previous = c.base_seq
+        for i, (s, end, q, gx, x) in enumerate(c.rows):
+            start.append(s)
+            d = end - s
+            if d >= RL.DUR_LONG:
+                longs[i] = d
+            dur.append(min(d, RL.DUR_LONG))
+            seq.append(q - previous)
+            previous = q
+            grid_x.append(gx)
+            known = index.get(x)
+            if known is None:
+                known = index[x] = len(shapes)
+                shapes.append(x)
+            shape.append(known)
+        with self.lock:
+            c.start, c.dur, c.shape, c.grid_x, c.seq, c.shapes, c.longs = start, dur, shape, grid_x, seq, shapes, longs
+            c.rows = None
+            compacted = RL.compact_chunk_bytes(len(start), len(longs), len(shapes))
+            self.used += compacted - c.bytes
+            c.bytes = compacted
 
     def evict_older_than(self, cutoff_wall_ns: int) -> int:
         """Evict every chunk whose records all ended before ``cutoff_wall_ns`` (each process's
@@ -106,10 +163,10 @@ class Retention:
         o.chunks.remove(c)
         self.used -= c.bytes
         self.evicted_chunks += counted
-        o.records -= c.count
-        o.evicted_records += c.count
-        if c.count and (o.evicted_through is None or c.max_start > o.evicted_through):
-            o.evicted_through = c.max_start
+        o.records -= c.published
+        o.evicted_records += c.published
+        if c.published and (o.evicted_through is None or c.pub[1] > o.evicted_through):
+            o.evicted_through = c.pub[1]
         if o.cur is c:
             o.cur = None
             o.next_capacity = RL.first_capacity(self._max_chunk)
@@ -122,12 +179,6 @@ class Retention:
             if self._evictable(c):
                 self._evict(c)
 
-    def _account(self, c: _Chunk, more: int) -> None:
-        with self.lock:
-            c.bytes += more
-            self.used += more
-            self._trim()
-
 
 class Store:
     """One process's retained records (a decoder's)."""
@@ -138,7 +189,7 @@ class Store:
         self.cur: _Chunk | None = None
         self.next_capacity = RL.first_capacity(retention.max_chunk_records)
         self.writing = False
-        self.records = 0
+        self.records = 0   # published
         self.evicted_records = 0
         self.evicted_through: int | None = None
         self.unplaced = 0
@@ -152,26 +203,27 @@ class Store:
         if cupti <= RL.TIME_LIMIT and wall <= RL.TIME_LIMIT:
             self.offset = wall - cupti
 
-    def publish(self) -> None:
-        c = self.cur
-        if c is None:
-            return
+    def _show(self, c: _Chunk) -> None:
         with self.ret.lock:
+            self.records += c.count - c.published
             c.published = c.count
             c.pub = (c.min_start, c.max_start, c.max_end)
 
-    def _seal(self) -> None:
+    def publish(self) -> None:
+        """The end of a drain: what the chunk being written holds becomes readable."""
+        if self.cur is not None:
+            self._show(self.cur)
+
+    def seal(self) -> None:
+        """The chunk being written takes no more records (full, a seq jump, or its process gone)."""
         c = self.cur
-        assert c is not None
-        self.publish()
-        R = self.ret
-        with R.lock:
-            freed = c.hash_slots * RL.HASH_SLOT_BYTES
-            c.index, c.hash_slots = None, 0
-            c.bytes -= freed
-            R.used -= freed
+        if c is None:
+            return
+        self._show(c)
+        with self.ret.lock:
+            c.sealed = True
             self.cur = None
-            self.next_capacity = RL.next_capacity(c.count, R.max_chunk_records)
+            self.next_capacity = RL.next_capacity(c.count, self.ret.max_chunk_records)
 
     def _new_chunk(self, seq: int, start: int) -> _Chunk:
         R = self.ret
@@ -184,51 +236,25 @@ class Store:
             R._trim()
         return c
 
-    def _intern(self, c: _Chunk, shape: tuple[int, ...]) -> int:
-        assert c.index is not None
-        known = c.index.get(shape)
-        if known is not None:
-            return known
-        i = len(c.shapes)
-        if i % RL.SHAPE_BLOCK == 0:
-            c.blocks += 1
-            self.ret._account(c, RL.SHAPE_BLOCK * RL.SHAPE_BYTES)
-        c.shapes.append(shape)
-        c.index[shape] = i
-        if (i + 1) * 2 > c.hash_slots:
-            self.ret._account(c, c.hash_slots * RL.HASH_SLOT_BYTES)
-            c.hash_slots *= 2
-        return i
-
-    def retain(self, seq: int, start: int, end: int, grid_x: int, shape: tuple[int, ...]) -> None:
-        """One timed execution: ``shape`` is (word: a kernel's name id or a copy's bytes, launch id,
-        grid y, grid z, block x, y, z, lane, record type, direction) as the compiled twin packs it."""
-        if end > RL.TIME_LIMIT:
-            self.unplaced += 1
-            return
-        dur = end - start
+    def retain(self, seq: int, start: int, end: int, grid_x: int, shape: Shape) -> None:
+        """One timed execution, as a raw row: ``shape`` is (word: a kernel's name id or a copy's bytes,
+        launch id, grid y, grid z, block x, y, z, lane, record type, direction)."""
         c = self.cur
-        if c is not None:
-            if (c.count == c.capacity or seq - c.last_seq > 0xFFFF
-                    or (dur >= RL.DUR_LONG and len(c.longs) == RL.long_slots(c.capacity))):
-                self._seal()
-                c = None
-        if c is None:
+        if c is None or seq - c.last_seq > RL.SEQ_GAP_MAX or end > RL.TIME_LIMIT:
+            if end > RL.TIME_LIMIT:   # start <= end: not placeable in time
+                self.unplaced += 1
+                return
+            if c is not None:         # a seq jump the chunk's 16-bit deltas cannot hold
+                self.seal()
             c = self._new_chunk(seq, start)
-        index = self._intern(c, shape)
-        i = c.count
-        if dur >= RL.DUR_LONG:
-            c.longs[i] = dur
-        c.start.append(start)
-        c.dur.append(dur)
-        c.shape.append(index)
-        c.grid_x.append(grid_x)
-        c.seq.append(seq - c.last_seq)
-        c.last_seq = seq
+        assert c.rows is not None
+        c.rows.append((start, end, seq, grid_x, shape))
         c.min_start = min(c.min_start, start)
         c.max_start = max(c.max_start, start)
         c.max_end = max(c.max_end, end)
-        self.records += 1
+        c.last_seq = seq
+        if len(c.rows) == c.capacity:
+            self.seal()
 
     def free(self) -> None:
         with self.ret.lock:
@@ -265,45 +291,39 @@ class Store:
         W = (hi - lo) * 1000
         if c_lo + W <= 0 or c_lo >= RL.TIME_LIMIT:
             return []
-        with self.ret.lock:
-            pins = [(c, c.published) for c in self.chunks
+        with self.ret.lock:   # each chunk's form as it is now: raw rows a compaction replaces stay ours
+            pins = [(c, c.rows, c.published) for c in self.chunks
                     if c.published and c.pub[0] - c_lo < W and c.pub[2] - c_lo >= 0]
             keys = list(lane_keys)
         counts: dict[int, int] = {}
-        for c, n in pins:
-            for i in range(n):
-                if 0 <= c.start[i] - c_lo < W:
-                    lane = c.shapes[c.shape[i]][7]
-                    counts[lane] = counts.get(lane, 0) + 1
+        for c, rows, n in pins:
+            for _seq, start, _dur, _gx, shape in c.records(rows, n):
+                if 0 <= start - c_lo < W:
+                    counts[shape[7]] = counts.get(shape[7], 0) + 1
         exact = {li: [array("q") for _ in range(14)] for li, n in counts.items() if width is None or n <= width}
         size = 8 * (width or 0)   # reduced lanes exist only with a width
         reduced = {li: (array("q", bytes(size)), array("q", bytes(size))) for li in counts if li not in exact}
         names: dict[int, dict[int, int]] = {li: {} for li in exact}
-        for c, n in pins:
-            seq = c.base_seq
-            for i in range(n):
-                seq += c.seq[i]
-                word, launch, gy, gz, bx, by, bz, li, rtype, direction = c.shapes[c.shape[i]]
-                d = c.start[i] - c_lo
+        for c, rows, n in pins:
+            for seq, start, dur, grid_x, shape in c.records(rows, n):
+                word, launch, gy, gz, bx, by, bz, li, rtype, direction = shape
+                d = start - c_lo
                 if li in exact:
                     if not 0 <= d < W:
                         continue
-                    dur = c.longs.get(i, c.dur[i])
                     row: tuple[int, ...]
                     if rtype == L.REC_KERNEL:
                         local = names[li].setdefault(word, len(names[li]))
-                        row = (RL.KIND_KERNEL, local, c.grid_x[i], gy, gz, bx, by, bz, -1, -1, launch)
+                        row = (RL.KIND_KERNEL, local, grid_x, gy, gz, bx, by, bz, -1, -1, launch)
                     else:
                         row = (_KIND[rtype], -1, -1, -1, -1, -1, -1, -1, min(word, _INT64_MAX), direction, -1)
-                    for column, value in zip(exact[li], (_signed(seq), (c.start[i] + offset)
-                                                         // 1000, dur, *row)):
+                    for column, value in zip(exact[li], (_signed(seq), (start + offset) // 1000, dur, *row)):
                         column.append(value)
                 elif li in reduced:
                     if d >= W:
                         continue
                     assert width is not None
                     count, busy = reduced[li]
-                    dur = c.longs.get(i, c.dur[i])
                     if d >= 0:
                         count[_bucket(d, W, width)] += 1
                     e = d + dur

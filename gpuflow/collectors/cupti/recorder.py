@@ -1,8 +1,9 @@
 """The CUPTI collector's flight recorder: which processes' retained columns it holds, and the window
 answers built from them (docs/recorder.md, "What is kept" and "Window queries").
 
-The columns themselves are written by the decoders in their drain pass (``_retain.pxi`` /
-``_retain_py.py``) into one :class:`Retention` budget all of them share. This module keeps, per
+The records themselves are written by the decoders in their drain pass (``_retain.pxi`` /
+``_retain_py.py``) into one :class:`Retention` budget all of them share, raw, and compacted by
+:meth:`Recorder.after_pass`, on the drain thread after each pass. This module keeps, per
 traced process (running, exited, folded into the session's roll-up), what a window needs beside
 the columns: the decoder that holds them, the builder that names its lanes and kernels as the
 snapshot does, and the clock pairs seen over time, so that a window is mapped into that process's
@@ -19,6 +20,7 @@ except to look up a name defined since the last build, under ``name_lock``.
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import threading
 from dataclasses import dataclass, field
@@ -30,6 +32,8 @@ from gpuflow.collectors.cupti.traced_builder import CUT_MARK, UNNAMED_KERNEL, Tr
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.core.recorded import LaneWindow, ProcessWindow, SpanBuckets, SpanColumns, WindowPart
 from gpuflow.core.snapshot import Problem
+
+log = logging.getLogger(__name__)
 
 #: clock pairs kept per process: one a second (CLOCK_SYNC) for over an hour; older ones are dropped
 #: (a window older than them maps with the oldest kept)
@@ -102,7 +106,12 @@ class Recorder:
         entry.cuptis.append(cupti)
 
     def after_pass(self, now_ns: int) -> None:
-        """Evict what --retain-s lets go; forget finished processes with nothing retained."""
+        """Compact the chunks the pass sealed; evict what --retain-s lets go; forget finished
+        processes with nothing retained."""
+        try:
+            self.retention.compact()
+        except MemoryError:   # that chunk stays raw: whole, readable, counted at its raw size
+            log.warning("the flight recorder could not compact a chunk (out of memory); it stays raw")
         if self.retain_s is not None:
             self.retention.evict_older_than(now_ns - int(self.retain_s * 1e9))
         kept = []
