@@ -19,6 +19,7 @@ from falcon import testing
 from gpuflow.core.agent import Agent
 from gpuflow.core.context import AgentConfig
 from gpuflow.core.plugins import get_plugin_manager
+from gpuflow.transport import window_columns
 from gpuflow.transport.app import AppSettings, create_app
 
 from .conftest import WALL0
@@ -134,6 +135,15 @@ def test_without_retention_the_collector_answers_nothing(collector_factory, ring
     assert c.window(0, 1e10, None, None) is None
 
 
+def as_lists(value):
+    """A columnar answer as the JSON form has it (each column a list)."""
+    if isinstance(value, dict):
+        return {key: as_lists(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [as_lists(v) for v in value]
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
 def test_a_real_agent_serves_its_window_through_the_app(rings):
     """The CUPTI plugin's query_window, through the agent's hook call and GET /api/window."""
     private = Path(tempfile.mkdtemp(prefix="gpuflow-window-"))   # mode 0700: a private directory
@@ -158,8 +168,9 @@ def test_a_real_agent_serves_its_window_through_the_app(rings):
                                                                "to": str(WALL0 / 1e9 + 60)})
                 assert r.status_code == 200, r.text
                 procs = r.json["processes"]
-                if procs and sum(lane["executions"] for lane in procs[0]["lanes"]) == 5:
-                    break
+                if (procs and sum(lane["executions"] for lane in procs[0]["lanes"]) == 5
+                        and any(lane["label"] == "compute" for lane in procs[0]["lanes"])):
+                    break   # every record retained, and the lanes named: a build came after the drain
                 assert time.monotonic() < deadline, r.json
                 time.sleep(0.05)
             assert r.json["sources"] == ["cupti"]
@@ -172,6 +183,10 @@ def test_a_real_agent_serves_its_window_through_the_app(rings):
                                                                  "to": str(WALL0 / 1e9 + 60), "width": "2"}).json
             compute = next(lane for lane in reduced["processes"][0]["lanes"] if lane["label"] == "compute")
             assert sum(compute["buckets"]["count"]) == 4
+            for width, as_json in ((None, r.json), ("2", reduced)):   # the columnar form holds the same
+                params = {"from": str(WALL0 / 1e9 - 1), "to": str(WALL0 / 1e9 + 60), "format": "columns"}
+                columnar = client.simulate_get("/api/window", params={**params, **({"width": width} if width else {})})
+                assert columnar.status_code == 200 and as_lists(window_columns.read(columnar.content)) == as_json
         finally:
             courier.kill()
     finally:
