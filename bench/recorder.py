@@ -1,24 +1,30 @@
 """Benchmark: what the flight recorder costs the drain, and what it holds, on bench/agent_rss.py's mix.
 
-    python bench/recorder.py [--records N] [--laps L] [--warmup W]
+    python bench/recorder.py [--records N] [--laps L] [--warmup W] [--pass-records P]
 
 Two rings of ``--records`` records each, laid out as gpuflow_ring.h says and written with
 bench/agent_rss.py's mix (kernels on 4 named streams over ~200 long mangled names, a few hot,
 each launch with its own grid x; host/device copies of 4 KiB .. 8 MiB on the null stream;
 memsets; a clock sync a second), are drained lap after lap by two compiled decoders, one without
 retention and one with it, side by side (alternating), as a running agent drains a busy program:
-each lap the producer has written the ring round once more. After ``--warmup`` laps the budget
-(``--budget-mb``) is full, as an agent's is after its first minutes, and every new chunk takes the
-place of an evicted one; from then on the best lap of each counts. The retaining decoder writes every timed
-execution into its columns in the same pass (docs/recorder.md).
+each lap the producer has written the ring round once more. A lap is drained as the collector
+drains, in passes of at most ``--pass-records`` (its default ring capacity: the most it takes from
+one ring in a pass), and after each pass the retaining decoder's budget compacts the chunks the
+pass sealed, as the collector's after-pass step does (docs/recorder.md, "What is kept"): the
+drain's pass copies each timed execution as a raw row, the compaction interns the shapes. After
+``--warmup`` laps the budget (``--budget-mb``) is full, as an agent's is after its first minutes,
+and every new chunk takes the place of an evicted one; from then on the best lap of each counts.
+Times are the thread's CPU time (the machine may be shared).
 
 Then the bytes its chunks count against the budget, chunk and index overhead included, are
 divided by the records they hold: what a record costs, and how many seconds of a 100 k records/s
 program the default budget (256 MiB) holds.
 
 Last line: ``bytes_per_record=<b> drain_ratio=<r> export_spans_per_s=<n>``; goals b <= 24,
-r <= 1.15 (the drain itself keeps >= 25 M records/s: bench/decoder.py), n >= 2 M spans/s to a
-Perfetto file (the compiled slice writer's rate, from bench/export.py's ``export_spans_per_s``).
+r <= 1.15 (the drain's passes with retention on vs off; the drain itself keeps >= 25 M records/s:
+bench/decoder.py), n >= 2 M spans/s to a Perfetto file (the compiled slice writer's rate, from
+bench/export.py's ``export_spans_per_s``). The third line gives the compaction's cost beside the
+drain's, and the ratio of both together.
 
 Constraints: the compiled decoder and the compiled slice writer must be built; memory for the ring
 (64 B a record) and the retained columns (~20 B a record).
@@ -107,9 +113,11 @@ def ring(records: bytes, capacity: int) -> bytearray:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1 << 20, help="records a lap (rounded up to a power of two)")
-    ap.add_argument("--laps", type=int, default=8)
+    ap.add_argument("--laps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--budget-mb", type=int, default=64, help="the retention budget (full after the warm-up)")
+    ap.add_argument("--pass-records", type=int, default=1 << 16,
+                    help="the most records a pass drains from the ring (the collector's: its ring capacity)")
     args = ap.parse_args()
     if RingDecoderC is None:
         raise SystemExit("the compiled decoder is not built")
@@ -120,21 +128,36 @@ def main() -> None:
     rings = {"off": ring(records, n), "on": ring(records, n)}
     retention = RetentionC(args.budget_mb << 20)
     decoders = {"off": RingDecoderC(rings["off"]), "on": RingDecoderC(rings["on"], retention=retention)}
-    times: dict[str, list[float]] = {"off": [], "on": []}
+    times: dict[str, list[float]] = {"off": [], "on": [], "compaction": []}
     for lap in range(args.warmup + args.laps):   # side by side, alternating, the same decoders lap after lap
         for key, dec in decoders.items():
             if lap:   # the producer wrote the ring round once more: the same records, a lap later
                 L.U64.pack_into(rings[key], L.OFF_HEAD, L.U64.unpack_from(rings[key], L.OFF_HEAD)[0] + n)
-            t = time.perf_counter()
-            got = dec.drain()
+            drained, compacted, got = 0.0, 0.0, 0
+            while got < n:
+                t = time.thread_time()
+                got += dec.drain(args.pass_records)
+                drained += time.thread_time() - t
+                if dec.retention is not None:
+                    t = time.thread_time()
+                    dec.retention.compact()
+                    compacted += time.thread_time() - t
             if lap >= args.warmup:
-                times[key].append(time.perf_counter() - t)
+                times[key].append(drained)
+                if key == "on":
+                    times["compaction"].append(compacted)
             assert got == n, got
     for key in ("off", "on"):
         best, median = min(times[key]), sorted(times[key])[len(times[key]) // 2]
         print(f"drain, retention {key:3}: best {best * 1e3:.1f} ms = {n / best / 1e6:.1f} M records/s "
               f"(median {median * 1e3:.1f} ms)")
     ratio = min(times["on"]) / min(times["off"])
+    together = [a + b for a, b in zip(times["on"], times["compaction"])]
+    best_c, median_c = min(times["compaction"]), sorted(times["compaction"])[len(times["compaction"]) // 2]
+    print(f"compaction after each pass (the drain thread's, off the drain's passes): best {best_c * 1e3:.1f} ms "
+          f"= {best_c / n * 1e9:.1f} ns a record (median {median_c * 1e3:.1f} ms); drain and compaction together "
+          f"vs retention off: best {min(together) / min(times['off']):.3f}, median "
+          f"{sorted(together)[len(together) // 2] / sorted(times['off'])[len(times['off']) // 2]:.3f}")
     figures = decoders["on"].retained()
     per_record = figures["bytes"] / figures["records"]
     seconds = (256 << 20) / per_record / 100_000
