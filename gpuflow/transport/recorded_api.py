@@ -254,7 +254,7 @@ def window_columns_body(parts: tuple[WindowPart, ...], start: float, end: float,
     processes = [(_process_head(p), [(_lane_head(lane), lane.spans if lane.spans is not None else lane.buckets)
                                      for lane in p.lanes])
                  for part in parts for p in part.processes]
-    return window_columns.encode(head, processes, _problems(parts), dumps)  # type: ignore[arg-type]
+    return window_columns.encode(head, processes, _problems(parts))  # type: ignore[arg-type]
 
 
 def buckets_json(buckets: SpanBuckets) -> dict[str, Any]:

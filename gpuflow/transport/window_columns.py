@@ -42,6 +42,7 @@ is bounded by the body's size.
 from __future__ import annotations
 
 import json
+import math
 import struct
 import sys
 from array import array
@@ -86,11 +87,29 @@ def _block(column: array) -> array | bytes:
     return swapped.tobytes()
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float as None (null), as the JSON form writes them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _header_text(doc: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:   # a NaN or an infinity somewhere: null, as in the JSON form
+        text = json.dumps(_finite(doc), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
+
+
 def encode(head: dict[str, Any], processes: Iterable[tuple[dict[str, Any], Sequence[Lane]]],
-           problems: list[dict[str, str]], dumps: Any = None) -> bytes:
+           problems: list[dict[str, str]]) -> bytes:
     """The body of an answer: ``head`` (from, to, pid, width, sources), each process's head with
-    its lanes, the problems; ``dumps`` encodes the header (``json.dumps`` as compact UTF-8 if
-    None: the app passes its own, so the header's numbers are written as its JSON form writes them)."""
+    its lanes, the problems."""
     blocks: list[array | bytes] = []
     offset = 0
     procs = []
@@ -113,8 +132,7 @@ def encode(head: dict[str, Any], processes: Iterable[tuple[dict[str, Any], Seque
                 offset += 8 * rows * len(BUCKET_COLUMNS)
         procs.append({**process_head, "lanes": described})
     header_doc = {**head, **LAYOUT_KEYS, "processes": procs, "problems": problems}
-    header = dumps(header_doc) if dumps is not None else json.dumps(
-        header_doc, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    header = _header_text(header_doc)
     pad = -(PREAMBLE.size + len(header)) % ALIGN
     return b"".join([PREAMBLE.pack(MAGIC, VERSION, len(header), 0), header, bytes(pad), *blocks])
 

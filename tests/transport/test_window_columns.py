@@ -130,6 +130,23 @@ def test_the_columnar_form_needs_the_token_and_an_allowed_host_like_every_data_r
     assert head.status_code == 200 and head.headers["content-type"] == W.MEDIA_TYPE
 
 
+def test_a_non_finite_number_in_the_header_is_null_as_in_the_json_form():
+    nan_lane = LaneWindow(0, 1, 7, "x", 5, buckets=SpanBuckets(start_us=float("nan"), width_us=2.5,
+                                                                count=array("q", [5]), busy_ns=array("q", [1])))
+    part = WindowPart(source="odd", processes=(ProcessWindow(pid=3, session="s", name=None, retained_from_s=float("nan"),
+                                                             retained_to_s=None, lanes=(nan_lane,), complete=True),))
+
+    class Odd:
+        @gpuflow.hookimpl
+        def query_window(self, context, start_s, end_s, pid, width_px):
+            return part
+
+    as_json, columnar = both_forms(client(("odd", Odd())), width="1")
+    doc = W.read(columnar.content)
+    assert as_lists(doc) == json.loads(as_json.content)
+    assert doc["processes"][0]["retained_from"] is None and doc["processes"][0]["lanes"][0]["buckets"]["start_us"] is None
+
+
 def test_an_empty_window_is_a_well_formed_body():
     body = both_forms(client())[1].content
     doc = W.read(body)
