@@ -20,16 +20,18 @@ Budget (CONTRIBUTING.md, performance budgets): p95 <= 16 ms. The last line print
 the larger of the two p95s (with ``--rounds`` above 1, the median of the rounds' figures).
 
 Both are wall-clock times, so on a machine other work keeps busy they carry the time the page's
-threads waited for a core. Beside them it prints what the load does not change: the CPU time the
+threads waited for a core. Beside them it prints what the load changes least: the CPU time the
 browser spent per rendered frame, from each thread's counters in /proc (Linux; the processes are
-the ones Chromium's SystemInfo names): the page's main thread, its workers (demo mode's stand-in
-for the agent, and the page's reader of the recorder's answers), the rest of the renderer
-(compositor, raster), and Chromium's GPU process (with --disable-gpu, where frames are composited).
+the ones Chromium's SystemInfo names): the page's main thread, its workers (demo mode's recorder,
+which stands for the agent's, and the page's reader of the recorder's answers), the rest of the
+renderer (compositor, raster), and Chromium's GPU process (with --disable-gpu, where frames are
+composited).
 
 Scrubbing: ``--scrub`` loads ``?demo=bench&scrub`` instead, which also drags the timeline
 (issue 18) on every animation frame: a new past moment of the last 2-14 s each frame and a window
-breathing between 0.3 and 2 s, so the page asks the demo's recorder (demo_recorder.js, answering
-as the agent's /api/history and /api/window would, as JSON text parsed by the page) for the
+breathing between 0.3 and 2 s, so the page asks the demo's recorder (demo_recorder.js in a worker
+of its own, answering as the agent's /api/history and /api/window would, with JSON text the page's
+answer reader parses off the page's thread) for the
 moment's readings and the window's lanes, exact or reduced to the strip's pixels, builds the
 past frame, lays it out and draws it, while the live frames keep arriving. It checks the plane
 really showed past moments during the run and prints how many, and how long each waited from
