@@ -147,10 +147,11 @@ def test_post_is_405(server):
 def test_snapshot_and_metrics_over_http(server):
     status, headers, body = http_get(server.port, "/api/snapshot")
     assert status == 200 and headers["cache-control"] == "no-store"
+    host = json.loads(body)["host"]["name"]   # the host's name in the fleet (NODE_NAME or the hostname)
     status, headers, body = http_get(server.port, "/metrics")
     text = body.decode()
     assert status == 200
-    assert 'gpuflow_gpu_utilization_ratio{Hostname="fakehost",gpu="0",name="GPUFlow Fake GPU",' in text
+    assert f'gpuflow_gpu_utilization_ratio{{Hostname="{host}",gpu="0",name="GPUFlow Fake GPU",' in text
     assert "gpuflow_process_" not in text
 
 
