@@ -8,7 +8,7 @@
 // Messages in: {port} (demo mode: a MessagePort answering {ask: {id, path, params}} with {id,
 // text} or {id, error}); {id, kind, path, params, token} per question, or {id, kind, path, text}
 // with the text the page already has. Out: {id, doc, buffer} or {id, error} (the error's message
-// as the page shows it).
+// as the page shows it); {ready} once, when its modules have loaded.
 //
 // Constraints: a dedicated module worker of the page's own origin, started by recorder.js;
 // requests only as answer_fetch.js makes them; nothing held beyond the answer being read.
@@ -32,6 +32,7 @@ function onPort(e) {
   if (m.error !== undefined) w.reject(new Error(m.error)); else w.resolve(m.text);
 }
 
+self.postMessage({ ready: true });
 self.onmessage = async (e) => {
   const m = e.data;
   if (m.port) { port = m.port; port.onmessage = onPort; return; }

@@ -13,7 +13,8 @@
 // on the page's thread, those answers took the frame's time. In demo mode the answers come from
 // the demo's own recorder (demo_recorder.js), as the same JSON text the agent sends: through a
 // port the reader asks directly (setAnswerPort), or a function the page asks (setAnswerer) until
-// there is one. Where no worker can start, the page asks and reads them itself, the same way.
+// there is one. Until the worker has loaded (the page's first questions: what is retained, the
+// sparklines), and where none can start, the page asks and reads them itself, the same way.
 //
 // Constraints: requests as answer_fetch.js makes them (only to the page's own agent, the token in
 // a header, no 401 retried here). The ranges asked are the caller's to keep small (docs/ui.md
@@ -41,14 +42,15 @@ export const recorderStats = { asked: 0, answered: 0, failed: 0, lastError: null
 
 // -- reading answers ----------------------------------------------------------------------------
 // the worker that asks for and reads answers (null: not started yet, false: none could start),
-// and the questions it has, by id
-let reader = null, readId = 0;
+// whether it has loaded, and the questions it has, by id
+let reader = null, ready = false, readId = 0;
 const reading = new Map();
 function startReader() {
   try { reader = new Worker(new URL('./answer_worker.js', import.meta.url), { type: 'module' }); } catch (e) { reader = false; return; }
   let heard = false;
   reader.onmessage = (e) => {
     heard = true;
+    if (e.data.ready) { ready = true; return; }
     const m = e.data, r = reading.get(m.id);
     if (!r) return;
     reading.delete(m.id);
@@ -82,7 +84,7 @@ function answerHere(path, params, kind) {
 // Promise of the answer to (path, params), read for `kind` ('history', 'window', or null: as parsed)
 function answer(path, params, kind) {
   if (reader === null) startReader();
-  if (reader === false) return answerHere(path, params, kind);
+  if (reader === false || !ready) return answerHere(path, params, kind);
   // a demo's function is asked here until its port is handed to the reader, which reads the text
   if (answerer && !portGiven) return answerer(path, params).then((text) => toReader({ kind, path, text }, path, params, kind));
   return toReader({ kind, path, params, token: answerer ? null : token() }, path, params, kind);
