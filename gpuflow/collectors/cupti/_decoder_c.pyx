@@ -611,8 +611,10 @@ cdef inline int32_t lane_get(State *s, uint32_t dev, uint32_t ctx, uint32_t stre
     return li
 
 
-cdef inline void execution(State *s, const gpuflow_record *r, uint64_t seq, int timed,
-                           int direction) noexcept nogil:
+cdef inline int32_t execution(State *s, const gpuflow_record *r, uint64_t seq, int timed,
+                              int direction) noexcept nogil:
+    """Count an execution on its lane and keep its span among the lane's newest; its lane (-1: none).
+    The loop copies it into the flight recorder (not here: this must stay small enough to inline)."""
     cdef int32_t li = lane_get(s, r.device, r.body.act.context, r.body.act.stream)
     cdef Lane *lane
     cdef SpanSlot *slot
@@ -620,13 +622,11 @@ cdef inline void execution(State *s, const gpuflow_record *r, uint64_t seq, int 
     cdef uint32_t alloc
     if li < 0:                      # table full (or out of memory): counted, on no lane
         s.lane_overflow += 1
-        return
+        return -1
     lane = &s.lanes[li]
     lane.executions += 1
-    if timed and s.store.ret != NULL:
-        r_retain(s, r, seq, <uint32_t>li, direction)
     if not timed or s.cap == 0:
-        return
+        return li
     if lane.count < s.cap:
         if lane.count == lane.alloc:
             alloc = lane.alloc * 2 if lane.alloc else FIRST_SPAN_ALLOC
@@ -635,7 +635,7 @@ cdef inline void execution(State *s, const gpuflow_record *r, uint64_t seq, int 
             p = realloc(lane.spans, alloc * sizeof(SpanSlot))
             if p == NULL:           # the execution stays counted; its span is elided
                 s.oom = 1
-                return
+                return li
             lane.spans = <SpanSlot *>p
             lane.alloc = alloc
         slot = &lane.spans[lane.count]
@@ -659,6 +659,7 @@ cdef inline void execution(State *s, const gpuflow_record *r, uint64_t seq, int 
         slot.block_z = r.body.act.u.kernel.block_z
     else:
         slot.word = r.body.act.u.copy.bytes
+    return li
 
 
 cdef void set_context(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
@@ -773,9 +774,12 @@ cdef inline int by_memory_kinds(uint8_t src, uint8_t dst) noexcept nogil:
 
 
 # -- the drain loop ------------------------------------------------------------------------
-cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
-                          uint64_t tail, uint64_t n) noexcept nogil:
-    """Decode records [tail, tail + n); return how many were consumed (fewer only on OOM)."""
+cdef inline uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
+                                 uint64_t tail, uint64_t n, const int retain) noexcept nogil:
+    """Decode records [tail, tail + n); return how many were consumed (fewer only on OOM).
+    ``retain``: the flight recorder copies each timed execution; a constant where it is called
+    (drain_plain, drain_retaining), so that the compiler keeps the loop without it as lean as
+    before the recorder."""
     cdef gpuflow_record r
     cdef uint64_t seq, dur, end = tail + n
     cdef uint32_t lid
@@ -818,7 +822,9 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
                         k.max = dur
                 k.timed += 1
                 k.total = sat_add(s, k.total, dur)
-            execution(s, &r, seq, timed, -1)
+            li = execution(s, &r, seq, timed, -1)
+            if retain and timed and li >= 0:    # the flight recorder's copy
+                r_retain(s, &r, seq, <uint32_t>li, -1)
         elif r.type == GPUFLOW_REC_MEMCPY or r.type == GPUFLOW_REC_MEMSET:
             if r.type == GPUFLOW_REC_MEMSET:
                 d = DIR_MEMSET
@@ -836,7 +842,9 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
             if timed:
                 s.dir_timed[d] += 1
                 s.dir_total[d] = sat_add(s, s.dir_total[d], r.body.act.end - r.body.act.start)
-            execution(s, &r, seq, timed, d)
+            li = execution(s, &r, seq, timed, d)
+            if retain and timed and li >= 0:
+                r_retain(s, &r, seq, <uint32_t>li, d)
         elif r.type == GPUFLOW_REC_NAME_CHUNK:
             name_chunk(s, &r, seq)
         elif r.type == GPUFLOW_REC_STREAM_NAME:
@@ -870,6 +878,16 @@ cdef uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
 
 
 include "_retain.pxi"
+
+
+cdef uint64_t drain_plain(State *s, const gpuflow_record *recs, uint64_t mask, uint64_t tail,
+                          uint64_t n) noexcept nogil:
+    return drain_range(s, recs, mask, tail, n, 0)
+
+
+cdef uint64_t drain_retaining(State *s, const gpuflow_record *recs, uint64_t mask, uint64_t tail,
+                              uint64_t n) noexcept nogil:
+    return drain_range(s, recs, mask, tail, n, 1)
 
 
 cdef void state_free(State *s) noexcept nogil:
@@ -1053,7 +1071,10 @@ cdef class RingDecoder:
         self.st.store.writing = 1
         try:
             with nogil:
-                done = drain_range(&self.st, self.recs, self._capacity - 1, tail, n)
+                if self.st.store.ret != NULL:
+                    done = drain_retaining(&self.st, self.recs, self._capacity - 1, tail, n)
+                else:
+                    done = drain_plain(&self.st, self.recs, self._capacity - 1, tail, n)
                 r_publish(&self.st.store)
         finally:
             self.st.store.writing = 0
