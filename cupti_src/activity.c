@@ -118,6 +118,21 @@ static void name_rec(rp_ring *r, const void *a)
                    cr_u32(a, CR_N_DCS_STREAM), name);
 }
 
+/* Once per device: its name and what the occupancy figures need (SMs, compute capability) and
+ * the UUID the agent matches it to NVML's GPU by (the process's device ordinals are its own,
+ * renumbered by CUDA_VISIBLE_DEVICES). A value a 16-bit field cannot hold is sent as unknown. */
+static void device_rec(rp_ring *r, const void *a)
+{
+    rp_device_facts f;
+    uint32_t major = cr_u32(a, CR_D_CC_MAJOR), minor = cr_u32(a, CR_D_CC_MINOR);
+    memcpy(f.uuid, (const char *)a + CR_D_UUID, sizeof f.uuid);
+    f.sm_count = cr_u32(a, CR_D_SM_COUNT);
+    f.cc_major = major > 0xffffu || minor > 0xffffu ? 0 : (uint16_t)major;
+    f.cc_minor = major > 0xffffu || minor > 0xffffu ? 0 : (uint16_t)minor;
+    const char *name = cr_str(a, CR_D_NAME);
+    rp_device(r, cr_u32(a, CR_D_ID), name ? name : "", &f);
+}
+
 static void translate(rp_ring *r, const CUpti_Activity *rec)
 {
     const void *a = rec;
@@ -141,11 +156,9 @@ static void translate(rp_ring *r, const CUpti_Activity *rec)
         rp_context(r, cr_u32(a, CR_C_DEVICE), cr_u32(a, CR_C_CONTEXT),
                    cr_u16(a, CR_C_NULL_STREAM));
         break;
-    case CUPTI_ACTIVITY_KIND_DEVICE: {
-        const char *name = cr_str(a, CR_D_NAME);
-        rp_device(r, cr_u32(a, CR_D_ID), name ? name : "");
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+        device_rec(r, a);
         break;
-    }
     default:
         __atomic_add_fetch(&g_gf.records_unknown, 1, __ATOMIC_RELAXED);
         break;

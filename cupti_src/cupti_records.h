@@ -87,7 +87,11 @@
 #define CR_C_NULL_STREAM 14  /* uint16 */
 
 /* DEVICE (CUpti_ActivityDevice5) */
+#define CR_D_SM_COUNT    44  /* uint32 numMultiprocessors */
+#define CR_D_CC_MAJOR    104 /* uint32 computeCapabilityMajor */
+#define CR_D_CC_MINOR    108 /* uint32 computeCapabilityMinor */
 #define CR_D_ID          112
+#define CR_D_UUID        120 /* CUuuid, 16 bytes */
 #define CR_D_NAME        136 /* const char* */
 
 /* activity.c loads these pairs as one (the order rp_launch_pack keeps them in, ring_producer.h) */
@@ -211,6 +215,10 @@ CR_CHECK(CUpti_ActivityContext3, deviceId, CR_C_DEVICE);
 CR_CHECK(CUpti_ActivityContext3, nullStreamId, CR_C_NULL_STREAM);
 CR_CHECK(CUpti_ActivityDevice5, id, CR_D_ID);
 CR_CHECK(CUpti_ActivityDevice5, name, CR_D_NAME);
+CR_CHECK(CUpti_ActivityDevice5, numMultiprocessors, CR_D_SM_COUNT);
+CR_CHECK(CUpti_ActivityDevice5, computeCapabilityMajor, CR_D_CC_MAJOR);
+CR_CHECK(CUpti_ActivityDevice5, computeCapabilityMinor, CR_D_CC_MINOR);
+CR_CHECK(CUpti_ActivityDevice5, uuid, CR_D_UUID);
 #undef CR_CHECK
 #endif
 

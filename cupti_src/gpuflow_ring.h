@@ -28,11 +28,14 @@
  * first uses it in one step, or drops them all.
  *
  * Constraints: plain C99 + <stdint.h>, little-endian x86-64 / aarch64, no padding surprises
- * (every struct is checked with static asserts below). Bump GPUFLOW_RING_VERSION on any change.
+ * (every struct is checked with static asserts below). Bump GPUFLOW_RING_VERSION on any change an
+ * older decoder would misread; a fact added in bytes every earlier producer left zero, read as
+ * "unknown" when zero, is not one (the DEVICE record's UUID, SMs and compute capability).
  */
 #ifndef GPUFLOW_RING_H
 #define GPUFLOW_RING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define GPUFLOW_RING_MAGIC      0x31474e5257465047ULL /* "GPFWRNG1" read little-endian */
@@ -70,7 +73,7 @@ enum gpuflow_record_type {
     GPUFLOW_REC_STREAM_NAME = 5,  /* (device, context, stream) is named by name_id (NVTX) */
     GPUFLOW_REC_CONTEXT     = 6,  /* (device, context) has null stream id `stream` */
     GPUFLOW_REC_CLOCK_SYNC  = 7,  /* start = CUPTI timestamp, end = CLOCK_REALTIME ns, same instant */
-    GPUFLOW_REC_DEVICE      = 8,  /* device `device` exists; name_id = its name */
+    GPUFLOW_REC_DEVICE      = 8,  /* device `device` exists: its name, UUID, SMs, compute capability */
     GPUFLOW_REC_LAUNCH      = 9,  /* a launch configuration, defined once under its launch id (v3) */
     GPUFLOW_REC_TYPE_MAX    = 9
 };
@@ -186,6 +189,21 @@ typedef struct gpuflow_copy_payload {     /* record bytes 32..63, MEMCPY and MEM
     uint32_t graph_id;      /* 60 */
 } gpuflow_copy_payload;
 
+/* DEVICE, record bytes 8..63 (the device id lives in `device`): what the device is, from CUPTI's
+ * DEVICE record (CUpti_ActivityDevice5's fields of the same names), once per device. The name id
+ * sits where a kernel's does (payload.kernel.name_id). The facts fill bytes that DEVICE records
+ * left zero before them, and every one reads 0 as unknown, so a decoder that does not know them
+ * ignores them and one that does reads an older producer's DEVICE as "not known": no version bump. */
+typedef struct gpuflow_device_payload {
+    uint8_t  uuid[16];              /*  8: uuid (CUuuid; NVML's "GPU-..." text is its hex); all 0: unknown */
+    uint32_t sm_count;              /* 24: numMultiprocessors; 0: unknown */
+    uint16_t cc_major;              /* 28: computeCapabilityMajor; 0: unknown */
+    uint16_t cc_minor;              /* 30: computeCapabilityMinor */
+    uint32_t _reserved0;            /* 32: zero */
+    uint32_t name_id;               /* 36: the device's interned name (as in payload.kernel) */
+    uint8_t  _reserved[24];         /* 40: zero */
+} gpuflow_device_payload;
+
 typedef struct gpuflow_name_payload {     /* NAME_CHUNK, record bytes 8..63 */
     uint32_t offset;        /* 8: byte offset of this chunk in the name */
     uint32_t total_len;     /* 12: full (possibly truncated) length, bytes, no NUL */
@@ -214,6 +232,7 @@ typedef struct gpuflow_record {
         } act;
         gpuflow_name_payload name;  /* NAME_CHUNK */
         gpuflow_launch_payload launch; /* LAUNCH */
+        gpuflow_device_payload dev;    /* DEVICE */
     } body;
 } gpuflow_record;
 
@@ -223,6 +242,9 @@ _Static_assert(sizeof(gpuflow_ring_header) <= GPUFLOW_HEADER_SIZE, "header fits 
 _Static_assert(sizeof(gpuflow_kernel_payload) == 32, "kernel payload");
 _Static_assert(sizeof(gpuflow_copy_payload) == 32, "copy payload");
 _Static_assert(sizeof(gpuflow_launch_payload) == GPUFLOW_RECORD_SIZE - 8, "launch payload");
+_Static_assert(sizeof(gpuflow_device_payload) == GPUFLOW_RECORD_SIZE - 8, "device payload");
+_Static_assert(offsetof(gpuflow_record, body.dev.name_id) ==
+               offsetof(gpuflow_record, body.act.u.kernel.name_id), "a device's name id where a kernel's is");
 #endif
 
 #endif /* GPUFLOW_RING_H */

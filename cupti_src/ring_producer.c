@@ -735,10 +735,17 @@ int rp_context(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t null_stream)
     return rp_push(r, &rec, RP_NAME_NONE, NULL, NULL);
 }
 
-int rp_device(rp_ring *r, uint32_t dev, const char *name)
+int rp_device(rp_ring *r, uint32_t dev, const char *name, const rp_device_facts *facts)
 {
     gpuflow_record rec;
     act_init(&rec, GPUFLOW_REC_DEVICE, dev, 0, 0, 0, 0);
+    if (facts) {
+        gpuflow_device_payload *d = &rec.body.dev;
+        memcpy(d->uuid, facts->uuid, sizeof d->uuid);
+        d->sm_count = facts->sm_count;
+        d->cc_major = facts->cc_major;
+        d->cc_minor = facts->cc_minor;
+    }
     return rp_push(r, &rec, RP_NAME_KERNEL, NULL, name ? name : "");
 }
 

@@ -142,7 +142,15 @@ int rp_memset(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, uint64_t 
               uint8_t memory_kind, uint16_t extra_flags, uint32_t graph_id);
 int rp_stream_name(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t stream, const char *name);
 int rp_context(rp_ring *r, uint32_t dev, uint32_t ctx, uint32_t null_stream);
-int rp_device(rp_ring *r, uint32_t dev, const char *name);
+/* What a DEVICE record says besides the name (gpuflow_device_payload): 0 / all-zero bytes: unknown. */
+typedef struct rp_device_facts {
+    uint8_t uuid[16];
+    uint32_t sm_count;
+    uint16_t cc_major;
+    uint16_t cc_minor;
+} rp_device_facts;
+/* A DEVICE record for device `dev`: its name (interned), and `facts` (NULL: none known). */
+int rp_device(rp_ring *r, uint32_t dev, const char *name, const rp_device_facts *facts);
 /* A CLOCK_SYNC record (start = cupti_ns, end = wall_ns); also refreshes the header's pair. */
 int rp_clock_sync(rp_ring *r, uint64_t cupti_ns, uint64_t wall_ns);
 

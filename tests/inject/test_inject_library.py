@@ -273,6 +273,9 @@ def test_collects_translates_and_flushes_at_exit(inject_lib, fake_cupti, catcher
     assert (ctx["device"], ctx["context"], ctx["stream"]) == (0, 1, 7)
     (dev,) = rd.of_type(rpm.REC_DEVICE)
     assert dev["name"] == "Fake H200"
+    # its facts, read at CUPTI_ActivityDevice5's offsets (cupti_records.h)
+    assert (dev["sm_count"], dev["compute_capability"]) == (132, (9, 0))
+    assert dev["uuid"] == bytes(0x11 * i for i in range(16))
 
     syncs = rd.of_type(rpm.REC_CLOCK_SYNC)
     assert len(syncs) >= 2  # at start and at exit

@@ -160,6 +160,11 @@ static void batch(writer *w)
         d->kind = CUPTI_ACTIVITY_KIND_DEVICE;
         d->id = 0;
         d->name = "Fake H200";
+        d->numMultiprocessors = 132;
+        d->computeCapabilityMajor = 9;
+        d->computeCapabilityMinor = 0;
+        for (int i = 0; i < 16; i++) /* GPU-00112233-4455-6677-8899-aabbccddeeff */
+            d->uuid.bytes[i] = (char)(0x11 * i);
     }
     CUpti_ActivityContext3 *c = put(w, sizeof *c);
     if (c) {

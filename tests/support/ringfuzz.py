@@ -112,8 +112,9 @@ def context(dev: int = 0, ctx: int = 1, null_stream: int = 7) -> bytes:
     return COMMON.pack(REC_CONTEXT, 0, dev, 0, 0, ctx, null_stream) + bytes(32)
 
 
-def device(dev: int, name_id: int) -> bytes:
-    return kernel(name_id, dev, 0, 0, 0, 0, rtype=REC_DEVICE)
+def device(dev: int, name_id: int, uuid: bytes = bytes(16), sm_count: int = 0, cc: tuple[int, int] = (0, 0)) -> bytes:
+    """A DEVICE record; its facts (UUID, SMs, compute capability) 0 unless given: unknown."""
+    return struct.pack("<HHI16sIHHII24x", REC_DEVICE, 0, dev, uuid, sm_count, cc[0], cc[1], 0, name_id)
 
 
 def clock_sync(cupti_ns: int, wall_ns: int) -> bytes:
@@ -298,6 +299,20 @@ def _asked_ids(dec: Any) -> list[int]:
     return sorted(ids | {0, 1, NAME_ID_LIMIT - 1, OTHER_NAME_ID})
 
 
+def _settled(dec: Any) -> list[Any]:
+    """The activity after settling at the middle of the busy times seen, then at their end (the
+    settling changes only busy figures, which nothing else in a snapshot reads)."""
+    out = []
+    devices = [d for d in dec.activity()["devices"] if d.last_end_ns is not None]
+    if devices:
+        first = min(d.first_start_ns for d in devices)
+        last = max(d.last_end_ns for d in devices)
+        for until in (first + (last - first) // 2, last):
+            dec.settle(until)
+            out.append(dec.activity())
+    return out
+
+
 def snapshot(dec: Any) -> dict[str, Any]:
     """Everything a decoder reports, as plain data."""
     return {
@@ -311,11 +326,20 @@ def snapshot(dec: Any) -> dict[str, Any]:
         "name": {nid: dec.name(nid) for nid in _asked_ids(dec)},
         "null_streams": dec.null_streams(),
         "devices": dec.devices(),
+        "device_facts": dec.device_facts(),
+        "launch_config": {lid: dec.launch_config(lid) for lid in (0, 1, 2, 3, LAUNCH_ID_LIMIT, LAUNCH_ID_LIMIT + 1)},
+        "kernel_configs": dec.kernel_configs(),
+        "activity": dec.activity(),
+        "activity_settled": _settled(dec),
         "clock": dec.clock(),
         "counters": dec.counters(),
         "header": dec.header(),
         "tail": dec.tail,
     }
+
+
+def launched_total(out: dict[str, Any]) -> int:
+    return sum(k[1] for k in out["kernels"])
 
 
 def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span_cap: int,
@@ -353,6 +377,19 @@ def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span
         assert nid in kernel_ids, "a launch configuration only for a kernel name that launched"
         assert 0 <= regs < 1 << 16 and len(shared) == 5 and len(cluster) == 3 and 0 <= cache < 256
         assert carveout is None or 0 <= carveout < 256
+    _stamp, configs = out["kernel_configs"]
+    launched = {k[0]: k[1] for k in out["kernels"]}
+    for nid, kept, more in configs:   # every launch in one configuration or among "more"
+        assert len(kept) <= 4 and sum(c.count for c in kept) + more[0] == launched[nid]
+        assert all(c.grid_min <= c.grid_max and c.timed <= c.count for c in kept)
+    assert {nid for nid, _k, _m in configs} == set(launched), "configurations for every launched name"
+    activity = out["activity"]
+    assert caps is None or len(activity["devices"]) <= caps["max_lanes"]
+    for settled in out["activity_settled"]:
+        for d in settled["devices"]:
+            assert d.late <= launched_total(out) and (d.busy_ns == 0 or d.first_start_ns is not None)
+            if d.last_end_ns is not None and not settled["saturated"]:
+                assert d.busy_ns <= d.last_end_ns - d.first_start_ns, "busy within the kernels' span"
     directions = [t[0] for t in out["transfers"]]
     assert directions == ["h2d", "d2h", "d2d", "p2p", "h2h", "memset"]
     for _d, count, timed, nbytes, total in out["transfers"]:

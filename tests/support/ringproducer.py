@@ -139,6 +139,7 @@ _SIGNATURES = {
     "tph_stream_name": (_int, [_vp, _u32, _u32, _u32, _cp]),
     "tph_context": (_int, [_vp, _u32, _u32, _u32]),
     "tph_device": (_int, [_vp, _u32, _cp]),
+    "tph_device_facts": (_int, [_vp, _u32, _cp, _cp, _u32, _u32, _u32]),
     "tph_clock_sync": (_int, [_vp, _u64, _u64]),
     "tph_set_status": (None, [_vp, _u32, _cp]),
     "tph_add_cupti_dropped": (None, [_vp, _u64]),
@@ -289,8 +290,15 @@ class RingProducer:
     def context(self, dev: int, ctx: int, null_stream: int) -> bool:
         return bool(self._lib.tph_context(self._handle(), dev, ctx, null_stream))
 
-    def device(self, dev: int, name: str | bytes) -> bool:
-        return bool(self._lib.tph_device(self._handle(), dev, _b(name)))
+    def device(self, dev: int, name: str | bytes, *, uuid: bytes | None = None, sm_count: int | None = None,
+               compute_capability: tuple[int, int] | None = None) -> bool:
+        """A DEVICE record; with any of its facts given, written with them (the others 0: unknown)."""
+        if uuid is None and sm_count is None and compute_capability is None:
+            return bool(self._lib.tph_device(self._handle(), dev, _b(name)))
+        if uuid is not None and len(uuid) != 16:
+            raise ValueError("a device uuid is 16 bytes")
+        major, minor = compute_capability or (0, 0)
+        return bool(self._lib.tph_device_facts(self._handle(), dev, _b(name), uuid, sm_count or 0, major, minor))
 
     def clock_sync(self, cupti_ns: int, wall_ns: int) -> bool:
         return bool(self._lib.tph_clock_sync(self._handle(), cupti_ns, wall_ns))

@@ -101,6 +101,9 @@ def parse_record(raw: bytes) -> dict:
             "<IIIHHHHHHII", raw, 32)
         rec.update(correlation=corr, name_id=name_id, grid=(gx, gy, gz), block=(bx, by, bz),
                    registers=regs, launch_id=launch_id, graph_id=graph)
+    if rtype == 8:  # DEVICE: its facts where the act fields of other records are (gpuflow_device_payload)
+        uuid, sm_count, major, minor = struct.unpack_from("<16sIHH", raw, 8)
+        rec.update(uuid=uuid, sm_count=sm_count, compute_capability=(major, minor))
     return rec
 
 

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ring_handover.h"
 #include "ring_producer.h"
@@ -159,7 +160,17 @@ TP_EXPORT int tph_context(void *hv, uint32_t dev, uint32_t ctx, uint32_t null_st
 
 TP_EXPORT int tph_device(void *hv, uint32_t dev, const char *name)
 {
-    return rp_device(((tp_handle *)hv)->ring, dev, name);
+    return rp_device(((tp_handle *)hv)->ring, dev, name, NULL);
+}
+
+/* A DEVICE record with its facts: uuid (16 bytes, NULL: unknown), SMs, compute capability. */
+TP_EXPORT int tph_device_facts(void *hv, uint32_t dev, const char *name, const uint8_t *uuid,
+                               uint32_t sm_count, uint32_t cc_major, uint32_t cc_minor)
+{
+    rp_device_facts f = {{0}, sm_count, (uint16_t)cc_major, (uint16_t)cc_minor};
+    if (uuid)
+        memcpy(f.uuid, uuid, sizeof f.uuid);
+    return rp_device(((tp_handle *)hv)->ring, dev, name, &f);
 }
 
 TP_EXPORT int tph_clock_sync(void *hv, uint64_t cupti_ns, uint64_t wall_ns)
@@ -277,6 +288,12 @@ TP_EXPORT int tp_context(uint32_t dev, uint32_t ctx, uint32_t null_stream)
 TP_EXPORT int tp_device(uint32_t dev, const char *name)
 {
     return g_tp ? tph_device(g_tp, dev, name) : 0;
+}
+
+TP_EXPORT int tp_device_facts(uint32_t dev, const char *name, const uint8_t *uuid, uint32_t sm_count,
+                              uint32_t cc_major, uint32_t cc_minor)
+{
+    return g_tp ? tph_device_facts(g_tp, dev, name, uuid, sm_count, cc_major, cc_minor) : 0;
 }
 
 TP_EXPORT int tp_clock_sync(uint64_t cupti_ns, uint64_t wall_ns)

@@ -189,6 +189,12 @@ cdef struct Ctx:
 
 cdef struct Dev:
     uint32_t name_id
+    uint8_t uuid[16]        # the DEVICE record's facts (_activity_layout.device_facts reads them)
+    uint32_t sm_count
+    uint16_t cc_major
+    uint16_t cc_minor
+
+include "_activity_types.pxi"
 
 cdef struct State:
     # names and kernel aggregates
@@ -247,6 +253,8 @@ cdef struct State:
     int oom
     # the flight recorder's columns of this process (_retain.pxi)
     Store store
+    # per device and per launch configuration (_activity.pxi)
+    Act act
 
 
 # -- small helpers ---------------------------------------------------------------------------
@@ -741,6 +749,13 @@ cdef void set_device(State *s, const gpuflow_record *r, uint64_t seq) noexcept n
         di = <int32_t>s.n_devs
         s.n_devs += 1
     s.devs[di].name_id = nid
+    memcpy(s.devs[di].uuid, r.body.dev.uuid, 16)
+    s.devs[di].sm_count = r.body.dev.sm_count
+    s.devs[di].cc_major = r.body.dev.cc_major
+    s.devs[di].cc_minor = r.body.dev.cc_minor
+
+
+include "_activity.pxi"
 
 
 cdef inline int copy_direction(const gpuflow_copy_payload *c) noexcept nogil:
@@ -806,6 +821,7 @@ cdef inline uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t 
             else:                   # a name beyond max_names: the other kernels
                 k = &s.other
                 r.body.act.u.kernel.name_id = OTHER_NAME_ID
+            act_kernel(s, idx, &r, timed, k)
             k.count += 1
             if lid != 0:
                 k.launch_id = lid
@@ -842,6 +858,7 @@ cdef inline uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t 
             if timed:
                 s.dir_timed[d] += 1
                 s.dir_total[d] = sat_add(s, s.dir_total[d], r.body.act.end - r.body.act.start)
+            act_copy(s, &r, d, timed)
             li = execution(s, &r, seq, timed, d)
             if retain and timed and li >= 0:
                 r_retain(s, &r, seq, <uint32_t>li, d)
@@ -893,6 +910,7 @@ cdef uint64_t drain_retaining(State *s, const gpuflow_record *recs, uint64_t mas
 cdef void state_free(State *s) noexcept nogil:
     cdef uint32_t i
     r_store_free(&s.store)
+    act_free(&s.act)
     if s.pages != NULL:
         for i in range(<uint32_t>N_PAGES):
             free(s.pages[i])
@@ -1331,6 +1349,47 @@ cdef class RingDecoder:
             if self.st.dev_map.slots[i].idx >= 0:
                 out[self.st.dev_map.slots[i].a] = self.st.devs[self.st.dev_map.slots[i].idx].name_id
         return out
+
+    def device_facts(self):
+        """device id -> what its latest DEVICE record says (see the Python twin)."""
+        cdef uint32_t i
+        cdef const Dev *d
+        self._check_idle()
+        out = {}
+        for i in range(self.st.dev_map.size):
+            if self.st.dev_map.slots[i].idx >= 0:
+                d = &self.st.devs[self.st.dev_map.slots[i].idx]
+                out[self.st.dev_map.slots[i].a] = AL.device_facts(d.name_id, bytes(d.uuid[:16]), d.sm_count,
+                                                                  d.cc_major, d.cc_minor)
+        return dict(sorted(out.items()))
+
+    def launch_config(self, launch_id):
+        """A defined launch id's configuration (see the Python twin); None: not defined."""
+        cdef const Launch *l
+        lid = operator.index(launch_id)
+        self._check_idle()
+        if not 0 < lid < self.st.launches_alloc or not self.st.launches[lid].defined:
+            return None
+        l = &self.st.launches[lid]
+        return (l.static_shared, l.dynamic_shared, l.executed_shared, l.shared_config, l.shmem_limit_config,
+                l.carveout if l.carveout_set else None, l.cache_config, (l.cluster_x, l.cluster_y, l.cluster_z))
+
+    def kernel_configs(self, since=0):
+        """Per kernel name id, its launch configurations (see the Python twin)."""
+        cdef uint64_t after = AL.check_stamp(since)
+        self._check_idle()
+        return act_configs(&self.st, after)
+
+    def activity(self):
+        """Per device: busy time, late kernels, timed copies (see the Python twin)."""
+        self._check_idle()
+        return act_activity(&self.st)
+
+    def settle(self, until_ns):
+        """Settle every device's busy time up to ``until_ns`` (see the Python twin)."""
+        cdef uint64_t until = AL.check_until(until_ns)
+        self._check_idle()
+        act_settle(&self.st, until)
 
     def clock(self):
         """(CUPTI ns, wall ns) of the latest CLOCK_SYNC record, else the header's pair, else None."""

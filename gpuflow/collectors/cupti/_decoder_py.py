@@ -19,9 +19,11 @@ from array import array
 from collections import deque
 from typing import Any
 
+from gpuflow.collectors.cupti import _activity_layout as A
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import _retain_layout as RL
 from gpuflow.collectors.cupti._retain_layout import check_offset, check_window
+from gpuflow.collectors.cupti._activity_py import Activity
 from gpuflow.collectors.cupti._retain_py import Retention, Store
 from gpuflow.collectors.cupti.errors import RingDetached
 
@@ -34,9 +36,11 @@ _KERNEL = struct.Struct("<HHIQQIIIIIHHHHHHII")
 _COPY = struct.Struct("<HHIQQIIIBBBxQIIII")
 #: type, flags, name id, offset, total_len, text
 _NAME = struct.Struct("<HHIII48s")
+#: DEVICE: type, flags, device, uuid, SM count, compute capability major, minor, (reserved), name id
+_DEVICE = struct.Struct("<HHI16sIHHII24x")
 #: type, flags, launch id (then L.LAUNCH_PAYLOAD)
 _LAUNCH_HEAD = struct.Struct("<HHI")
-assert _KERNEL.size == _COPY.size == _NAME.size == L.RECORD_SIZE
+assert _KERNEL.size == _COPY.size == _NAME.size == _DEVICE.size == L.RECORD_SIZE
 
 _NAME_KEEP_FLAGS = L.FLAG_NAME_TRUNCATED | L.FLAG_NAME_STREAM
 
@@ -98,6 +102,9 @@ class RingDecoder:
         self._lane_keys: list[tuple[int, int, int]] = []
         self._contexts: dict[tuple[int, int], int] = {}
         self._devices: dict[int, int] = {}
+        self._device_facts: dict[int, A.DeviceFacts] = {}  # device id -> its DEVICE record's facts
+        # per device and per launch configuration (_activity_py)
+        self._activity = Activity(self._caps.max_lanes)
         self._sync: tuple[int, int] | None = None
         # launch id -> (static, dynamic, executed shared memory, shared config, shmem limit config,
         # carve-out requested or None, cache config, (cluster x, y, z)): LAUNCH records
@@ -244,6 +251,7 @@ class RingDecoder:
             st = self._kstats.get(name_id)
             if st is None:
                 st = self._kstats[name_id] = [0, 0, 0, None, None]
+            self._activity.kernel(name_id, st, dev, (gx, gy, gz), (bx, by, bz), regs, launch_id, timed, start, end)
             st[0] += 1
             if timed:
                 dur = end - start
@@ -275,6 +283,7 @@ class RingDecoder:
             if timed:
                 d[1] += 1
                 d[3] = self._add(d[3], end - start)
+            self._activity.copy(dev, direction, src_kind, dst_kind, nbytes, timed, start, end)
             span = (seq, kind, start, end, 0, None, None, nbytes, L.DIRECTIONS[direction])
             self._execution((dev, ctx, stream), timed, span, 0, (nbytes, 0, 0, 0, 0, 0, 0, rtype, direction))
         elif rtype == L.REC_NAME_CHUNK:
@@ -303,7 +312,7 @@ class RingDecoder:
         elif rtype == L.REC_LAUNCH:
             self._launch(mv, off, seq)
         elif rtype == L.REC_DEVICE:
-            (_t, _flags, dev, _s, _e, _ctx, _stream, _corr, name_id, *_rest) = _KERNEL.unpack_from(mv, off)
+            (_t, _flags, dev, uuid, sm_count, major, minor, _reserved, name_id) = _DEVICE.unpack_from(mv, off)
             if name_id not in self._names:
                 if not self._is_folded(name_id):
                     return self._bad(L.INV_UNDEFINED_NAME, seq)
@@ -311,6 +320,7 @@ class RingDecoder:
             if dev not in self._devices and len(self._devices) >= self._caps.max_lanes:
                 return self._bad(L.INV_TABLE_FULL, seq)
             self._devices[dev] = name_id
+            self._device_facts[dev] = A.device_facts(name_id, uuid, sm_count, major, minor)
         else:
             self._bad(L.INV_BAD_TYPE, seq)
 
@@ -511,6 +521,36 @@ class RingDecoder:
     def devices(self) -> dict[int, int]:
         """device id → the name id of its name, from DEVICE records."""
         return dict(self._devices)
+
+    def device_facts(self) -> dict[int, A.DeviceFacts]:
+        """device id -> what its latest DEVICE record says (name id, UUID, SMs, compute capability)."""
+        return dict(sorted(self._device_facts.items()))
+
+    def launch_config(self, launch_id: int) -> tuple[Any, ...] | None:
+        """A defined launch id's configuration, as ``launches()`` gives it after the registers
+        (None: not defined). A definition never changes, so callers may keep it."""
+        return self._launches.get(operator.index(launch_id))
+
+    def kernel_configs(self, since: int = 0) -> tuple[int, list[tuple[int, tuple[A.KernelConfig, ...],
+                                                                       tuple[int, int, int]]]]:
+        """``(stamp, entries)``: per kernel name id whose configurations changed after stamp
+        ``since`` (0: every name that launched; by id, OTHER_NAME_ID last), its launch
+        configurations (at most CONFIGS_PER_NAME, first seen first) and (count, timed, total ns) of
+        its launches in further ones (_activity_layout). A change is a configuration, a fewest or
+        most grid blocks, or a first launch in a further configuration: not a launch's counts."""
+        return self._activity.configs(A.check_stamp(since), self._kstats)
+
+    def activity(self) -> dict[str, Any]:
+        """Per device a kernel or copy record named: busy time, late kernels, timed copies
+        (``devices``, DeviceActivity each, by device); the records on devices beyond the table
+        (``overflow``); whether a sum saturated (``saturated``)."""
+        act = self._activity
+        return {"devices": act.devices(), "overflow": act.overflow, "saturated": act.saturated}
+
+    def settle(self, until_ns: int) -> None:
+        """Settle every device's busy time up to ``until_ns`` (CUPTI clock): kernels that arrive
+        later reaching back before it are counted late (docs/decoder.md)."""
+        self._activity.settle(A.check_until(until_ns))
 
     def clock(self) -> tuple[int, int] | None:
         """(CUPTI ns, wall ns) of the latest CLOCK_SYNC record, else the header's pair, else None."""

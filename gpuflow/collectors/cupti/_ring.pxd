@@ -119,6 +119,13 @@ cdef extern from "gpuflow_ring.h":
         uint8_t carveout_requested
         uint8_t cache_config
 
+    ctypedef struct gpuflow_device_payload:
+        uint8_t uuid[16]
+        uint32_t sm_count
+        uint16_t cc_major
+        uint16_t cc_minor
+        uint32_t name_id
+
 
 cdef extern from *:
     """
@@ -150,6 +157,7 @@ cdef extern from *:
         gpuflow_act act
         gpuflow_name_payload name
         gpuflow_launch_payload launch
+        gpuflow_device_payload dev
 
     ctypedef struct gpuflow_record:
         uint16_t type
