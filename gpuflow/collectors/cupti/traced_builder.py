@@ -45,7 +45,7 @@ from gpuflow.collectors.cupti import kernel_table
 from gpuflow.collectors.cupti.demangle import MAX_CHARS, demangle_in_time
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.core.recorded import SpanColumns
-from gpuflow.core.snapshot import KernelStat, Lane, TracedProcess, TransferStat, kernel_order
+from gpuflow.core.snapshot import KernelStat, Lane, TracedProcess, TransferStat
 
 UNNAMED_KERNEL = "(unnamed kernel)"
 OTHER_KERNELS = "(other kernel names)"
