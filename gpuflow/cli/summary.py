@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import TextIO
 
 from gpuflow.cli.printable import printable
-from gpuflow.core.snapshot import KernelStat, RetiredTraced, Snapshot, TracedProcess, TransferStat
+from gpuflow.core.snapshot import (
+    KernelLaunch, KernelStat, RetiredTraced, Snapshot, TracedDevice, TracedProcess, TransferStat,
+)
 
 TOP_KERNELS = 10
 NO_CUDA = "no CUDA activity was seen: the program (and its children) never initialised CUDA\n"
@@ -51,7 +53,9 @@ def format_process(t: TracedProcess, top: int = TOP_KERNELS) -> list[str]:
     if t.dropped_ring or t.dropped_cupti:
         lines.append(f"  DROPPED: {t.dropped_ring} records (ring full), {t.dropped_cupti} (inside CUPTI): "
                      "the totals below are lower bounds")
-    lines.extend(format_totals(t.kernels, t.transfers, top))
+    lines.extend(format_totals(t.kernels, t.transfers, top, t.kernel_launches))
+    for device in t.devices:
+        lines.extend(format_device(device))
     if t.translate_cpu_ns and t.records:
         lines.append(f"  GPUFlow inside the process: {format_duration(t.translate_cpu_ns)} of CPU turning "
                      f"CUPTI's records into its ring ({t.translate_cpu_ns / t.records:.0f} ns a record, "
@@ -60,24 +64,89 @@ def format_process(t: TracedProcess, top: int = TOP_KERNELS) -> list[str]:
 
 
 def format_totals(kernels: tuple[KernelStat, ...], transfers: tuple[TransferStat, ...],
-                  top: int = TOP_KERNELS) -> list[str]:
-    """The kernel table (top ``top`` by total time) and the transfer lines."""
+                  top: int = TOP_KERNELS, launches: tuple[KernelLaunch, ...] = ()) -> list[str]:
+    """The kernel table (top ``top`` by total time, with each kernel's theoretical occupancy where
+    ``launches`` has it) and the transfer lines."""
     lines: list[str] = []
+    by_name = {(x.name, x.mangled): x for x in launches}
     if kernels:
         launches = sum(k.count for k in kernels)
         lines.append(f"  {launches} kernel launches, {len(kernels)} kernels; top {min(top, len(kernels))} "
                      "by total time:")
-        lines.append(f"    {'launches':>10}  {'total':>12}  {'mean':>12}  kernel")
+        lines.append(f"    {'launches':>10}  {'total':>12}  {'mean':>12}  {'occupancy':>9}  {'limited by':<20}  "
+                     f"{'waves':>11}  kernel")
         for k in kernels[:top]:
             timed = k.timed or 0
             total = format_duration(k.total_ns) if timed else "—"
             mean = format_duration(k.total_ns // timed) if timed else "—"
-            lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {printable(k.name)}")
+            x = by_name.get((k.name, k.mangled))
+            occupancy = f"{x.occupancy_pct:.1f} %" if x is not None and x.occupancy_pct is not None else "—"
+            limiter = ((x.limiters if x is not None else None) or "—").replace("shared_memory", "shared mem")
+            lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {occupancy:>9}  {limiter:<20}  "
+                         f"{format_waves(x):>11}  {printable(k.name)}")
+            lines.extend(format_configs(x))
     else:
         lines.append("  no kernels")
     for tr in transfers:
         time = format_duration(tr.total_ns) if tr.timed else "—"
         lines.append(f"  {printable(tr.direction):>6}: {tr.count} transfers, {format_size(tr.bytes)}, {time}")
+    return lines
+
+
+def format_waves(x: KernelLaunch | None) -> str:
+    """The main configuration's waves: one figure, or the range its grids span."""
+    lo, hi = (x.waves_min, x.waves_max) if x is not None else (None, None)
+    if lo is None or hi is None:
+        return "—"
+    return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}"
+
+
+def format_configs(x: KernelLaunch | None) -> list[str]:
+    """A line under a kernel launched with several configurations (the row shows its main one),
+    or whose occupancy is not known (why)."""
+    if x is None:
+        return []
+    if x.unavailable and x.configs <= 1:
+        return [f"{'':>61}  (occupancy not available: {printable(x.unavailable)})"]
+    if x.configs <= 1 and not x.configs_more:
+        return []
+    more = f" and {x.configs_more} launches in further ones" if x.configs_more else ""
+    spread = ""
+    if x.occupancy_min_pct is not None and x.occupancy_max_pct is not None:
+        spread = f"; occupancy {x.occupancy_min_pct:.1f}-{x.occupancy_max_pct:.1f} % over them"
+    return [f"{'':>61}  ({x.configs} launch configurations{more}{spread}; the row shows the one "
+            "with the most time)"]
+
+
+def format_rate(bytes_per_s: float | None) -> str:
+    return "—" if bytes_per_s is None else f"{bytes_per_s / 1e9:.2f} GB/s"
+
+
+def format_device(d: TracedDevice) -> list[str]:
+    """One device of a traced process: what it is, the process's GPU busy share there, its copies'
+    bandwidth by direction and host memory."""
+    facts = [printable(d.name)] if d.name else []
+    if d.compute_capability is not None:
+        facts.append(f"sm_{d.compute_capability[0]}{d.compute_capability[1]}")
+    if d.sm_count is not None:
+        facts.append(f"{d.sm_count} SMs")
+    if d.uuid:
+        facts.append(printable(d.uuid))
+    head = f"  device {d.device}" + (f" ({', '.join(facts)})" if facts else "")
+    if d.kernel_span_ns:
+        busy = (f"GPU busy {min(100.0, d.busy_ns * 100 / d.kernel_span_ns):.1f} % of the "
+                f"{format_duration(d.kernel_span_ns)} from its first kernel to its last "
+                f"(the union of its kernels: {format_duration(d.busy_ns)})")
+        if d.busy_pct is not None:
+            busy += f"; {d.busy_pct:.1f} % over its last {format_duration(round((d.busy_window_ms or 0) * 1e6))}"
+        if d.busy_late:
+            busy += f"; {d.busy_late} kernels arrived after their time was counted: lower bounds"
+    else:
+        busy = "no timed kernels"
+    lines = [f"{head}: {busy}"]
+    for c in d.copies:
+        lines.append(f"    {printable(c.direction):>6} {printable(c.memory):<8}: {c.count} timed copies, "
+                     f"{format_size(c.bytes)} in {format_duration(c.total_ns)}: {format_rate(c.bytes_per_s)}")
     return lines
 
 

@@ -251,6 +251,64 @@ def kernel_order(k: KernelStat) -> tuple[int, int, str, str]:
 
 
 @dataclass(frozen=True, slots=True)
+class KernelLaunch:
+    """A kernel name's launch configurations and their theoretical occupancy (docs/occupancy.md):
+    the figures of its main configuration (the one with the most time, else launches), the range
+    over all of them. None: not known (no launch configuration recorded, no device facts)."""
+
+    name: str  #: as its KernelStat's
+    mangled: str
+    configs: int  #: configurations it ran with (device, block, registers, shared memory ...), at most 4
+    configs_more: int = 0  #: its launches in configurations beyond those
+    block_threads: int | None = None  #: the main configuration's threads per block
+    registers: int | None = None  #: per thread
+    shared_bytes: int | None = None  #: static + dynamic shared memory per block
+    occupancy_pct: float | None = None  #: active warps an SM allows of it against the SM's most, 0-100
+    blocks_per_sm: int | None = None
+    limiters: str | None = None  #: what holds the blocks down, "+"-joined: "registers", "warps+blocks"
+    #: grid blocks / (blocks per SM x SMs), for its launches with the fewest and the most blocks
+    #: (None also for a cluster launch, whose residency the calculator does not model)
+    waves_min: float | None = None
+    waves_max: float | None = None
+    occupancy_min_pct: float | None = None  #: the range over its configurations with a figure
+    occupancy_max_pct: float | None = None
+    unavailable: str | None = None  #: why the main configuration has no figure
+
+
+@dataclass(frozen=True, slots=True)
+class CopyRate:
+    """A traced process's timed copies on one device in one direction from one kind of host memory:
+    the achieved bandwidth is ``bytes / total_ns``."""
+
+    direction: str  #: one of TRANSFER_DIRECTIONS
+    memory: str  #: "pinned" | "pageable" (the host side of h2d, d2h) | "other"
+    count: int
+    bytes: int
+    total_ns: int
+    bytes_per_s: float | None  #: None when the copies took no measured time
+
+
+@dataclass(frozen=True, slots=True)
+class TracedDevice:
+    """One device a traced process used, as its own records describe it (docs/snapshot.md)."""
+
+    device: int  #: the process's CUDA device ordinal (as a Lane's; CUDA_VISIBLE_DEVICES renumbers)
+    uuid: str | None = None  #: "GPU-…", to match a Device's (None: no DEVICE record said)
+    name: str | None = None
+    compute_capability: tuple[int, int] | None = None
+    sm_count: int | None = None
+    #: the union of the process's kernel intervals on this device over ``busy_window_ms``, ending
+    #: ``busy_window_end_us``: its GPU busy share, exact (None until a window has settled)
+    busy_pct: float | None = None
+    busy_window_ms: float | None = None
+    busy_window_end_us: int | None = None
+    busy_ns: int = 0  #: the union of its kernel intervals over all settled time (at exit: the run)
+    kernel_span_ns: int | None = None  #: from its first kernel's start to its last kernel's end
+    busy_late: int = 0  #: kernels that arrived after their time had settled (busy figures are lower bounds)
+    copies: tuple[CopyRate, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TransferStat:
     """Complete per-direction transfer totals of a traced process."""
 
@@ -320,6 +378,9 @@ class TracedProcess:
     window_start_us: int | None = None  #: earliest span start shown on any lane
     window_end_us: int | None = None  #: latest span end shown on any lane
     behind_live_ms: float | None = None  #: now - window_end, at the time of the snapshot
+    devices: tuple[TracedDevice, ...] = ()  #: per device it used: facts, GPU busy, copy bandwidth
+    #: per kernel shown by name that ran with a recorded configuration, by (name, mangled)
+    kernel_launches: tuple[KernelLaunch, ...] = ()
     host: str | None = None  #: the name of the host it runs on (set by the agent's merge)
 
     @property
@@ -458,6 +519,12 @@ def _kernel_json(k: KernelStat) -> dict[str, Any]:
     (12 times faster than the generic walk, which took 41 ms for 4,097 of them)."""
     return {"name": k.name, "mangled": k.mangled, "count": k.count, "total_ns": k.total_ns,
             "min_ns": k.min_ns, "max_ns": k.max_ns, "timed": k.timed}
+
+
+def json_value(obj: Any) -> Any:
+    """Any snapshot value (a dataclass, a tuple of them, a number ...) in its plain JSON form, as
+    :meth:`Snapshot.to_json_dict` writes it."""
+    return _plain(obj)
 
 
 def _plain(obj: Any) -> Any:

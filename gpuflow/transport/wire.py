@@ -43,7 +43,8 @@ from gpuflow.transport import wire_text
 from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
-    SPAN_KINDS, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat, kernel_order,
+    SPAN_KINDS, KernelLaunch, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat,
+    json_value, kernel_order,
 )
 
 #: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 3)
@@ -69,7 +70,9 @@ KERNEL_FIELDS = tuple(f.name for f in fields(KernelStat) if f.name not in ("name
 _TRANSFER_FIELDS = tuple(f.name for f in fields(TransferStat))
 #: TracedProcess fields sent as they are, in the plain form's order
 _TRACED_SCALARS = tuple(f.name for f in fields(TracedProcess)
-                        if f.name not in ("kernels", "transfers", "lanes"))
+                        if f.name not in ("kernels", "transfers", "lanes", "kernel_launches"))
+#: KernelLaunch fields sent as they are (name and mangled travel in the names table)
+LAUNCH_FIELDS = tuple(f.name for f in fields(KernelLaunch) if f.name not in ("name", "mangled"))
 
 
 #: a traced process's key in a stream: (host, session, pid)
@@ -235,9 +238,16 @@ def encode_kernels(kernels: Iterable[KernelStat], table: NameTable) -> list[dict
     return out
 
 
+def encode_launches(launches: Iterable[KernelLaunch], table: NameTable) -> list[dict[str, Any]]:
+    """Kernel launch entries with ``id`` (into ``table``) in place of ``name`` and ``mangled``."""
+    return [{"id": table.kernel_id(x.name, x.mangled), **{f: getattr(x, f) for f in LAUNCH_FIELDS}}
+            for x in launches]
+
+
 def traced_head(t: TracedProcess) -> dict[str, Any]:
     """A traced process's plain scalar fields, ``complete`` and transfers (no names, kernels, lanes)."""
     d = {f: getattr(t, f) for f in _TRACED_SCALARS}
+    d["devices"] = json_value(t.devices)
     d["complete"] = t.complete
     d["transfers"] = [{f: getattr(x, f) for f in _TRANSFER_FIELDS} for x in t.transfers]
     return d
@@ -342,6 +352,9 @@ class StreamReader:
             table = {(k["name"], k["mangled"]): k for k in before[key]["kernels"]}
             table.update({(k["name"], k["mangled"]): k for k in plain["kernels"]})
             plain["kernels"] = sorted(table.values(), key=lambda k: kernel_order(KernelStat(**k)))
+            launches = {(x["name"], x["mangled"]): x for x in before[key]["kernel_launches"]}
+            launches.update({(x["name"], x["mangled"]): x for x in plain["kernel_launches"]})
+            plain["kernel_launches"] = sorted(launches.values(), key=lambda x: (x["name"], x["mangled"]))
             if "lanes" not in t:   # every lane as before: its head, no new span
                 plain["lanes"] = [{**{k: v for k, v in lane.items() if k not in ("spans", "spans_skipped")},
                                    "spans": [], "spans_skipped": 0} for lane in before[key]["lanes"]]
@@ -359,13 +372,15 @@ def _key(t: dict[str, Any]) -> TracedKey:
 def plain_traced(t: dict[str, Any], names: Sequence[Sequence[str | None]]) -> dict[str, Any]:
     """One traced process of a stream frame in the plain form, given its whole names table."""
     out = {k: v for k, v in t.items() if k not in ("names", "kernels", "lanes", "complete",
-                                                     "transfers")}
+                                                     "transfers", "kernel_launches")}
     out["kernels"] = []
     for k in t["kernels"]:
         name, mangled = names[k["id"]]
         out["kernels"].append({"name": name, "mangled": mangled,
                                **{f: v for f, v in k.items() if f != "id"}})
     out["transfers"] = t["transfers"]
+    out["kernel_launches"] = [{"name": names[x["id"]][0], "mangled": names[x["id"]][1],
+                               **{f: v for f, v in x.items() if f != "id"}} for x in t.get("kernel_launches", [])]
     out["lanes"] = [{**lane, "spans": decode_spans(lane["spans"], names)} for lane in t["lanes"]]
     out["complete"] = t["complete"]
     return out

@@ -49,6 +49,9 @@ export function kernelOrder(a, b) {
   return 0;
 }
 
+// the kernel launches' order (by name, then mangled name), as kernelOrder compares names
+function byText(x, y) { return x === y ? 0 : (x < y ? -1 : 1); }
+
 function bad(why) { throw new FrameError(FrameError.UNDECODABLE, why); }
 function geom(g) { return g === undefined || g === null ? null : typeof g === 'number' ? [g, 1, 1] : g; }
 function nameAt(names, id) {
@@ -102,8 +105,8 @@ export function read(state, f) {
     const key = (t.host ?? '') + '/' + t.session + '/' + t.pid;
     const old = isDelta && !t.reset ? state.processes.get(key) : undefined;   // reset: a new process, same pid
     const plain = {};
-    for (const k in t) if (k !== 'names' && k !== 'kernels' && k !== 'lanes') plain[k] = t[k];
-    let names = [], kernels = null;
+    for (const k in t) if (k !== 'names' && k !== 'kernels' && k !== 'lanes' && k !== 'kernel_launches') plain[k] = t[k];
+    let names = [], kernels = null, launches = null;
     if (compact) {
       const add = t.names || [];
       names = old ? (add.length ? old.names.concat(add) : old.names) : add;
@@ -116,7 +119,18 @@ export function read(state, f) {
         kernels.set(id, Object.assign({ name: n[0], mangled: n[1] }, fields));
       }
       plain.kernels = old ? [...kernels.values()].sort(kernelOrder) : [...kernels.values()];
-    } else plain.kernels = t.kernels;
+      // kernel launches likewise, only those that changed, kept by (name, mangled) order
+      launches = old && old.launches ? new Map(old.launches) : new Map();
+      for (const x of t.kernel_launches || []) {
+        const n = nameAt(names, x.id) || bad('kernel launch without a name id');
+        const { id, ...fields } = x;
+        launches.set(id, Object.assign({ name: n[0], mangled: n[1] }, fields));
+      }
+      plain.kernel_launches = [...launches.values()].sort((a, b) => byText(a.name, b.name) || byText(a.mangled, b.mangled));
+    } else {
+      plain.kernels = t.kernels;
+      plain.kernel_launches = t.kernel_launches || [];
+    }
     let heads;
     if (isDelta && !('lanes' in t)) {   // every lane as in the base frame: its head, no new span
       if (!old) bad('lanes left out for a process the page does not have');
@@ -127,7 +141,7 @@ export function read(state, f) {
         { spans: compact ? decodeSpans(L.spans || [], names) : (L.spans || []) }));
       heads = plain.lanes.map(laneHead);
     }
-    processes.set(key, { names, kernels, lanes: heads });
+    processes.set(key, { names, kernels, launches, lanes: heads });
     traced.push(plain);
   }
   frame.traced = traced;

@@ -48,7 +48,8 @@ def test_every_hook_is_exercised_by_a_test(hook):
 SCHEMA_CLASSES = [snapshot.HostInfo, snapshot.Problem, snapshot.Device, snapshot.Attachment, snapshot.Process,
                   snapshot.TracedProcess, snapshot.KernelStat, snapshot.TransferStat, snapshot.Lane, snapshot.Span,
                   snapshot.RetiredTraced, snapshot.Snapshot, snapshot.GpmReadings, snapshot.LinkReadings,
-                  snapshot.NvLink, snapshot.HealthReadings, snapshot.FleetHost, snapshot.Workload]
+                  snapshot.NvLink, snapshot.HealthReadings, snapshot.FleetHost, snapshot.Workload,
+                  snapshot.TracedDevice, snapshot.CopyRate]
 
 
 @pytest.mark.parametrize("cls", SCHEMA_CLASSES, ids=lambda c: c.__name__)

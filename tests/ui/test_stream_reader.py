@@ -18,7 +18,8 @@ import pytest
 
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import (
-    SCHEMA_VERSION, TRANSFER_DIRECTIONS, KernelStat, Lane, Span, TracedProcess, kernel_order,
+    SCHEMA_VERSION, TRANSFER_DIRECTIONS, CopyRate, KernelLaunch, KernelStat, Lane, Span, TracedDevice,
+    TracedProcess, kernel_order,
 )
 from gpuflow.transport import wire
 from gpuflow.transport.frames import FrameEncoder
@@ -103,6 +104,9 @@ def history(seed: int) -> list:
                     k = p["kernels"].setdefault(name, [0, 0])
                     k[0] += rng.randint(1, 3)
                     k[1] += rng.choice((100, 200))
+                    if rng.random() < 0.4:   # its launch figures change now and then
+                        p.setdefault("occupancy", {})[name] = rng.choice((12.5, 50.0, None))
+                p["busy"] = rng.choice((None, 0.0, 99.5))
         traced = []
         for pid, p in sorted(alive.items()):
             lanes = []
@@ -116,8 +120,15 @@ def history(seed: int) -> list:
             kernels = tuple(sorted((KernelStat(name, f"_Z{i}", c, t, 10, 90, c)
                                     for i, (name, (c, t)) in enumerate(sorted(p["kernels"].items()))),
                                    key=kernel_order))
+            launches = tuple(KernelLaunch(k.name, k.mangled, 1, occupancy_pct=p.get("occupancy", {})[k.name],
+                                          limiters="registers", waves_max=1.5)
+                             for k in sorted(kernels, key=lambda k: (k.name, k.mangled))
+                             if k.name in p.get("occupancy", {}))
+            devices = (TracedDevice(0, uuid="GPU-a", sm_count=132, compute_capability=(9, 0), busy_pct=p.get("busy"),
+                                    copies=(CopyRate("h2d", "pinned", 2, 8192, 100, 81.92e9),)),)
             traced.append(TracedProcess(pid=pid, session=p["session"], name="p", cupti_status="ok",
-                                        records=p["records"], kernels=kernels, lanes=tuple(lanes)))
+                                        records=p["records"], kernels=kernels, lanes=tuple(lanes),
+                                        devices=devices, kernel_launches=launches))
         out.append(make_snapshot(seq=seq, traced=tuple(traced), timestamp=1_764_473_412.5 + seq * 0.05))
     return out
 
@@ -172,6 +183,7 @@ def test_the_histories_cover_what_the_readers_must_agree_on():
     assert any(l.get("spans_skipped", 0) > 0 for t in traced for l in t.get("lanes", ()))
     deltas = [t for f in frames if f["frame"] == "delta" for t in f["traced"]]
     assert any("kernels" not in t for t in deltas) and any("lanes" not in t for t in deltas)
+    assert any("kernel_launches" not in t for t in deltas) and any(t.get("kernel_launches") for t in deltas)
     assert any(t.get("reset") for t in deltas)
 
 

@@ -44,6 +44,7 @@ from gpuflow.collectors.cupti import _retain_layout as RL
 from gpuflow.collectors.cupti import kernel_table
 from gpuflow.collectors.cupti.demangle import MAX_CHARS, demangle_in_time
 from gpuflow.collectors.cupti.protocol import RingDecoder
+from gpuflow.collectors.cupti.traced_activity import ActivityBuilder
 from gpuflow.core.recorded import SpanColumns
 from gpuflow.core.snapshot import KernelStat, Lane, TracedProcess, TransferStat
 
@@ -168,6 +169,8 @@ class TracedBuilder:
         #: by name id, the kernels shown by name: their latest KernelStat (kernel_table.refresh
         #: replaces one only when its figures move)
         self._kernels: dict[int, KernelStat] = {}
+        #: its devices, GPU busy share, copy bandwidth and kernels' occupancy (traced_activity)
+        self.activity = ActivityBuilder()
         self._over_budget: set[int] = set()  # name ids shown as OTHER_KERNELS
         self._display: dict[int, str] = {0: UNNAMED_KERNEL, L.OTHER_NAME_ID: OTHER_KERNELS}
         #: name id -> the most JSON bytes a kernel span with that name takes (SPAN_JSON_FIXED + its name's)
@@ -316,7 +319,10 @@ class TracedBuilder:
         if not -RL.TIME_LIMIT < offset < RL.TIME_LIMIT:   # a pair no real clock gives: CUPTI's own
             offset = 0
         nulls = decoder.null_streams()
+        devices = self.activity.devices(decoder, offset_ns=None if clock is None else offset, now_ns=now_ns,
+                                        exited=state == "exited", flush_ms=header["flush_ms"])
         kernels = self._kernel_stats(decoder)
+        launches = self.activity.launches(decoder, self._kernels, now_ns)
         transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t, timed=timed)
                           for d, c, timed, b, t in decoder.transfers() if c)
         # the lanes' heads first (labels, no spans): they decide each lane's share of the budget
@@ -391,4 +397,6 @@ class TracedBuilder:
             window_start_us=window_start,
             window_end_us=window_end,
             behind_live_ms=behind,
+            devices=devices,
+            kernel_launches=launches,
         )
