@@ -68,7 +68,7 @@ def format_totals(kernels: tuple[KernelStat, ...], transfers: tuple[TransferStat
     """The kernel table (top ``top`` by total time, with each kernel's theoretical occupancy where
     ``launches`` has it) and the transfer lines."""
     lines: list[str] = []
-    by_name = {(x.name, x.mangled): x for x in launches}
+    by_mangled = {x.mangled: x for x in launches}
     if kernels:
         launches = sum(k.count for k in kernels)
         lines.append(f"  {launches} kernel launches, {len(kernels)} kernels; top {min(top, len(kernels))} "
@@ -79,7 +79,7 @@ def format_totals(kernels: tuple[KernelStat, ...], transfers: tuple[TransferStat
             timed = k.timed or 0
             total = format_duration(k.total_ns) if timed else "—"
             mean = format_duration(k.total_ns // timed) if timed else "—"
-            x = by_name.get((k.name, k.mangled))
+            x = by_mangled.get(k.mangled)
             occupancy = f"{x.occupancy_pct:.1f} %" if x is not None and x.occupancy_pct is not None else "—"
             limiter = ((x.limiters if x is not None else None) or "—").replace("shared_memory", "shared mem")
             lines.append(f"    {k.count:>10}  {total:>12}  {mean:>12}  {occupancy:>9}  {limiter:<20}  "

@@ -254,12 +254,14 @@ def kernel_order(k: KernelStat) -> tuple[int, int, str, str]:
 class KernelLaunch:
     """A kernel name's launch configurations and their theoretical occupancy (docs/occupancy.md):
     the figures of its main configuration (the one with the most time, else launches), the range
-    over all of them. None: not known (no launch configuration recorded, no device facts)."""
+    over all of them. Found by its kernel table entry's ``mangled``. None: not known (no launch configuration recorded, no device facts)."""
 
-    name: str  #: as its KernelStat's
+    #: the kernel's KernelStat's ``mangled``, which names it here (the shown name is that entry's:
+    #: repeating it would double what a process's long names take of the snapshot)
     mangled: str
     configs: int  #: configurations it ran with (device, block, registers, shared memory ...), at most 4
     configs_more: int = 0  #: its launches in configurations beyond those
+    device: int | None = None  #: the main configuration's device (the process's ordinal, as a Lane's)
     block_threads: int | None = None  #: the main configuration's threads per block
     registers: int | None = None  #: per thread
     shared_bytes: int | None = None  #: static + dynamic shared memory per block

@@ -71,8 +71,8 @@ _TRANSFER_FIELDS = tuple(f.name for f in fields(TransferStat))
 #: TracedProcess fields sent as they are, in the plain form's order
 _TRACED_SCALARS = tuple(f.name for f in fields(TracedProcess)
                         if f.name not in ("kernels", "transfers", "lanes", "kernel_launches"))
-#: KernelLaunch fields sent as they are (name and mangled travel in the names table)
-LAUNCH_FIELDS = tuple(f.name for f in fields(KernelLaunch) if f.name not in ("name", "mangled"))
+#: KernelLaunch fields sent as they are (mangled travels in the names table)
+LAUNCH_FIELDS = tuple(f.name for f in fields(KernelLaunch) if f.name != "mangled")
 
 
 #: a traced process's key in a stream: (host, session, pid)
@@ -91,12 +91,13 @@ class NameTable:
     and refers to the first entry with that name (an entry ``[name, None]`` if no kernel has it).
     """
 
-    __slots__ = ("entries", "_pairs", "_names")
+    __slots__ = ("entries", "_pairs", "_names", "_mangled")
 
     def __init__(self) -> None:
         self.entries: list[list[str | None]] = []
         self._pairs: dict[tuple[str, str | None], int] = {}
         self._names: dict[str, int] = {}
+        self._mangled: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -107,6 +108,11 @@ class NameTable:
         if i is None:
             i = self._add(name, mangled)
         return i
+
+    def launch_id(self, mangled: str) -> int | None:
+        """The id of the first kernel entry with this mangled name (a KernelLaunch's key); None:
+        no kernel has it."""
+        return self._mangled.get(mangled)
 
     def span_id(self, name: str) -> int:
         i = self._names.get(name)
@@ -150,6 +156,8 @@ class NameTable:
         self.entries.append([name, mangled])
         self._pairs[(name, mangled)] = i
         self._names.setdefault(name, i)
+        if mangled is not None:
+            self._mangled.setdefault(mangled, i)
         return i
 
 
@@ -239,9 +247,14 @@ def encode_kernels(kernels: Iterable[KernelStat], table: NameTable) -> list[dict
 
 
 def encode_launches(launches: Iterable[KernelLaunch], table: NameTable) -> list[dict[str, Any]]:
-    """Kernel launch entries with ``id`` (into ``table``) in place of ``name`` and ``mangled``."""
-    return [{"id": table.kernel_id(x.name, x.mangled), **{f: getattr(x, f) for f in LAUNCH_FIELDS}}
-            for x in launches]
+    """Kernel launch entries with ``id`` (into ``table``, whose kernels are entered first) in
+    place of ``mangled``; one whose kernel the table lacks (a builder gives none) is left out."""
+    out = []
+    for x in launches:
+        i = table.launch_id(x.mangled)
+        if i is not None:
+            out.append({"id": i, **{f: getattr(x, f) for f in LAUNCH_FIELDS}})
+    return out
 
 
 def traced_head(t: TracedProcess) -> dict[str, Any]:
@@ -352,9 +365,9 @@ class StreamReader:
             table = {(k["name"], k["mangled"]): k for k in before[key]["kernels"]}
             table.update({(k["name"], k["mangled"]): k for k in plain["kernels"]})
             plain["kernels"] = sorted(table.values(), key=lambda k: kernel_order(KernelStat(**k)))
-            launches = {(x["name"], x["mangled"]): x for x in before[key]["kernel_launches"]}
-            launches.update({(x["name"], x["mangled"]): x for x in plain["kernel_launches"]})
-            plain["kernel_launches"] = sorted(launches.values(), key=lambda x: (x["name"], x["mangled"]))
+            launches = {x["mangled"]: x for x in before[key]["kernel_launches"]}
+            launches.update({x["mangled"]: x for x in plain["kernel_launches"]})
+            plain["kernel_launches"] = sorted(launches.values(), key=lambda x: x["mangled"])
             if "lanes" not in t:   # every lane as before: its head, no new span
                 plain["lanes"] = [{**{k: v for k, v in lane.items() if k not in ("spans", "spans_skipped")},
                                    "spans": [], "spans_skipped": 0} for lane in before[key]["lanes"]]
@@ -379,7 +392,7 @@ def plain_traced(t: dict[str, Any], names: Sequence[Sequence[str | None]]) -> di
         out["kernels"].append({"name": name, "mangled": mangled,
                                **{f: v for f, v in k.items() if f != "id"}})
     out["transfers"] = t["transfers"]
-    out["kernel_launches"] = [{"name": names[x["id"]][0], "mangled": names[x["id"]][1],
+    out["kernel_launches"] = [{"mangled": names[x["id"]][1],
                                **{f: v for f, v in x.items() if f != "id"}} for x in t.get("kernel_launches", [])]
     out["lanes"] = [{**lane, "spans": decode_spans(lane["spans"], names)} for lane in t["lanes"]]
     out["complete"] = t["complete"]

@@ -119,14 +119,15 @@ export function read(state, f) {
         kernels.set(id, Object.assign({ name: n[0], mangled: n[1] }, fields));
       }
       plain.kernels = old ? [...kernels.values()].sort(kernelOrder) : [...kernels.values()];
-      // kernel launches likewise, only those that changed, kept by (name, mangled) order
+      // kernel launches likewise, only those that changed, kept in mangled order (a launch is
+      // named by its kernel entry's mangled name)
       launches = old && old.launches ? new Map(old.launches) : new Map();
       for (const x of t.kernel_launches || []) {
         const n = nameAt(names, x.id) || bad('kernel launch without a name id');
         const { id, ...fields } = x;
-        launches.set(id, Object.assign({ name: n[0], mangled: n[1] }, fields));
+        launches.set(id, Object.assign({ mangled: n[1] }, fields));
       }
-      plain.kernel_launches = [...launches.values()].sort((a, b) => byText(a.name, b.name) || byText(a.mangled, b.mangled));
+      plain.kernel_launches = [...launches.values()].sort((a, b) => byText(a.mangled, b.mangled));
     } else {
       plain.kernels = t.kernels;
       plain.kernel_launches = t.kernel_launches || [];

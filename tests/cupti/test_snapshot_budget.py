@@ -25,7 +25,8 @@ from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import traced_builder as B
 from gpuflow.collectors.cupti.demangle import AVAILABLE as DEMANGLER
 from gpuflow.collectors.cupti.demangle import MAX_CHARS
-from gpuflow.core.snapshot import KernelStat, Lane, Snapshot, Span, _plain, _span_json  # /api/snapshot's forms
+from gpuflow.collectors.cupti.traced_activity import NO_FACTS, NO_LAUNCH
+from gpuflow.core.snapshot import KernelLaunch, KernelStat, Lane, Snapshot, Span, _plain, _span_json  # /api/snapshot's forms
 from gpuflow.transport.frames import dumps
 
 WALL0 = 1_764_000_000_000_000_000
@@ -91,6 +92,21 @@ def test_the_lanes_keep_to_their_budget_each_showing_its_newest_spans(decoder_im
     assert len(t2.lanes[0].spans) < len(t.lanes[0].spans)
 
 
+def test_the_kernel_table_keeps_its_launch_configurations_within_its_budget(decoder_impl):
+    """Each kernel shown by name has a launch configuration entry, which repeats its name's mangled
+    form: with the demangled one too, 4,096 names of 4 KiB took 7.6 MB of /api/snapshot before the entries were charged."""
+    records = []
+    for nid in range(1, 301):
+        records += F.name_chunks(nid, heavy_name(nid, 1000))
+        records.append(F.kernel(nid, start=100, end=100 + nid))
+    ring, dec = feed(decoder_impl.cls, records)
+    builder = B.TracedBuilder(1, "s", dec.lane_span_cap, kernel_table_bytes=200_000)
+    t = build(builder, dec)
+    named = {(k.name, k.mangled) for k in t.kernels if k.name != B.OTHER_KERNELS}
+    assert 0 < builder.names_over_budget and {x.mangled for x in t.kernel_launches} == {m for _n, m in named}
+    assert json_bytes(t, "kernels") + json_bytes(t, "kernel_launches") <= 200_000 + 2 * B.KERNEL_JSON_FIXED
+
+
 def test_the_kernel_table_and_the_lanes_keep_to_the_processs_budget_together(decoder_impl):
     """The kernel table (the complete aggregates) takes what it needs up to its own budget; the
     lanes (a sample) have what it leaves, so the process keeps to its budget as the table grows."""
@@ -147,6 +163,12 @@ def test_the_fixed_parts_bound_the_most_extreme_entries():
     summed = 4096 * big  # an "other" entry sums saturated totals of every name
     kernel = KernelStat(name=name, mangled=name, count=summed, total_ns=summed, min_ns=big, max_ns=big, timed=summed)
     assert len(dumps(_plain(kernel))) - 2 * B.json_cost(name) <= B.KERNEL_JSON_FIXED
+    launch = KernelLaunch(mangled=name, configs=4, configs_more=big, device=(1 << 32) - 1,
+                          block_threads=1024 ** 3, registers=255, shared_bytes=big, occupancy_pct=100 / 3,
+                          blocks_per_sm=big, limiters="registers+shared+warps+blocks+cluster", waves_min=big / 3,
+                          waves_max=big / 3, occupancy_min_pct=100 / 7, occupancy_max_pct=100 / 3,
+                          unavailable=NO_FACTS + NO_LAUNCH)
+    assert len(dumps(_plain(launch))) - B.json_cost(name) <= B.LAUNCH_JSON_FIXED
     lane = Lane(device=(1 << 32) - 1, context=(1 << 32) - 1, stream=(1 << 32) - 1, label=name, executions=big,
                 spans_elided=big)
     assert len(dumps(_plain(lane))) - B.json_cost(name) <= B.LANE_JSON_FIXED

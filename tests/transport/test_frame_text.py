@@ -130,7 +130,7 @@ def test_a_frame_is_the_text_of_its_dict_and_reads_back_to_the_plain_snapshot(sn
         frame = json.loads(text)   # and its members in the order the dict had them
         assert list(frame) == ["frame", "base_seq"] + [k for k in plain_keys if k in frame]
         for t in frame["traced"]:
-            extra = [k for k in ("names", "reset", "kernels", "lanes") if k in t]
+            extra = [k for k in ("names", "reset", "kernels", "kernel_launches", "lanes") if k in t]
             assert list(t)[-len(extra):] == extra and "names" in extra
             for lane in t.get("lanes", []):
                 assert list(lane) == ["device", "context", "stream", "label", "executions", "spans_elided",

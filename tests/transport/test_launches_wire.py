@@ -31,7 +31,7 @@ def without(d: dict, *keys: str) -> dict:
 
 
 def launch(name: tuple[str, str], occupancy: float, waves_max: float = 2.0) -> KernelLaunch:
-    return KernelLaunch(name=name[0], mangled=name[1], configs=1, block_threads=256, registers=64,
+    return KernelLaunch(mangled=name[1], configs=1, block_threads=256, registers=64,
                         shared_bytes=1024, occupancy_pct=occupancy, blocks_per_sm=4, limiters="registers",
                         waves_min=0.5, waves_max=waves_max, occupancy_min_pct=occupancy,
                         occupancy_max_pct=occupancy)
@@ -88,4 +88,4 @@ def test_launches_refer_to_names_and_a_delta_carries_only_those_that_changed():
     assert [(x["id"], x["waves_max"]) for x in t3["kernel_launches"]] == [(ids[GEMM], 7.5)]
     read = reader.read(body(f3.delta))
     assert same_but_lanes(read, board.latest())
-    assert [x["name"] for x in read["traced"][0]["kernel_launches"]] == [ADD[0], GEMM[0]]
+    assert [x["mangled"] for x in read["traced"][0]["kernel_launches"]] == [ADD[1], GEMM[1]]

@@ -120,9 +120,9 @@ def history(seed: int) -> list:
             kernels = tuple(sorted((KernelStat(name, f"_Z{i}", c, t, 10, 90, c)
                                     for i, (name, (c, t)) in enumerate(sorted(p["kernels"].items()))),
                                    key=kernel_order))
-            launches = tuple(KernelLaunch(k.name, k.mangled, 1, occupancy_pct=p.get("occupancy", {})[k.name],
+            launches = tuple(KernelLaunch(k.mangled, 1, occupancy_pct=p.get("occupancy", {})[k.name],
                                           limiters="registers", waves_max=1.5)
-                             for k in sorted(kernels, key=lambda k: (k.name, k.mangled))
+                             for k in sorted(kernels, key=lambda k: k.mangled)
                              if k.name in p.get("occupancy", {}))
             devices = (TracedDevice(0, uuid="GPU-a", sm_count=132, compute_capability=(9, 0), busy_pct=p.get("busy"),
                                     copies=(CopyRate("h2d", "pinned", 2, 8192, 100, 81.92e9),)),)

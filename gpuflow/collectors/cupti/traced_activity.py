@@ -166,7 +166,7 @@ class ActivityBuilder:
                 changed = True
         if changed:
             self._table = tuple(sorted((x for nid, x in self._by_id.items() if nid in shown),
-                                       key=lambda x: (x.name, x.mangled)))
+                                       key=lambda x: x.mangled))
         return self._table
 
     def _kernel_launch(self, decoder: RingDecoder, stat: KernelStat, configs: tuple[A.KernelConfig, ...],
@@ -177,7 +177,7 @@ class ActivityBuilder:
         c, fig = configs[main], figures[main]
         launch = self._launch(decoder.launch_config, c.launch_id)
         fields: dict[str, Any] = dict(
-            name=stat.name, mangled=stat.mangled, configs=len(configs), configs_more=more[0],
+            mangled=stat.mangled, configs=len(configs), configs_more=more[0], device=c.device,
             block_threads=c.block[0] * c.block[1] * c.block[2], registers=c.registers,
             shared_bytes=launch[0] + launch[1] if launch is not None else None)
         if isinstance(fig, Occupancy):

@@ -55,8 +55,9 @@ CUT_MARK = "…"
 #: the JSON bytes one traced process may add to the snapshot, its kernel table's and lanes' together
 #: (docs/decoder.md, "Caps"): 4.5 MiB, 4.72 MB, within the 5 MB of the hardening issue
 PROCESS_JSON_BYTES = 9 << 19
-#: the most of it the kernel table takes: 3.5 MiB, so that a thousand kernel names of 2 KB
-#: demangled (with their mangled forms) each keep an entry
+#: the most of it the kernel table takes, with each name's launch configuration (``kernel_launches``,
+#: which repeats its mangled form): 3.5 MiB, so that a thousand kernel names of 2 KB demangled (with
+#: their mangled forms) each keep an entry and its launch configuration
 KERNEL_TABLE_BYTES = 7 << 19
 #: the most the lanes take (16 busy lanes of 512 spans named in ~200 characters fit whole), and
 #: the least they have (what a full kernel table leaves)
@@ -70,6 +71,7 @@ LABEL_MAX_BYTES = 256
 DEMANGLED_CHARS = 4 << 20
 #: upper bounds of the compact JSON of an entry besides its names (numbers of up to 24 digits)
 KERNEL_JSON_FIXED = 200
+LAUNCH_JSON_FIXED = 640
 LANE_JSON_FIXED = 160
 SPAN_JSON_FIXED = 224
 _COPY_COST = SPAN_JSON_FIXED + len("null")  # a copy's or memset's span has no name
@@ -91,6 +93,12 @@ def lane_label(name: str | None, null_stream: int | None, stream: int) -> str:
 def json_cost(text: str) -> int:
     """The most JSON bytes ``text`` takes as a string in the snapshot (quotes included)."""
     return len(json.dumps(text))
+
+
+def _entry_cost(display: str, mangled: str) -> int:
+    """The most JSON bytes a kernel shown by name takes: its kernel table entry (both forms of
+    its name) and its launch configuration's (the mangled form)."""
+    return KERNEL_JSON_FIXED + LAUNCH_JSON_FIXED + json_cost(display) + 2 * json_cost(mangled)
 
 
 def _marked(text: str, flags: int) -> str:
@@ -220,12 +228,12 @@ class TracedBuilder:
         mangled, flags = entry if entry is not None else ("", 0)
         marked = _marked(mangled, flags)
         room = self._kernel_table_bytes - self._kernel_bytes
-        if name_id != 0 and KERNEL_JSON_FIXED + json_cost(marked) + len('""') > room:
+        if name_id != 0 and _entry_cost("", marked) > room:
             display = ""   # no room even for its mangled form: not worth demangling
         else:
             display = _display(self._demangled(mangled, flags), flags) if mangled else UNNAMED_KERNEL
         mangled = marked
-        cost = KERNEL_JSON_FIXED + json_cost(display) + json_cost(mangled)
+        cost = _entry_cost(display, mangled)
         if name_id != 0 and cost > room:
             self._over_budget.add(name_id)
             self._display[name_id] = OTHER_KERNELS
