@@ -10,14 +10,20 @@ in the out directory (``<mode>.stdout``, ``summary_<mode>.json``), reads the GPU
 NVML into ``link.json``, then does what ``check`` does with that directory (``check`` needs no
 GPU: the tests give it hand-made files):
 
-* **busy**: the process's ``busy_pct`` ≥ 95 and its share over the whole run, ``busy_ns /
-  kernel_span_ns``, ≥ 95 too, with every ``busy_spin`` launch traced. ``busy_pct`` is the union
-  of its kernel intervals over the snapshot's busy window: the latest stretch of at least a second
-  whose records had all arrived; the summary is the last snapshot, taken after the program
-  exited, when it is settled up to its last kernel's end, so that window is the last second or so
-  *of the run* (its length is printed; a window under a second, or none, is a failure). The run
-  share covers everything from the first kernel's start to the last one's end.
-* **sleep**: both figures ≤ 5 (one tiny kernel every 200 ms), every ``sleep_tick`` traced.
+* **busy**: the process's share over its whole run, ``busy_ns / kernel_span_ns`` (the union of
+  its kernel intervals from its first kernel's start to its last one's end), ≥ 95, and its
+  ``busy_pct`` ≥ 95, with every ``busy_spin`` launch traced. ``busy_pct`` is the union of its
+  kernel intervals over the snapshot's busy window: the latest stretch of at least a second whose
+  records had all arrived (a window under a second, or none, is a failure). The summary is the
+  last snapshot, taken after the program exited, when it is settled up to its last kernel's end:
+  the window then ends there, and is the last second or so *of the run*. Where it ends later (the
+  program took more than the settling delay, 0.5 s, to exit after its last kernel, and a snapshot
+  while it was exiting had settled past it) it holds idle time after the run, so ``busy_pct`` is
+  printed but not judged (``activity_busy_pct_judged=no``, with how far the window reaches past
+  the last kernel); the window's place is found from its end (``busy_window_end_us``) and the last
+  kernel's (the newest span's end), both wall clock.
+* **sleep**: both figures ≤ 5 (one tiny kernel every 200 ms), every ``sleep_tick`` traced (idle
+  time after the run can only lower ``busy_pct``: judged wherever its window lies).
 * **copies**: per direction (h2d, d2h) and host memory (pinned, pageable), the traced bytes equal
   the bytes the program printed, exactly; the traced bandwidth (bytes over the copies' GPU time)
   is at least :data:`FLOOR_BYTES_PER_S` and at most the PCIe link's theoretical peak per direction
@@ -50,6 +56,9 @@ BUSY_MIN_PCT = 95.0  #: a process that keeps the GPU busy
 SLEEP_MAX_PCT = 5.0  #: a process that mostly sleeps
 FLOOR_BYTES_PER_S = 1e9  #: a copy of 256 MiB slower than this is not a working link
 MIN_WINDOW_MS = 1000.0  #: the busy window is a second or more (traced_activity.WINDOW_NS)
+#: how far the busy window's ends may lie outside the kernels' while it is "of the run": the
+#: spans' starts are whole microseconds, and the clock pair of the window and of the spans may differ
+WINDOW_SLACK_MS = 1.0
 MODES = ("busy", "sleep", "copies")
 COPY_KINDS = (("h2d", "pinned"), ("d2h", "pinned"), ("h2d", "pageable"), ("d2h", "pageable"))
 KERNEL = {"busy": "busy_spin", "sleep": "sleep_tick"}
@@ -75,14 +84,20 @@ def printed(stdout: str, keyword: str) -> list[dict[str, str]]:
     return [words(line) for line in stdout.splitlines() if line.split(" ", 1)[0] == keyword]
 
 
-def traced_devices(summary: dict[str, Any]) -> tuple[list[dict], dict[str, int]]:
-    """Every traced process's device entries, and kernel launches by name, over the summary."""
-    devices, kernels = [], {}
+def traced_devices(summary: dict[str, Any]) -> tuple[list[dict], dict[str, int], int | None]:
+    """Every traced process's device entries, kernel launches by name, and the newest kernel span's
+    end (wall clock, µs; None: no kernel span), over the summary."""
+    devices, kernels, last_end_us = [], {}, None
     for t in summary.get("traced", []) + summary.get("traced_retired", []):
         devices += t.get("devices") or []
         for k in t.get("kernels") or []:
             kernels[k.get("name")] = kernels.get(k.get("name"), 0) + int(k.get("count") or 0)
-    return devices, kernels
+        for lane in t.get("lanes") or []:
+            for span in lane.get("spans") or []:
+                if span.get("kind") == "kernel":
+                    end = span["start_us"] + span["dur_ns"] // 1000
+                    last_end_us = end if last_end_us is None else max(last_end_us, end)
+    return devices, kernels, last_end_us
 
 
 def _fmt(value: Any) -> str:
@@ -133,7 +148,7 @@ def judge_share(j: Judge, mode: str, stdout: str, summary: dict[str, Any]) -> No
     j.figure(f"{mode}_kernels", launched)
     if summary.get("exit_status") != 0:
         j.fail(f"{mode}: the workload exited {summary.get('exit_status')} under gpuflow run")
-    devices, kernels = traced_devices(summary)
+    devices, kernels, last_end_us = traced_devices(summary)
     busy = [d for d in devices if d.get("kernel_span_ns")]
     traced = kernels.get(KERNEL[mode], 0)
     j.figure(f"{mode}_traced_kernels", traced)
@@ -143,15 +158,30 @@ def judge_share(j: Judge, mode: str, stdout: str, summary: dict[str, Any]) -> No
         j.fail(f"{mode}: {len(busy)} traced devices ran kernels, not 1")
         return
     d = busy[0]
-    pct, window = d.get("busy_pct"), d.get("busy_window_ms")
+    pct, window, window_end_us = d.get("busy_pct"), d.get("busy_window_ms"), d.get("busy_window_end_us")
     run_pct = 100.0 * d.get("busy_ns", 0) / d["kernel_span_ns"]
+    j.figure(f"{mode}_run_pct", round(run_pct, 4))
     j.figure(f"{mode}_pct", pct)
     j.figure(f"{mode}_window_ms", window)
-    j.figure(f"{mode}_run_pct", round(run_pct, 4))
     j.figure(f"{mode}_late", d.get("busy_late"))
+    judged = pct is not None
     if pct is None or window is None or window < MIN_WINDOW_MS:
         j.fail(f"{mode}: no busy window of a second or more (busy_pct {pct}, window {window} ms)")
-    for name, value in (("busy_pct", pct), ("busy_ns/kernel_span_ns", run_pct)):
+    elif window_end_us is None or last_end_us is None:
+        j.fail(f"{mode}: the busy window's end or the last kernel's is not in the summary: the window "
+               "cannot be placed in the run")
+    else:
+        past_ms = (window_end_us - last_end_us) / 1000
+        before_ms = (last_end_us - d["kernel_span_ns"] // 1000 - (window_end_us - window * 1000)) / 1000
+        j.figure(f"{mode}_window_past_last_kernel_ms", round(past_ms, 3))
+        j.figure(f"{mode}_window_before_first_kernel_ms", round(before_ms, 3))
+        inside = past_ms <= WINDOW_SLACK_MS and before_ms <= WINDOW_SLACK_MS
+        if mode == "busy" and not inside:
+            judged = False
+        j.figure(f"{mode}_pct_judged", "yes" if judged else
+                 f"no (its window reaches {max(past_ms, 0):.1f} ms past the last kernel and "
+                 f"{max(before_ms, 0):.1f} ms before the first: not a window of the run)")
+    for name, value in (("busy_pct", pct if judged else None), ("busy_ns/kernel_span_ns", run_pct)):
         if value is None:
             continue
         if mode == "busy" and value < BUSY_MIN_PCT:
@@ -178,7 +208,7 @@ def judge_copies(j: Judge, stdout: str, summary: dict[str, Any], peak: float | N
     made = {(w.get("direction"), w.get("memory")): w for w in printed(stdout, "copy")}
     if summary.get("exit_status") != 0:
         j.fail(f"copies: the workload exited {summary.get('exit_status')} under gpuflow run")
-    devices, _ = traced_devices(summary)
+    devices, _, _ = traced_devices(summary)
     traced: dict[tuple[str, str], dict[str, Any]] = {}
     for d in devices:
         for c in d.get("copies") or []:

@@ -88,10 +88,23 @@ def device(**fields) -> dict:
     return base
 
 
-def summary(devices: list[dict], kernels: dict[str, int] | None = None, exit_status: int = 0) -> dict:
+#: the busy and sleep runs' last kernel ends here (wall clock, µs); the busy window ends there too
+LAST_END_US = 1_764_000_005_000_000
+
+
+def summary(devices: list[dict], kernels: dict[str, int] | None = None, exit_status: int = 0,
+            last_kernel: tuple[int, int] | None = None) -> dict:
+    """A --summary-json document; ``last_kernel`` (start µs, duration ns) is the newest span shown."""
     entries = [{"name": n, "mangled": n, "count": c, "total_ns": c * 1000, "min_ns": 1000, "max_ns": 1000,
                 "timed": c} for n, c in (kernels or {}).items()]
-    return {"exit_status": exit_status, "traced": [{"pid": 4242, "kernels": entries, "devices": devices}],
+    spans = []
+    if last_kernel is not None:
+        name = next(iter(kernels or {"k": 1}))
+        spans = [{"seq": s, "kind": "kernel", "start_us": start, "dur_ns": dur, "name": name, "grid": [132, 1, 1],
+                  "block": [64, 1, 1], "bytes": None, "direction": None}
+                 for s, (start, dur) in enumerate([(last_kernel[0] - 10_000, 5_000_000), last_kernel])]
+    return {"exit_status": exit_status, "traced": [{"pid": 4242, "kernels": entries, "devices": devices,
+                                                     "lanes": [{"label": "default", "spans": spans}]}],
             "traced_retired": []}
 
 
@@ -114,10 +127,12 @@ def good_files() -> dict[str, object]:
     return {
         "busy.stdout": f"{DEVICE_LINE}\nbusy kernels=1000 kernel_ms=5 host_s=5.002\n",
         "summary_busy.json": summary([device(busy_pct=99.97, busy_window_ms=1040.5, busy_ns=4_999_100_000,
-                                             kernel_span_ns=5_000_000_000)], {"busy_spin": 1000}),
+                                             kernel_span_ns=5_000_000_000, busy_window_end_us=LAST_END_US)],
+                                     {"busy_spin": 1000}, last_kernel=(LAST_END_US - 5_000, 5_000_000)),
         "sleep.stdout": f"{DEVICE_LINE}\nsleep kernels=25 period_ms=200 host_s=5.0\n",
         "summary_sleep.json": summary([device(busy_pct=0.0011, busy_window_ms=1201.0, busy_ns=55_000,
-                                              kernel_span_ns=4_800_000_000)], {"sleep_tick": 25}),
+                                              kernel_span_ns=4_800_000_000, busy_window_end_us=LAST_END_US)],
+                                      {"sleep_tick": 25}, last_kernel=(LAST_END_US - 2, 2_200)),
         "copies.stdout": COPIES_STDOUT,
         "summary_copies.json": summary([device(copies=[copy_rate(d, m, GIB, r) for (d, m), r in RATES.items()])]),
         "link.json": {"source": "max", "gen": 5, "width": 16, "bus_id": "00000000:19:00.0"},
@@ -147,6 +162,8 @@ def test_plausible_figures_are_ok_and_every_figure_is_printed(tmp_path):
     f = figures(lines)
     assert (f["activity_busy_pct"], f["activity_busy_window_ms"], f["activity_busy_run_pct"]) == \
         ("99.9700", "1040.5000", "99.9820")
+    assert (f["activity_busy_pct_judged"], f["activity_busy_window_past_last_kernel_ms"],
+            f["activity_busy_window_before_first_kernel_ms"]) == ("yes", "0.0000", "-3959.5000")
     assert (f["activity_sleep_pct"], f["activity_sleep_kernels"], f["activity_sleep_traced_kernels"]) == \
         ("0.0011", "25", "25")
     assert (f["activity_link_source"], f["activity_link_peak_bytes_per_s"]) == ("max", f"{GEN5_X16_PEAK:.4f}")
@@ -208,6 +225,38 @@ def test_each_way_of_being_wrong_is_no_with_its_reason(tmp_path, mutate, reason)
     rc, lines = check(tmp_path, broken(mutate))
     assert rc == 0 and lines[-1] == "activity_ok=no"
     assert reason in failures(lines), failures(lines)
+
+
+def busy_device(files, name="summary_busy.json") -> dict:
+    return files[name]["traced"][0]["devices"][0]
+
+
+def test_a_busy_window_reaching_past_the_run_is_printed_not_judged_and_the_run_share_is(tmp_path):
+    # the program took 0.8 s to exit after its last kernel: a snapshot while it exited had settled
+    # 0.3 s past it, so the window holds 0.3 s of idle after the run
+    late = broken(lambda f: busy_device(f).update(busy_pct=70.9, busy_window_end_us=LAST_END_US + 300_000))
+    rc, lines = check(tmp_path, late)
+    f = figures(lines)
+    assert lines[-1] == "activity_ok=yes" and f["activity_busy_pct"] == "70.9000"
+    assert f["activity_busy_pct_judged"] == ("no (its window reaches 300.0 ms past the last kernel and 0.0 ms before "
+                                             "the first: not a window of the run)")
+    late = broken(lambda f: busy_device(f).update(busy_pct=70.9, busy_window_end_us=LAST_END_US + 300_000,
+                                                  busy_ns=4_500_000_000))
+    rc, lines = check(tmp_path, late)
+    assert lines[-1] == "activity_ok=no"
+    assert failures(lines) == ["busy: busy_ns/kernel_span_ns 90.000 % < 95 % for a process that keeps the GPU busy"]
+    # a sleeper's idle tail only lowers its busy_pct: judged wherever its window lies
+    late = broken(lambda f: busy_device(f, "summary_sleep.json").update(busy_pct=6.0,
+                                                                         busy_window_end_us=LAST_END_US + 150_000))
+    rc, lines = check(tmp_path, late)
+    assert "sleep: busy_pct 6.000 % > 5 % for a process that mostly sleeps" in failures(lines)
+
+
+def test_a_busy_window_that_cannot_be_placed_in_the_run_is_a_failure(tmp_path):
+    files = broken(lambda f: f["summary_busy.json"]["traced"][0]["lanes"][0].update(spans=[]))
+    rc, lines = check(tmp_path, files)
+    assert failures(lines) == ["busy: the busy window's end or the last kernel's is not in the summary: the window "
+                               "cannot be placed in the run"]
 
 
 def test_the_link_read_now_serves_when_its_maximum_is_not_known_and_says_so(tmp_path):
