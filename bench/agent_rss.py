@@ -47,6 +47,7 @@ Constraints: Linux, gcc, memory for the rings (8 x 16 MiB by default); no GPU.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -270,6 +271,27 @@ class CpuSplit:
             return dict(self.seconds)
 
 
+class GcTimer:
+    """The cyclic garbage collector's collections and their thread CPU seconds, by generation
+    (``gc.callbacks``; a collection runs in whichever thread's allocation triggered it, so its time
+    is also inside that thread's part above)."""
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = threading.local()
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started.at = time.thread_time()
+        elif hasattr(self._started, "at"):
+            self.collections[info["generation"]] += 1
+            self.seconds[info["generation"]] += time.thread_time() - self._started.at
+
+    def taken(self) -> tuple[list[int], list[float]]:
+        return list(self.collections), list(self.seconds)
+
+
 def start_sse_client(port: int) -> subprocess.Popen:
     """One real SSE client: a process of its own reading /api/stream until the agent ends it."""
     return subprocess.Popen([sys.executable, "-c", SSE_READER, str(Path(__file__).resolve().parent), str(port)],
@@ -353,6 +375,8 @@ def main() -> int:
         started = time.monotonic()
         cpu_start = resource.getrusage(resource.RUSAGE_SELF)
         split_start = split.taken()
+        gc_timer = GcTimer()
+        gc.callbacks.append(gc_timer)
         threads_start = thread_cpu()
         procs = [subprocess.Popen([driver, lib, ring_socket, str(args.rate), str(args.seconds), str(args.capacity),
                                    str(i)], stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
@@ -374,6 +398,7 @@ def main() -> int:
             p.wait()
         cpu_end = resource.getrusage(resource.RUSAGE_SELF)   # this process only: the agent's threads
         split_end = split.taken()
+        gc.callbacks.remove(gc_timer)
         threads_end = thread_cpu()
         cpu_wall = time.monotonic() - started
         deadline = time.monotonic() + 30
@@ -442,6 +467,10 @@ def main() -> int:
     parts["the rest"] = cpu_s - sum(parts.values())
     print("agent CPU by part: " + ", ".join(f"{part} {seconds / cpu_wall:.3f}" for part, seconds in parts.items())
           + " cores")
+    counts, gc_seconds = gc_timer.taken()
+    print(f"of which the garbage collector: {sum(gc_seconds) / cpu_wall:.3f} cores ("
+          + ", ".join(f"generation {g}: {counts[g] / cpu_wall:.1f} a second, {gc_seconds[g] / cpu_wall:.3f}"
+                      for g in range(3)) + ")")
     by_thread: dict[str, float] = {}
     for tid, (name, seconds) in threads_end.items():
         by_thread[name] = by_thread.get(name, 0.0) + seconds - threads_start.get(tid, (name, 0.0))[1]

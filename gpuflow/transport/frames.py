@@ -72,7 +72,7 @@ from gpuflow.core.recorded import SpanColumns
 from gpuflow.core.snapshot import KernelStat, Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport import json_pieces, wire_text
 from gpuflow.transport.wire import (
-    DELTA, FULL, KERNEL_FIELDS, OMITTABLE, WIRE_SCHEMA, NameTable, encode_launches, encode_spans, lane_head,
+    DELTA, FULL, KERNEL_FIELDS, OMITTABLE, WIRE_SCHEMA, LaunchEntries, NameTable, encode_spans, lane_head,
     TracedKey, traced_head, traced_key,
 )
 
@@ -191,8 +191,8 @@ class FrameEncoder:
         self._base_names: dict[TracedKey, int] = {}
         #: per traced process, its kernels' ids and KernelStats in the last encoded frame
         self._base_kernels: dict[TracedKey, tuple[list[int], Sequence[KernelStat]]] = {}
-        #: per traced process, its kernel launch entries (encoded, by name id) in the last encoded frame
-        self._base_launches: dict[TracedKey, dict[int, dict[str, Any]]] = {}
+        #: per traced process, its kernel launch entries in the last encoded frame
+        self._base_launches: dict[TracedKey, LaunchEntries] = {}
         #: per traced process, its lanes' heads (device, context, stream, label, executions,
         #: spans_elided) in the last encoded frame
         self._base_heads: dict[TracedKey, list[tuple]] = {}
@@ -285,7 +285,7 @@ class FrameEncoder:
         tables: dict[TracedKey, NameTable] = {}
         kernels_now: dict[TracedKey, tuple[list[int], Sequence[KernelStat]]] = {}
         heads_now: dict[TracedKey, list[tuple]] = {}
-        launches_now: dict[TracedKey, dict[int, dict[str, Any]]] = {}
+        launches_now: dict[TracedKey, LaunchEntries] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
         i = 0
@@ -317,9 +317,9 @@ class FrameEncoder:
                     skipped = max(0, lane.executions - (0 if base is None else base[1]) - (len(new) - first))
                     delta_lanes.append((lane, span_rows(new, first, table, lane_ids[-1]), skipped))
                 lanes_now[lkey] = (largest_seq(spans), lane.executions)
-            launches = encode_launches(t.kernel_launches, table)   # a few, changing rarely: a delta has
-            launches_now[key] = {x["id"]: x for x in launches}       # only those that changed
-            parts.append((head, table, len(table), t.kernels, ids, t.lanes, lane_ids, compact(launches)))
+            # changing rarely: a delta has only those that changed, found by the objects' identity first
+            launches = launches_now[key] = LaunchEntries.of(t.kernel_launches, table, self._base_launches.get(key))
+            parts.append((head, table, len(table), t.kernels, ids, t.lanes, lane_ids, launches))
             kernels_now[key] = (ids, t.kernels)
             heads_now[key] = heads
             if prev is not None:
@@ -331,8 +331,7 @@ class FrameEncoder:
                     changed = kernel_entries(t.kernels, ids, table, self._base_kernels.get(key, ((), ())))
                 if changed != "[]" or not known_before:  # only the kernels that changed; none: left out
                     members += ',"kernels":' + changed
-                base_launches = self._base_launches.get(key, {}) if known_before else {}
-                new_launches = [x for x in launches if base_launches.get(x["id"]) != x]
+                new_launches = launches.changed_since(self._base_launches.get(key) if known_before else None)
                 if new_launches or not known_before:
                     members += ',"kernel_launches":' + compact(new_launches)
                 # lanes that are all as in the base frame (same heads, nothing new) are left out
@@ -347,7 +346,7 @@ class FrameEncoder:
         def full() -> bytes:
             traced = (with_members(compact(head), ',"names":' + compact(table.entries[:count]) + ',"kernels":'
                                    + kernel_entries(kernels, ids, table, None)
-                                   + ',"kernel_launches":' + launches + ',"lanes":[' + ",".join(
+                                   + ',"kernel_launches":' + launches.text(compact) + ',"lanes":[' + ",".join(
                                        lane_head_text(lane) + ',"spans":' + span_rows(lane.spans, 0, table, names)
                                        + "}" for lane, names in zip(lanes, lane_ids)) + "]")
                       for head, table, count, kernels, ids, lanes, lane_ids, launches in parts)

@@ -257,6 +257,55 @@ def encode_launches(launches: Iterable[KernelLaunch], table: NameTable) -> list[
     return out
 
 
+class LaunchEntries:
+    """A traced process's kernel launch entries as :func:`encode_launches` gives them, for one
+    tuple of KernelLaunch objects, made reusing an earlier frame's: a builder hands the same tuple
+    again while no entry changed, and the same object for an entry that did not change, so a frame
+    makes a dict only for an entry whose object is new (a busy process has hundreds, every frame).
+
+    ``changed_since(base)`` gives the entries that differ from their id's entry in ``base`` (the
+    base frame's), as comparing the dicts would; ``text()`` the compact JSON list, made once.
+    """
+
+    __slots__ = ("launches", "table", "rows", "by_id", "whole", "_text")
+
+    def __init__(self, launches: Sequence[KernelLaunch], table: NameTable, base: LaunchEntries | None) -> None:
+        known = base.by_id if base is not None and base.table is table else {}
+        self.launches, self.table = launches, table
+        self.rows: list[tuple[int, KernelLaunch, dict[str, Any]]] = []
+        for x in launches:
+            i = table.launch_id(x.mangled)
+            if i is None:
+                continue
+            kept = known.get(i)
+            entry = kept[1] if kept is not None and kept[0] is x else {"id": i, **{f: getattr(x, f) for f in LAUNCH_FIELDS}}
+            self.rows.append((i, x, entry))
+        #: by id, the last entry with it (ids repeat only where names do)
+        self.by_id = {i: (x, entry) for i, x, entry in self.rows}
+        #: every launch has its entry (no kernel was missing from the table)
+        self.whole = len(self.rows) == len(launches)
+        self._text: str | None = None
+
+    @classmethod
+    def of(cls, launches: Sequence[KernelLaunch], table: NameTable, base: LaunchEntries | None) -> LaunchEntries:
+        """``base`` itself when it holds these very launches, whole, with this table; else new ones."""
+        if base is not None and base.launches is launches and base.table is table and base.whole:
+            return base
+        return cls(launches, table, base)
+
+    def changed_since(self, base: LaunchEntries | None) -> list[dict[str, Any]]:
+        if base is self:
+            return []
+        before = {} if base is None else base.by_id
+        return [entry for i, _x, entry in self.rows
+                if (old := before.get(i)) is None or (old[1] is not entry and old[1] != entry)]
+
+    def text(self, encode: Callable[[Any], str]) -> str:
+        if self._text is None:
+            self._text = encode([entry for _i, _x, entry in self.rows])
+        return self._text
+
+
 def traced_head(t: TracedProcess) -> dict[str, Any]:
     """A traced process's plain scalar fields, ``complete`` and transfers (no names, kernels, lanes)."""
     d = {f: getattr(t, f) for f in _TRACED_SCALARS}
@@ -329,7 +378,11 @@ class StreamReader:
     be: its host named by its hostname (else ``fallback_host``), every item tagged with it.
     """
 
-    def __init__(self, fallback_host: str | None = None) -> None:
+    def __init__(self, fallback_host: str | None = None,
+                 spans: Callable[[Any, Sequence[Sequence[str | None]]], Any] | None = None) -> None:
+        #: how a lane's rows are read (given them and the process's names table): plain span
+        #: objects (decode_spans) unless told otherwise (a hub reads them into columns)
+        self.spans = spans or decode_spans
         self.names: dict[TracedKey, list[list[str | None]]] = {}
         self.last_seq: int | None = None
         self.last: dict[str, Any] = {}
@@ -358,9 +411,9 @@ class StreamReader:
                 if "kernels" not in t or "lanes" not in t:
                     raise ValueError(f"kernels or lanes left out for traced process {key}, unknown to "
                                      "the last frame")
-                traced.append(plain_traced(t, names))
+                traced.append(plain_traced(t, names, self.spans))
                 continue
-            plain = plain_traced({"kernels": [], "lanes": [], **t}, names)
+            plain = plain_traced({"kernels": [], "lanes": [], **t}, names, self.spans)
             # the kernels a delta carries are those that changed: update the table by name
             table = {(k["name"], k["mangled"]): k for k in before[key]["kernels"]}
             table.update({(k["name"], k["mangled"]): k for k in plain["kernels"]})
@@ -382,7 +435,8 @@ def _key(t: dict[str, Any]) -> TracedKey:
     return (t.get("host"), t["session"], t["pid"])
 
 
-def plain_traced(t: dict[str, Any], names: Sequence[Sequence[str | None]]) -> dict[str, Any]:
+def plain_traced(t: dict[str, Any], names: Sequence[Sequence[str | None]],
+                 spans: Callable[[Any, Sequence[Sequence[str | None]]], Any] = decode_spans) -> dict[str, Any]:
     """One traced process of a stream frame in the plain form, given its whole names table."""
     out = {k: v for k, v in t.items() if k not in ("names", "kernels", "lanes", "complete",
                                                      "transfers", "kernel_launches")}
@@ -394,6 +448,6 @@ def plain_traced(t: dict[str, Any], names: Sequence[Sequence[str | None]]) -> di
     out["transfers"] = t["transfers"]
     out["kernel_launches"] = [{"mangled": names[x["id"]][1],
                                **{f: v for f, v in x.items() if f != "id"}} for x in t.get("kernel_launches", [])]
-    out["lanes"] = [{**lane, "spans": decode_spans(lane["spans"], names)} for lane in t["lanes"]]
+    out["lanes"] = [{**lane, "spans": spans(lane["spans"], names)} for lane in t["lanes"]]
     out["complete"] = t["complete"]
     return out

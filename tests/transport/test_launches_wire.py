@@ -89,3 +89,44 @@ def test_launches_refer_to_names_and_a_delta_carries_only_those_that_changed():
     read = reader.read(body(f3.delta))
     assert same_but_lanes(read, board.latest())
     assert [x["mangled"] for x in read["traced"][0]["kernel_launches"]] == [ADD[1], GEMM[1]]
+
+
+def test_launch_objects_the_builder_hands_again_are_sent_once_and_a_reset_names_them_anew():
+    """A builder hands the same tuple while no launch changed, and the same object for one that did
+    not: the encoder reuses what it made of them, which must never carry a stale id (a process that
+    replaced its namesake starts a new names table) nor leave a full frame without them."""
+    add, gemm = launch(ADD, 25.0), launch(GEMM, 50.0)
+    table = (add, gemm)
+    kernels = (KernelStat(*GEMM, 3, 6000, 1900, 2100, timed=3), KernelStat(*ADD, 5, 500, 100, 100, timed=5))
+    board = board_with(snapshot(1, table, kernels, 97.5))
+    enc, reader = FrameEncoder(board, boot_epoch=1), StreamReader()
+    reader.read(body(enc.current().full))
+    # the same tuple, the kernels' counts moved: no launch travels; a full frame has them all
+    kernels2 = (KernelStat(*GEMM, 4, 8000, 1900, 2100, timed=4), kernels[1])
+    board.publish(snapshot(2, table, kernels2, 96.0))
+    f2 = enc.current()
+    assert "kernel_launches" not in body(f2.delta)["traced"][0]
+    full = body(f2.full)["traced"][0]
+    ids = {n[1]: i for i, n in enumerate(full["names"])}
+    assert [x["id"] for x in full["kernel_launches"]] == [ids[ADD[1]], ids[GEMM[1]]]
+    assert same_but_lanes(reader.read(body(f2.delta)), board.latest())
+    # a new tuple holding one new object: only that one travels
+    gemm2 = launch(GEMM, 50.0, waves_max=7.5)
+    table3 = (add, gemm2)
+    board.publish(snapshot(3, table3, kernels2, 96.0))
+    t3 = body(enc.current().delta)["traced"][0]
+    assert [(x["id"], x["waves_max"]) for x in t3["kernel_launches"]] == [(ids[GEMM[1]], 7.5)]
+    reader.read(body(enc.current().delta))
+    # pid reuse (fewer records): the same tuple, a new names table in which ADD comes first
+    reused = TracedProcess(pid=4242, session="s1", name="train", cupti_status="ok", records=1,
+                           kernels=(KernelStat(*ADD, 5, 9000, 100, 3000, timed=5), kernels2[0]),
+                           lanes=(lane(13, [1]),), kernel_launches=table3)
+    board.publish(make_snapshot(seq=4, traced=(reused,)))
+    f4 = enc.current()
+    t4 = body(f4.delta)["traced"][0]
+    new_ids = {n[1]: i for i, n in enumerate(t4["names"])}
+    assert t4.get("reset") is True and new_ids[ADD[1]] != ids[ADD[1]]
+    assert [x["id"] for x in t4["kernel_launches"]] == [new_ids[ADD[1]], new_ids[GEMM[1]]]
+    assert [x["id"] for x in body(f4.full)["traced"][0]["kernel_launches"]] == [new_ids[ADD[1]], new_ids[GEMM[1]]]
+    read = reader.read(body(f4.delta))["traced"][0]
+    assert read["kernel_launches"] == plain(board.latest())["traced"][0]["kernel_launches"]
