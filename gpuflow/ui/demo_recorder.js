@@ -15,6 +15,7 @@
 // bounded by the retention: columns are compacted as the oldest leave. Times are the demo's wall
 // clock (it stands for the agent's).
 
+import { PM_SERIES } from './demo_devices.js';
 import { DIRECTIONS, SPAN_KINDS } from './stream.js';
 
 export const HISTORY_S = 900;
@@ -47,10 +48,10 @@ export function makeRecorder(retainS) {
   const lanesOf = new WeakMap();   // the generator's lane -> its recorded lane
   let trimmedAt = -Infinity;       // when the readings older than HISTORY_S were last let go
 
-  // the series of `entity`'s `metrics`, made the first time it is recorded
-  function seriesOf(entity, metrics) {
-    const ekey = entity.join('|');
-    let list = entities.get(ekey);
+  // the series of `entity`'s `metrics` (one list of them per `group`), made the first time it is recorded
+  function seriesOf(entity, metrics, group) {
+    const ekey = entity.join('|'), gkey = ekey + '|' + (group || '');
+    let list = entities.get(gkey);
     if (!list) {
       list = metrics.map(([metric, unit]) => {
         const key = ekey + '|' + metric;
@@ -58,7 +59,7 @@ export function makeRecorder(retainS) {
         if (!s) { s = { entity, metric, unit, t: column(), v: column(), r: column() }; series.set(key, s); }
         return s;
       });
-      entities.set(ekey, list);
+      entities.set(gkey, list);
     }
     return list;
   }
@@ -68,10 +69,12 @@ export function makeRecorder(retainS) {
       push(s.t, t); push(s.v, v === null || v === undefined ? NaN : v); push(s.r, every);
     }
   }
-  // the readings of plain frame `f` at time t (seconds), each standing for `seconds`; those older
-  // than HISTORY_S are let go once a second
-  function reading(t, f, seconds) {
+  // the readings of plain frame `f` at time t (seconds), each standing for `seconds`, and the PM
+  // samples of the GPUs that have them (`pm`: [[uuid, {metric: value}]]); those older than
+  // HISTORY_S are let go once a second
+  function reading(t, f, seconds, pm) {
     for (const d of f.devices) record(seriesOf(['device', d.uuid], DEVICE_METRICS), DEVICE_METRICS, d, t, seconds);
+    for (const [uuid, v] of pm || []) record(seriesOf(['device', uuid], PM_SERIES, 'pm'), PM_SERIES, v, t, seconds);
     for (const p of f.processes) for (const a of p.attachments) {
       record(seriesOf(['process', String(p.pid), a.device_uuid], PROCESS_METRICS), PROCESS_METRICS, a, t, seconds);
     }
