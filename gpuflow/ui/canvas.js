@@ -118,7 +118,7 @@ export let drawn = emptyDrawn();
 function emptyDrawn() {
   return { nodes: 0, devices: 0, processes: 0, hosts: 0, edges: 0, lanes: 0, spans: 0, buckets: 0, rects: 0,
     dimmed: 0, dashes: 0, dashCells: [], laneLabels: [], strips: [], retired: [], problems: [], texts: [], sparks: [],
-    titles: [], text: true, highlighted: null };
+    titles: [], text: true, highlighted: null, grids: [], links: [] };
 }
 // a clean slate: the record emptied, the whole canvas the background colour
 export function beginDraw() {

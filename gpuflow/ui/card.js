@@ -2,14 +2,16 @@
 // the host, a process, a span, a lane's label, its "not sampled" stretch, a kernel or transfer
 // row; at a past moment, a bucket of a reduced window and the stretch retention let go; a
 // sparkline's reading at the time under the pointer), exactly: full names, exact counts and
-// totals. interaction.js decides what is under the
+// totals (a GPU's SM grid and links, a traced process's devices and a kernel's launch
+// configuration: card_gpu.js). interaction.js decides what is under the
 // pointer and rebuilds the card from the latest frame after every draw, so a card never shows a
 // frame older than the picture beside it.
 //
 // Constraints: built with createElement and textContent only (names, command lines, messages and
 // kernel names are untrusted). No state of its own.
 
-import { DASH, exitText, fmtBytes, fmtClock, fmtDim, fmtNs, fmtPct, fmtRate, fmtSpan, grp, isNum, retiredText, shortKernel }
+import { gpuRows, kernelLaunchRows, tracedDeviceRows } from './card_gpu.js';
+import { DASH, exitText, fmtBytes, fmtClock, fmtDim, fmtNs, fmtPct, fmtSpan, grp, isNum, retiredText, shortKernel }
   from './format.js';
 import { DOCTOR_HINT } from './geometry.js';
 import { model } from './layout.js';
@@ -89,6 +91,7 @@ export function fillCard(t, h, n) {
     t.append(row('min / max', nz(k.min_ns, fmtNs) + ' / ' + nz(k.max_ns, fmtNs)));
     if (sum) t.append(row('share', (k.total_ns / sum * 100).toFixed(1) + ' % of this process\'s kernel time'));
     t.append(row('rank', (h.kernelIndex + 1) + ' of ' + all.length + ' kernels'));
+    if (!store.past) for (const [k2, v, w] of kernelLaunchRows(tr.info, k)) t.append(row(k2, v, w));
   } else if (h.transfer) {
     const x = h.transfer;
     title.textContent = 'transfers ' + x.direction;
@@ -130,8 +133,7 @@ function deviceCard(t, title, n) {
   t.append(row('memory', nz(d.memory_used_bytes, fmtBytes) + ' / ' + nz(d.memory_total_bytes, fmtBytes)));
   t.append(row('temperature', nz(d.temperature_c, v => v + ' °C')), row('power', nz(d.power_draw_w, v => v.toFixed(1) + ' W') + ' / ' + nz(d.power_limit_w, v => v.toFixed(0) + ' W')));
   t.append(row('SM clock', nz(d.clock_sm_mhz, v => v + ' MHz')), row('memory clock', nz(d.clock_mem_mhz, v => v + ' MHz')));
-  t.append(row('PCIe tx / rx', nz(d.pcie_tx_bytes_per_s, fmtRate) + ' / ' + nz(d.pcie_rx_bytes_per_s, fmtRate)));
-  t.append(row('clock bar', 'SM clock vs the highest seen this session'));
+  if (!d.lost) for (const [k, v, w] of gpuRows(d)) t.append(row(k, v, w));
   const holders = [...model.nodes.values()].filter(p => p.kind === 'process' && p.data &&
     p.data.attachments.some(a => a.device_index === d.index));
   t.append(row('processes', holders.length ? holders.map(p => (p.data.name || '?') + ' ' + p.pid).join(', ') : 'none'));
@@ -169,5 +171,6 @@ function processCard(t, title, n) {
       Math.round(i.translate_cpu_ns / Math.max(1, i.records || 0)) + ' ns a record'));
     if (i.truncated) t.append(row('truncated', 'died without its exit flush; the tail may be missing', true));
     t.append(row('lanes', tr.lanes.length + ' · showing ' + grp(tr.held) + ' of ' + grp(tr.execs)));
+    for (const [k, v, w] of tracedDeviceRows(i)) t.append(row(k, v, w));
   }
 }

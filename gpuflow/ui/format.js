@@ -27,6 +27,12 @@ export function fmtRate(b) {
   if (b >= 1e3) return (b / 1e3).toFixed(0) + ' kB/s';
   return Math.round(b) + ' B/s';
 }
+// bytes a second as a figure of GB/s, for labels that say the unit once ("in 2.3 · out 0.4 of 63.0
+// GB/s"): a measured rate below 0.05 GB/s is "<0.1", not a zero
+export function fmtGB(b) {
+  const g = b / 1e9;
+  return g >= 100 ? g.toFixed(0) : g >= 0.05 || g === 0 ? g.toFixed(1) : '<0.1';
+}
 export function fmtNs(ns) {
   if (ns < 1e3) return Math.round(ns) + ' ns';
   if (ns < 1e6) return (ns / 1e3).toFixed(ns < 1e4 ? 2 : 1) + ' µs';

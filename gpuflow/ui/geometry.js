@@ -16,8 +16,15 @@ import { retiredLines } from './format.js';
 import { gpuRowsHeight } from './gpu_metrics_layout.js';
 
 // a GPU: a title band, then one row per reading: its name, a bar, a sparkline (util, memory and
-// power), the number
-export const DEV_W = 264, DEV_H = 150, DEV_BAND = 30, DEV_ROW0 = 50, DEV_ROW = 18;
+// power), the number; the PCIe row is the label of the GPU's edge to the host, which leaves the
+// card there; at the foot, the SM grid (sm_grid.js): a caption line across the card, the cells at
+// the left with two lines beside them, and a line across under them (its clocks are in the
+// hover). The card is as tall as 1280x720 allows with 8 GPUs in two columns of four at readings
+// of 11 px (docs/ui.md)
+export const DEV_W = 264, DEV_H = 168, DEV_BAND = 30, DEV_ROW0 = 48, DEV_ROW = 17, DEV_PCIE_ROW = 4;
+// the foot: the caption's baseline and the lines' spacing, the cells' box (top, height, widest)
+export const DEV_FOOT_Y = DEV_ROW0 + (DEV_PCIE_ROW + 1) * DEV_ROW - 3, DEV_FOOT_LINE = 11,
+  DEV_GRID_Y = DEV_FOOT_Y + 4, DEV_GRID_H = 2 * DEV_FOOT_LINE - 2, DEV_GRID_W = 108;
 export const DEV_BAR_X = 58, DEV_BAR_W = 42, DEV_SPARK_X = 106, DEV_VALUE_ROOM = DEV_W - 166;
 export const SPARK_W = 44, SPARK_H = 11;
 // the rows of a GPU card with a sparkline: [row, metric]

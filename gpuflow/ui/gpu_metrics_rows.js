@@ -108,7 +108,7 @@ export function drawGpuRows(n, alpha) {
       text(label + row, n.x + TRACK_X - 6, y + 10, F.label, COL.dim, 'right', undefined, n.id + '.pm' + g.device + '.' + row);
       const rec = { pid: n.pid, device: g.device, uuid: g.uuid, row, points: 0, value: null };
       if (!has) {
-        if (row === 'warps') text('GPU metrics: ' + why(), n.x + TRACK_X + 4, y + 10, F.label, COL.warn, 'left', TRACK_W - 8);
+        if (row === 'warps') text('GPU metrics: ' + why(), n.x + TRACK_X + 4, y + 10, F.label, COL.warn, 'left', TRACK_W - 8, n.id + '.pm' + g.device + '.why');
         (drawn.pmRows ||= []).push(rec);
         y += ROW_H;
         continue;

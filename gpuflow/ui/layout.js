@@ -24,7 +24,7 @@ export function rebuild(f, traced, relayout) {
   const N = model.nodes, seen = new Set();
   const get = (id, kind) => {
     let n = N.get(id);
-    if (!n) { n = { id, kind, x: 0, y: 0, w: 0, h: 0, placed: false, maxSm: 0, form: '' }; N.set(id, n); }
+    if (!n) { n = { id, kind, x: 0, y: 0, w: 0, h: 0, placed: false, form: '' }; N.set(id, n); }
     seen.add(id);
     return n;
   };
@@ -37,7 +37,6 @@ export function rebuild(f, traced, relayout) {
   for (const d of f.devices) {
     const n = get('d:' + d.index, 'device');
     n.data = d; n.w = DEV_W; n.h = DEV_H;
-    if (isNum(d.clock_sm_mhz) && d.clock_sm_mhz > n.maxSm) n.maxSm = d.clock_sm_mhz;
     indices.push(d.index);
   }
   indices.sort((a, b) => a - b);
@@ -90,6 +89,18 @@ export function rebuild(f, traced, relayout) {
     });
   }
   for (const d of f.devices) edges.push({ id: 'd:' + d.index + '>host', from: 'd:' + d.index, to: 'host', lost: !!d.lost });
+  // an NVLink between two GPUs of the host: one edge per pair, whichever of them reports the links
+  const pairs = new Set();
+  for (const d of f.devices) {
+    for (const l of (d.links && d.links.nvlinks) || []) {
+      const peer = l.remote_device_index;
+      if (!isNum(peer) || peer === d.index || !N.has('d:' + peer)) continue;
+      const [a, b] = d.index < peer ? [d.index, peer] : [peer, d.index];
+      if (pairs.has(a + '~' + b)) continue;
+      pairs.add(a + '~' + b);
+      edges.push({ id: 'd:' + a + '~d:' + b, from: 'd:' + a, to: 'd:' + b, nvlink: true });
+    }
+  }
   model.edges = edges;
   model.order = [host, ...[...N.values()].filter(n => n.kind === 'device'),
     ...[...N.values()].filter(n => n.kind === 'process').sort((a, b) => a.pid - b.pid)];

@@ -16,17 +16,18 @@
 // text(), fitted or wrapped, never cut mid-word where they must be read whole (geometry.js).
 
 import { COL, F, badge, bar, box, cell, drawn, text, textWidth } from './canvas.js';
-import { DASH, exitText, fmtBytes, fmtPct, fmtRate, isNum, num, retiredText, unitFor } from './format.js';
+import { DASH, exitText, fmtBytes, fmtGB, fmtPct, isNum, num, retiredText, unitFor } from './format.js';
 import { DEV_BAND, DEV_BAR_W, DEV_BAR_X, DEV_ROW, DEV_ROW0, DEV_SPARK_ROWS, DEV_VALUE_ROOM, HOST_BAND, LINE_H, PROC_BAND,
   PROC_SPARK_X, devSparkBox, procRowY, procSparkBox, procSparkW, tracedNote } from './geometry.js';
 import { model } from './layout.js';
+import { drawSmGrid } from './sm_grid.js';
 import { queueSpark, seriesOf, sparkBaseline } from './spark.js';
 import { unallocatedText, workloadLabel } from './workload.js';
 
 export function drawDevice(n, full) {
   const d = n.data, x = n.x, y = n.y, id = n.id, ty = y + 20;
   box(n, d.lost ? COL.lost : COL.border, d.lost ? '#3d1d20' : COL.head, DEV_BAND);
-  if (!full) return;
+  if (!full) { drawSmGrid(n, false); return; }
   const title = 'GPU ' + d.index;
   text(title, x + 10, ty, F.title, COL.text);
   let right = x + n.w - 8;
@@ -57,15 +58,16 @@ export function drawDevice(n, full) {
     ry += DEV_ROW;
   }
   deviceSparks(n, d);
-  // SM clock against the highest seen this session, and the memory clock (both in the hover)
-  text('clocks', x + 10, ry, F.small, COL.dim);
-  bar(x + DEV_BAR_X, ry - 8, DEV_BAR_W, 8, isNum(d.clock_sm_mhz) && n.maxSm > 0 ? d.clock_sm_mhz / n.maxSm : null, COL.clock);
-  text(cell(d.clock_sm_mhz, String, id + '.clock_sm_mhz') + ' · ' + cell(d.clock_mem_mhz, v => v + ' MHz', id + '.clock_mem_mhz'),
-    x + n.w - 10, ry, F.body, COL.text, 'right', n.w - DEV_BAR_X - DEV_BAR_W - 14);
-  ry += DEV_ROW;
+  // PCIe both ways against the link's peak: the label of the edge to the host, which leaves here
   text('PCIe', x + 10, ry, F.small, COL.dim);
-  text('tx ' + cell(d.pcie_tx_bytes_per_s, fmtRate, id + '.pcie_tx_bytes_per_s') + ' · rx ' +
-    cell(d.pcie_rx_bytes_per_s, fmtRate, id + '.pcie_rx_bytes_per_s'), x + n.w - 10, ry, F.body, COL.text, 'right', n.w - 68);
+  text(pcieText(d, id), x + n.w - 10, ry, F.body, COL.text, 'right', n.w - 50, id + '.pcie');
+  drawSmGrid(n, full);
+}
+// "in 2.3 · out 1.4 of 63.0 GB/s": into the GPU (NVML's rx), out of it (tx), the link's peak each way
+export function pcieText(d, id) {
+  const peak = d.links && isNum(d.links.pcie_peak_bytes_per_s) ? d.links.pcie_peak_bytes_per_s : null;
+  return 'in ' + cell(d.pcie_rx_bytes_per_s, fmtGB, id + '.pcie_rx_bytes_per_s') + ' · out ' +
+    cell(d.pcie_tx_bytes_per_s, fmtGB, id + '.pcie_tx_bytes_per_s') + ' of ' + cell(peak, fmtGB, id + '.pcie_peak_bytes_per_s') + ' GB/s';
 }
 // the scale each sparkline of a GPU is drawn against: its row's bar's
 export const SPARK_COLORS = { utilization_gpu_pct: COL.sm, memory_used_bytes: COL.mem, power_draw_w: COL.power, sm_util_pct: COL.sm };

@@ -2,9 +2,11 @@
 // (scrub.js), and the frame it builds from the answers, in the plain form every frame has, so the
 // same layout, drawing, hover and process list show it.
 //
-// * Devices: the live frame's facts (index, name, memory total, power limit: fixed, so not kept
-//   over time) with the readings of GET api/history at the moment: the last sample at or before
-//   it (recorder.js valueAt), "—" where there is none or it was not available. History is asked in chunks of ±CHUNK_S
+// * Devices: the live frame's facts (index, name, memory total, power limit, its PCIe link at its
+//   most and which NVLinks it has: fixed, so not kept over time) with the readings of GET
+//   api/history at the moment: the last sample at or before it (recorder.js valueAt), "—" where
+//   there is none or it was not available. History keeps no GPM means and no NVLink rates: those
+//   are "—" at a past moment, never the live ones. History is asked in chunks of ±CHUNK_S
 //   around the moment, so dragging within a minute asks nothing more.
 // * Processes: those whose per-GPU readings have a sample at the moment; their names, users and
 //   how they held a GPU are what the page saw in live frames (history keeps numbers only), "—"
@@ -141,6 +143,8 @@ function frameAt(live, chunk, t) {
       if (isNum(v)) any = true;
     }
     out.lost = !!d.lost && !any;
+    out.gpm = null; out.gpm_instances = [];
+    if (d.links) out.links = linksThen(d.links);
     byUuid.set(d.uuid, d.index);
     return out;
   });
@@ -168,6 +172,13 @@ function frameAt(live, chunk, t) {
   const host = Object.assign({}, live.host, { problems: [] });
   return { schema: live.schema, seq: live.seq, timestamp: t, host, sources: live.sources, devices,
     processes: [...procs.values()].sort((a, b) => a.pid - b.pid), traced: [], traced_retired: [], past: true };
+}
+
+// a GPU's links at a past moment: what is fixed of them; what is measured, not kept, is null
+function linksThen(l) {
+  const none = { tx_bytes_per_s: null, rx_bytes_per_s: null, tx_bytes_total: null, rx_bytes_total: null, state: null };
+  return Object.assign({}, l, { pcie_gen: null, pcie_width: null, pcie_tx_bytes_total: null, pcie_rx_bytes_total: null,
+    nvlinks: (l.nvlinks || []).map(x => Object.assign({}, x, none)) });
 }
 
 // -- the traced processes of a window --------------------------------------------------------------

@@ -2,8 +2,10 @@
 // this is the painter the redraw loop (canvas.js) calls when something changed.
 //
 // Edges go from a process to each GPU it holds (brighter with its SM % there, grey when the driver
-// does not say) and from each GPU to the host, leaving each node on the side that faces the other
-// (a traced strip above or below the GPUs leaves from its bottom or top). They are one device
+// does not say; a traced process's labelled with its busy share and copies' bandwidth there), from
+// each GPU to the host and between NVLinked GPUs (link_edges.js: strands as thick as their bytes a
+// second each way), leaving each node on the side that faces the other (a traced strip above or
+// below the GPUs leaves from its bottom or top). A process's edges are one device
 // pixel wide at any zoom, which the rasteriser draws far faster than a wider stroke (a whole
 // 64-process graph's edges cost several times less); the edges of an isolated node are drawn
 // wider. They are bucketed by style so each bucket is one stroke.
@@ -24,20 +26,17 @@ import { DEV_BAND, procRowY } from './geometry.js';
 import { drawGpuRows } from './gpu_metrics_rows.js';
 import { drawLanes } from './lanes.js';
 import { litSets, model } from './layout.js';
+import { drawCopyLabels, drawLinks, drawNvlinks } from './link_edges.js';
 import { drawDevice, drawHost, drawProcess } from './nodes.js';
 import { shownSnap } from './store.js';
 import { drawTraced } from './traced.js';
 
-const EDGE_ALPHA = [0.4, 0.6, 0.8, 1];   // by SM % quartile; a GPU-to-host edge is level 2
+const EDGE_ALPHA = [0.4, 0.6, 0.8, 1];   // by SM % quartile
 
-// [x1, y1, x2, y2, vertical] of an edge: from the side of `from` facing `to`
+// [x1, y1, x2, y2, vertical] of a process's edge to a GPU: from the side of the process facing it
 function edgeAnchor(e) {
   const a = model.nodes.get(e.from), b = model.nodes.get(e.to);
   if (!a || !b) return null;
-  if (!e.att) {   // GPU to host
-    const toRight = b.x >= a.x + a.w;
-    return [toRight ? a.x + a.w : a.x, a.y + a.h / 2, toRight ? b.x : b.x + b.w, b.y + b.h / 2, false];
-  }
   const spread = ((a.pid * 7) % 7) * 2;
   if (a.form === 'strip' && (a.y + a.h <= b.y || a.y >= b.y + b.h)) {   // straight down (or up) to the GPU
     const down = a.y + a.h <= b.y, bx = b.x + b.w / 2 - 24 + spread * 4;
@@ -50,19 +49,16 @@ function edgeAnchor(e) {
 function drawEdges(lit, dimAlpha, vx0, vy0, vx1, vy1) {
   const buckets = new Map();
   for (const e of model.edges) {
+    if (!e.att) continue;   // a GPU's PCIe link to the host, an NVLink between GPUs: link_edges.js
     const p = edgeAnchor(e);
     if (!p) continue;
     if (Math.max(p[0], p[2]) < vx0 || Math.min(p[0], p[2]) > vx1 || Math.max(p[1], p[3]) < vy0 || Math.min(p[1], p[3]) > vy1) continue;
-    let color, level = 2, dash = false;
-    if (e.att) {
-      const sm = e.att.sm_util_pct;
-      color = isNum(sm) ? COL.edge : COL.edgeNull;
-      level = isNum(sm) ? Math.min(3, Math.floor(clamp01(sm / 100) * 4)) : 1;
-    } else { color = e.lost ? COL.lost : COL.hostEdge; dash = e.lost; }
+    const sm = e.att.sm_util_pct;
+    const color = isNum(sm) ? COL.edge : COL.edgeNull, level = isNum(sm) ? Math.min(3, Math.floor(clamp01(sm / 100) * 4)) : 1;
     const dim = lit && !lit.edges.has(e.id), wide = lit && !dim;
-    const key = color + '|' + level + '|' + dash + '|' + dim + '|' + wide;
+    const key = color + '|' + level + '|' + dim + '|' + wide;
     let b = buckets.get(key);
-    if (!b) { b = { color, level, dash, dim, wide, pts: [] }; buckets.set(key, b); }
+    if (!b) { b = { color, level, dim, wide, pts: [] }; buckets.set(key, b); }
     b.pts.push(p);
     drawn.edges++;
   }
@@ -70,7 +66,6 @@ function drawEdges(lit, dimAlpha, vx0, vy0, vx1, vy1) {
   for (const b of buckets.values()) {
     ctx.strokeStyle = b.color; ctx.lineWidth = b.wide ? 2 / view.s : hair;
     ctx.globalAlpha = EDGE_ALPHA[b.level] * (b.dim ? dimAlpha * 0.6 : 1);
-    if (b.dash) ctx.setLineDash([6, 5]);
     ctx.beginPath();
     for (const [x1, y1, x2, y2, vertical] of b.pts) {
       ctx.moveTo(x1, y1);
@@ -83,7 +78,6 @@ function drawEdges(lit, dimAlpha, vx0, vy0, vx1, vy1) {
       }
     }
     ctx.stroke();
-    if (b.dash) ctx.setLineDash([]);
   }
   ctx.globalAlpha = 1;
 }
@@ -103,6 +97,9 @@ export function draw() {
   drawn.highlighted = ui.highlight && model.nodes.has(ui.highlight) ? ui.highlight : null;
   setWorld();
   drawEdges(lit, dimAlpha, vx0, vy0, vx1, vy1);
+  drawLinks(lit, dimAlpha, vx0, vy0, vx1, vy1);
+  drawNvlinks(lit, dimAlpha, vx0, vy0, vx1, vy1, full);
+  drawCopyLabels(edgeAnchor, lit, dimAlpha, full);
   const visible = [];
   for (const n of model.order) {
     if (n.x > vx1 || n.x + n.w < vx0 || n.y > vy1 || n.y + n.h < vy0) continue;

@@ -18,9 +18,10 @@ from .conftest import until, hook, open_live, shot
 pytestmark = pytest.mark.browser
 
 #: device fields the node draws as numbers (a null one must be drawn as "—", and only a null one)
+# the clocks are in a GPU's hover, not on its card; the card's PCIe row and SM grid have cells of
+# their own (the link's peak, the GPM means: device_grid_cells)
 DEVICE_CELLS = ("name", "utilization_gpu_pct", "memory_used_bytes", "memory_total_bytes", "temperature_c",
-                "power_draw_w", "power_limit_w", "clock_sm_mhz", "clock_mem_mhz", "pcie_tx_bytes_per_s",
-                "pcie_rx_bytes_per_s")
+                "power_draw_w", "power_limit_w", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
 ATTACHMENT_CELLS = ("sm_util_pct", "memory_used_bytes")
 
 
@@ -76,6 +77,18 @@ def test_layout_is_stable_across_frames(page, agent):
     assert after == before, "nodes moved while only values changed"
 
 
+def device_grid_cells(d: dict) -> set[str]:
+    """The dashes of a GPU's PCIe row's peak and, unless it is lost, of its SM grid's GPM means."""
+    out = set()
+    if (d["links"] or {}).get("pcie_peak_bytes_per_s") is None:
+        out.add(f"d:{d['index']}.pcie_peak_bytes_per_s")
+    if not d["lost"]:
+        for f in ("sm_util_pct", "sm_occupancy_pct"):
+            if (d["gpm"] or {}).get(f) is None:
+                out.add(f"d:{d['index']}.gpm.{f}")
+    return out
+
+
 def test_null_values_are_drawn_as_dashes_and_only_they(page, agent):
     open_live(page, agent)
     # a frame's nulls are the same in every frame of the fake scenario, so /api/snapshot tells
@@ -86,6 +99,7 @@ def test_null_values_are_drawn_as_dashes_and_only_they(page, agent):
         for f in DEVICE_CELLS:
             if d[f] is None:
                 expected.add(f"d:{d['index']}.{f}")
+        expected |= device_grid_cells(d)
     for p in snap["processes"]:
         for f in ("name", "user"):
             if p[f] is None:
