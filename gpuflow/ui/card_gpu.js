@@ -7,7 +7,7 @@
 // Constraints: rows are [label, value, warn] as plain strings (card.js writes them with
 // textContent: kernel names are untrusted); a value not known is "—", never 0; no state.
 
-import { DASH, fmtBytes, fmtGB, fmtNs, fmtPct, fmtRate, grp, isNum } from './format.js';
+import { DASH, fmtBytes, fmtClock, fmtGB, fmtNs, fmtPct, fmtRate, grp, isNum } from './format.js';
 import { nvlinkRates } from './link_edges.js';
 import { model } from './layout.js';
 import { BUCKET_S, spreadOf } from './pm_spread.js';
@@ -47,7 +47,7 @@ export function gpuRows(d) {
   const s = spreadOf(d.uuid);
   if (s) {
     const band = (x) => (x ? nz(x.avg, pct1) + ' (least SM ' + nz(x.min, pct1) + ', busiest ' + nz(x.max, pct1) + ')' : DASH);
-    rows.push(['PM across SMs', 'the ' + BUCKET_S + ' s from ' + new Date(s.at * 1000).toLocaleTimeString()]);
+    rows.push(['PM across SMs', 'the ' + BUCKET_S + ' s from ' + fmtClock(s.at, true) + ', the least and busiest SM\'s figures their least and greatest']);
     rows.push(['SM active', band(s.sm)], ['warps in flight', band(s.warps)]);
   }
   if (g.top) {
@@ -93,8 +93,8 @@ export function tracedDeviceRows(info) {
   for (const dev of info.devices || []) {
     const gpu = [...model.nodes.values()].find(n => n.kind === 'device' && n.data.uuid === dev.uuid);
     rows.push(['device ' + dev.device, (gpu ? 'GPU ' + gpu.data.index : nz(dev.uuid)) + ' · ' + nz(dev.sm_count) + ' SMs · busy ' +
-      (isNum(dev.busy_pct) ? fmtPct(dev.busy_pct) + ' of the ' + (dev.busy_window_ms / 1000).toFixed(1) + ' s before ' +
-        new Date(dev.busy_window_end_us / 1000).toLocaleTimeString() : DASH) + (dev.busy_late ? ' (a lower bound: ' + grp(dev.busy_late) + ' late kernels)' : '')]);
+      (isNum(dev.busy_pct) ? fmtPct(dev.busy_pct) + (isNum(dev.busy_window_ms) && isNum(dev.busy_window_end_us)
+        ? ' of the ' + (dev.busy_window_ms / 1000).toFixed(1) + ' s before ' + fmtClock(dev.busy_window_end_us / 1e6, true) : '') : DASH) + (dev.busy_late ? ' (a lower bound: ' + grp(dev.busy_late) + ' late kernels)' : '')]);
     for (const c of dev.copies || []) {
       rows.push(['  ' + c.direction + ' ' + c.memory, nz(c.bytes_per_s, v => fmtGB(v) + ' GB/s') + ' · ' + grp(c.count) + ' copies, ' +
         fmtBytes(c.bytes) + ' in ' + fmtNs(c.total_ns)]);

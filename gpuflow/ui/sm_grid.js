@@ -16,13 +16,14 @@
 //
 // The SM count is the one the traced processes' own records give (CUPTI's DEVICE record, matched
 // to the GPU by its UUID: a process's device ordinals are its own); a GPU no traced process has
-// described has no cells, and its caption says why, with the means and the band still shown. The
-// SM count and the launch table are facts of the whole run, read from the live frame also at a past
+// described has no cells, and its caption says why (no traced process on it, or none of those on it
+// described it: an agent from before the DEVICE facts), the means and the band still shown. The SM
+// count and the launch table are facts of the whole run, read from the live frame also at a past
 // moment; GPM means are live readings (a past moment's frame has none: past.js).
 //
 // Constraints: world units, under the view's transform; everything drawn through canvas.js; a value
-// not known is "—" (cell()), never 0; no object per SM (a GPU's cells are one path, filled a few
-// times). What it drew is kept in `drawn.grids` (canvas.js) for tests.
+// not known is "—" (cell()), never 0; nothing per SM (the cells are drawn a row at a time). What it
+// drew is kept in `drawn.grids` (canvas.js) for tests.
 
 import { COL, F, cell, ctx, drawn, text, view } from './canvas.js';
 import { clamp01, isNum } from './format.js';
@@ -38,14 +39,18 @@ import { store } from './store.js';
 const MARK_MIN_PX = 6, MAX_PITCH = 7, VALUE_X = 57, BAR_X = 61, BAR_W = 31, BAR_H = 5;
 const BUSY_TINT = '#1f4d2b', BAND = COL.reduced;
 
-// per live frame: GPU uuid -> [{ info: the traced process, dev: its TracedDevice }]
-let tracedOn = new Map(), tracedFrame = null;
+// per live frame: GPU uuid -> [{ info: the traced process, dev: its TracedDevice }], and the UUIDs
+// of the GPUs a traced process holds (its NVML attachments), described or not
+let tracedOn = new Map(), tracedHeld = new Set(), tracedFrame = null;
 export function tracedByUuid() {
   const f = store.snap;
   if (f === tracedFrame) return tracedOn;
   tracedFrame = f;
   tracedOn = new Map();
+  tracedHeld = new Set();
+  const pids = new Set();
   for (const info of (f && f.traced) || []) {
+    pids.add(info.pid);
     for (const dev of info.devices || []) {
       if (!dev.uuid) continue;
       let l = tracedOn.get(dev.uuid);
@@ -53,6 +58,7 @@ export function tracedByUuid() {
       l.push({ info, dev });
     }
   }
+  for (const p of (f && f.processes) || []) if (pids.has(p.pid)) for (const a of p.attachments) tracedHeld.add(a.device_uuid);
   return tracedOn;
 }
 
@@ -74,7 +80,7 @@ export function gridFacts(d) {
     }
   }
   const g = d.gpm || null;
-  return { sms, top, traced: on,
+  return { sms, top, traced: on, tracedHere: on.length > 0 || tracedHeld.has(d.uuid),
     busy: g && isNum(g.sm_util_pct) ? g.sm_util_pct : null, occupancy: g && isNum(g.sm_occupancy_pct) ? g.sm_occupancy_pct : null };
 }
 
@@ -175,7 +181,7 @@ export function drawSmGrid(n, full) {
   }
   if (!full) return;
   const fy = n.y + DEV_FOOT_Y, room = n.x + n.w - 10 - x;
-  rec.caption = g.sms === null ? 'SM count not known: no traced process on this GPU'
+  rec.caption = g.sms === null ? 'SM count not known: ' + (g.tracedHere ? 'no traced process described it' : 'no traced process on this GPU')
     : g.sms + ' SMs · ' + (spread ? 'cells: GPU means · band: SM spread (PM)' : 'each cell the GPU mean (GPM)');
   text(rec.caption, x, fy, F.label, COL.dim, 'left', room, id + '.grid.caption');
   const ly = fy + DEV_FOOT_LINE;

@@ -9,6 +9,8 @@ snapshot part made at start and never changed, holding every case the grid and t
 * GPU 2: GPM and PCIe rates (received less, transmitted more than GPU 0), no traced process:
   no cells, and the caption says why.
 * GPU 3: lost.
+* GPU 4: held by a traced process whose records say nothing of its devices (an agent from before
+  the DEVICE facts): no cells, and the caption says no traced process described it.
 
 Loaded with ``--plugin tests.ui.grid_scene`` from the repository's root (the agent's working
 directory), beside the fake collector's agent settings in tests/ui/conftest.py. Its figures are
@@ -26,14 +28,13 @@ from gpuflow.core.snapshot import (
 )
 
 SLOT = __name__
-UUIDS = ("GPU-00000000-0000-4000-8000-00000000aaa0", "GPU-00000000-0000-4000-8000-00000000aaa1",
-         "GPU-00000000-0000-4000-8000-00000000aaa2", "GPU-00000000-0000-4000-8000-00000000aaa3")
-PID, OTHER_PID = 4242, 5151
+UUIDS = tuple(f"GPU-00000000-0000-4000-8000-00000000aaa{i}" for i in range(5))
+PID, OTHER_PID, UNDESCRIBED_PID = 4242, 5151, 6161
 SMS = 132
 PEAK = 32e9 * 128 / 130 * 16 / 8   #: PCIe gen 5 x16, each way
 #: (received, transmitted) bytes/s of GPUs 0 and 2; GPU 1's are not measured
 PCIE = {0: (40e9, 5e9), 2: (10e9, 20e9)}
-GPM = {0: (71.5, 40.2), 2: (12.0, 6.5)}   #: (SM busy %, SM occupancy %)
+GPM = {0: (71.5, 40.2), 2: (12.0, 6.5), 4: (30.0, 20.0)}   #: (SM busy %, SM occupancy %)
 #: GPU 0's four NVLinks to GPU 1: bytes/s out of GPU 0 and into it, each link
 NVLINK_TX, NVLINK_RX = 30e9, 7.5e9
 KERNELS = (
@@ -100,10 +101,14 @@ def scene(now_s: float) -> SnapshotPart:
                  Attachment(0, UUIDS[0], memory_used_bytes=30 << 30, sm_util_pct=90.0),
                  Attachment(1, UUIDS[1], memory_used_bytes=30 << 30, sm_util_pct=85.0))),
              Process(OTHER_PID, "server", "bob", "serve", attachments=(
-                 Attachment(2, UUIDS[2], memory_used_bytes=8 << 30, sm_util_pct=12.0),)))
+                 Attachment(2, UUIDS[2], memory_used_bytes=8 << 30, sm_util_pct=12.0),)),
+             Process(UNDESCRIBED_PID, "older", "carol", "older", attachments=(
+                 Attachment(4, UUIDS[4], memory_used_bytes=2 << 30, sm_util_pct=30.0),)))
+    undescribed = TracedProcess(pid=UNDESCRIBED_PID, session="gridscene000002", name="older", cupti_status="ok")
     return SnapshotPart(source="scene", host=HostInfo(hostname="grid-scene", driver_version="580.159.04",
                                                       nvml_version="13.580.159.04", cuda_driver_version="13.0"),
-                        devices=tuple(_device(i) for i in range(4)), processes=procs, traced=(_traced(now_us),))
+                        devices=tuple(_device(i) for i in range(5)), processes=procs,
+                        traced=(_traced(now_us), undescribed))
 
 
 @hookimpl

@@ -68,7 +68,7 @@ def texts(drawn: dict) -> dict[str, dict]:
 def test_the_grid_has_a_cell_per_sm_its_caption_and_the_traced_kernels_occupancy(page, grid_agent):
     d = open_grid(page, grid_agent)
     grids, t = by_id(d["grids"]), texts(d)
-    assert set(grids) == {"d:0", "d:1", "d:2"}, "a lost GPU has no grid"
+    assert set(grids) == {"d:0", "d:1", "d:2", "d:4"}, "a lost GPU has no grid"
     g0 = grids["d:0"]
     assert g0["sms"] == g0["cells"] == S.SMS
     assert g0["cols"] * g0["pitch"] <= 108 + 1e-6 and g0["cols"] * ((S.SMS + g0["cols"] - 1) // g0["cols"]) >= S.SMS
@@ -90,7 +90,10 @@ def test_the_grid_has_a_cell_per_sm_its_caption_and_the_traced_kernels_occupancy
     assert g2["sms"] is None and g2["cells"] == 0 and g2["band"] is None
     assert g2["caption"] == "SM count not known: no traced process on this GPU"
     assert (g2["sm_util_pct"], g2["occupancy_pct"]) == S.GPM[2] and g2["lines"] == [None]
-    for i in ("d:0", "d:1", "d:2"):
+    # GPU 4: a traced process holds it, but its records never described it
+    g4 = grids["d:4"]
+    assert g4["cells"] == 0 and g4["caption"] == "SM count not known: no traced process described it"
+    for i in ("d:0", "d:1", "d:2", "d:4"):
         assert t[f"{i}.grid.caption"]["px"] >= LABEL_PX
     # the hover says where the count came from and the kernel's configuration, whole
     r = page.evaluate("window.__gpuflow.nodeRect('d:0')")
