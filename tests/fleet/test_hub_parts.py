@@ -137,3 +137,17 @@ def test_a_real_snapshots_parts_read_back_as_the_same_objects_tagged_with_the_hu
     traced = parse.traced(plain["traced"], "node-x")
     assert traced == tuple(replace(t, host="node-x", lanes=tuple(replace(l, spans=tuple(l.spans)) for l in t.lanes))
                            for t in snap.traced)
+
+
+def test_a_text_many_hosts_and_frames_say_is_held_once():
+    """A hub of a thousand agents holds each host's latest state: the same GPU model, driver,
+    kernel names ... are one object, however many hosts and frames say them (each frame's JSON
+    reading makes them anew)."""
+    snap = make_snapshot(lanes=(lane(13, [1, 2, 3]),))
+    frames = [json.loads(json.dumps(snap.to_json_dict())) for _ in range(3)]
+    read = [(parse.devices(f["devices"], f"node-{i}"), parse.traced(f["traced"], f"node-{i}"))
+            for i, f in enumerate(frames)]
+    assert all(f["devices"][0]["uuid"] is not frames[0]["devices"][0]["uuid"] for f in frames[1:])
+    for devices, traced in read[1:]:
+        assert devices[0].uuid is read[0][0][0].uuid and devices[0].name is read[0][0][0].name
+        assert traced[0].session is read[0][1][0].session and traced[0].name is read[0][1][0].name

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import types
 import typing
 from typing import Any, Callable
@@ -69,7 +70,7 @@ def _float(v: Any, at: str) -> float:
 def _str(v: Any, at: str) -> str:
     if type(v) is not str or len(v) > MAX_TEXT:
         raise FrameRefused(f"{at}: expected text of at most {MAX_TEXT} characters")
-    return v
+    return sys.intern(v)
 
 
 def _bool(v: Any, at: str) -> bool:
@@ -169,7 +170,8 @@ def converter(cls: type) -> Check:
     hints = typing.get_type_hints(cls, localns={"SpanColumns": SpanColumns})
     env: dict[str, Any] = {"_make": positional_constructor(cls), "_R": FrameRefused, "_M": dataclasses.MISSING,
                            "_dict": dict, "_list": list, "_int": int, "_str": str, "_bool": bool, "_float": float,
-                           "_finite": math.isfinite, "_MIN": INT_MIN, "_MAX": INT_MAX, "_TEXT": MAX_TEXT}
+                           "_finite": math.isfinite, "_MIN": INT_MIN, "_MAX": INT_MAX, "_TEXT": MAX_TEXT,
+                           "_intern": sys.intern}
     lines = ["def convert(v, at, host=_M):", "    if type(v) is not _dict:",
              "        raise _R(at + ': expected an object')", "    g = v.get"]
     for i, f in enumerate(dataclasses.fields(cls)):
@@ -189,6 +191,9 @@ def converter(cls: type) -> Check:
             test = test.format(x=x)
             lines.append(f"    elif {f'{x} is not None and ({test})' if scalar[1] else test}:")
             lines.append(f"        raise _R(at + '.{name}: {says}')")
+            if scalar[0] is str:   # one copy of each text however many hosts and frames say it
+                lines.append(f"    elif {x} is not None:" if scalar[1] else "    else:")
+                lines.append(f"        {x} = _intern({x})")
         else:
             inner, optional = _unwrap_optional(hints[name])
             lines.append(f"    elif {x} is not None:" if optional else "    else:")
