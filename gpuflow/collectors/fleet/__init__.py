@@ -14,6 +14,9 @@ Layout, one job per module:
 * ``credentials.py`` - the bearer token of each target, from a private file;
 * ``sse_events.py`` - Server-Sent Events read from untrusted bytes, within bounds;
 * ``parse.py`` - a frame's plain form checked and turned into the snapshot's objects;
+* ``lane_columns.py`` - a watched host's span rows read straight into columns (``_rows_c``, its
+  twin ``_rows_py``), and its lanes' samples joined;
+* ``lane_keeper.py`` - a watched host's lanes kept from frame to frame, as its agent keeps them;
 * ``link.py`` - one agent's connection: dial, read, up / stale / down, dial again with backoff;
 * ``host_table.py`` - every host's latest state, shared with the frame thread, as one SnapshotPart;
 * ``hub_loop.py`` - the asyncio thread: every link, the targets file, the sweeps;

@@ -8,18 +8,28 @@ do not join up with the kept ones (``spans_skipped`` above 0), for a process tha
 namesake (``reset``), and on every full frame: the same rule the page follows, so the hub's lanes
 are the most recent executions of each lane, contiguous, as many as the agent shows.
 
+A lane's spans stay columns (:class:`~gpuflow.core.recorded.SpanColumns`, as the hub's row reader
+makes them) from frame to frame: the kept ones and the new ones joined, array by array
+(lane_columns.joined), with no object per span.
+
 Constraints: pure; on the hub's network thread, for watched hosts only; holds no more spans per
 lane than the agent's sample.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
-from gpuflow.core.snapshot import Span, TracedProcess
+from gpuflow.collectors.fleet.lane_columns import joined
+from gpuflow.core.frozen import positional_constructor
+from gpuflow.core.recorded import SpanColumns
+from gpuflow.core.snapshot import Lane, Span, TracedProcess
 
 LaneKey = tuple[str, int, int, int, int]
+LaneSpans = SpanColumns | tuple[Span, ...]
+_LANE = positional_constructor(Lane)
+_LANE_HEAD = tuple(f.name for f in fields(Lane) if f.name != "spans")
 
 
 def skipped_and_resets(plain: dict[str, Any]) -> tuple[dict[LaneKey, int], set[tuple[str, int]]]:
@@ -40,7 +50,7 @@ def skipped_and_resets(plain: dict[str, Any]) -> tuple[dict[LaneKey, int], set[t
 
 class LaneKeeper:
     def __init__(self) -> None:
-        self._lanes: dict[LaneKey, tuple[Span, ...]] = {}
+        self._lanes: dict[LaneKey, LaneSpans] = {}
 
     def clear(self) -> None:
         self._lanes = {}
@@ -49,19 +59,17 @@ class LaneKeeper:
         """``traced`` (as parsed: each lane holds the frame's spans) with each lane's kept sample."""
         skipped, resets = skipped_and_resets(plain) if not full else ({}, set())
         kept_before = {} if full else self._lanes
-        now: dict[LaneKey, tuple[Span, ...]] = {}
+        now: dict[LaneKey, LaneSpans] = {}
         out = []
         for t in traced:
             fresh = (t.session, t.pid) in resets
             lanes = []
             for lane in t.lanes:
                 key = (t.session, t.pid, lane.device, lane.context, lane.stream)
-                new = tuple(lane.spans)
                 kept = () if fresh or skipped.get(key) else kept_before.get(key, ())
-                size = max(0, lane.executions - lane.spans_elided)
-                spans = (kept + new)[-size:] if size else ()
-                now[key] = spans
-                lanes.append(replace(lane, spans=spans))
+                spans = now[key] = joined(kept, lane.spans, max(0, lane.executions - lane.spans_elided))
+                lanes.append(lane if spans is lane.spans else
+                             _LANE(*[getattr(lane, f) for f in _LANE_HEAD], spans))
             out.append(replace(t, lanes=tuple(lanes)) if lanes else t)
         self._lanes = now
         return tuple(out)

@@ -47,6 +47,7 @@ import orjson
 
 from gpuflow.collectors.fleet import parse
 from gpuflow.collectors.fleet.host_table import SOURCE, HostView
+from gpuflow.collectors.fleet.lane_columns import read_rows
 from gpuflow.collectors.fleet.lane_keeper import LaneKeeper
 from gpuflow.collectors.fleet.parse import FrameRefused
 from gpuflow.collectors.fleet.sse_events import SseEvent, SseParser, StreamTooLarge
@@ -206,7 +207,7 @@ class Link:
         try:
             _check_answer(resp)
             parser = SseParser(hub.frame_bytes(detail))
-            reader = StreamReader(fallback_host=self.target.fallback_name)
+            reader = StreamReader(fallback_host=self.target.fallback_name, spans=read_rows)
             self._response, self.detail = resp, detail
             loop = asyncio.get_running_loop()
             self.last_bytes = self.connected_at = loop.time()

@@ -106,6 +106,15 @@ def _fixed(checks: list[Check]) -> Check:
     return fixed
 
 
+def _or_columns(check: Check) -> Check:
+    """A lane's spans: a SpanColumns as it is (only the hub's own row reader, lane_columns.py,
+    makes one in a frame's plain form, and it checks every value as the Span check does), else
+    each span checked into a Span."""
+    def spans(v: Any, at: str) -> Any:
+        return v if type(v) is SpanColumns else check(v, at)
+    return spans
+
+
 _SCALARS: dict[Any, Check] = {int: _int, float: _float, str: _str, bool: _bool}
 _CONVERTERS: dict[type, Check] = {}
 
@@ -117,9 +126,11 @@ def _check_for(tp: Any, name: str) -> Check:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
-        if SpanColumns in rest:   # a lane's spans: read as Span objects
+        columns = SpanColumns in rest
+        if columns:   # a lane's spans: columns as the hub's row reader made them, else Span objects
             rest = [a for a in rest if a is not SpanColumns]
         inner = _check_for(rest[0] if len(rest) == 1 else typing.Union[tuple(rest)], name)
+        inner = _or_columns(inner) if columns else inner
         return _optional(inner) if type(None) in args else inner
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
