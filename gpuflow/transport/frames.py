@@ -63,7 +63,6 @@ import json
 import math
 import threading
 import time
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
@@ -71,6 +70,7 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.recorded import SpanColumns
 from gpuflow.core.snapshot import KernelStat, Lane, Snapshot, Span, TracedProcess
 from gpuflow.transport import json_pieces, wire_text
+from gpuflow.transport.plain_parts import PlainParts
 from gpuflow.transport.wire import (
     DELTA, FULL, KERNEL_FIELDS, OMITTABLE, WIRE_SCHEMA, LaunchEntries, NameTable, encode_spans, lane_head,
     TracedKey, traced_head, traced_key,
@@ -199,6 +199,8 @@ class FrameEncoder:
         #: per traced process, (records, state) in the last encoded frame: tells pid reuse
         self._base_progress: dict[TracedKey, tuple[int, str]] = {}
         self._base_parts: dict[str, Any] = {}
+        #: each device's, process's, host entry's and roll-up's plain form, made once per object
+        self._plain = PlainParts()
 
     def event_id(self, seq: int) -> str:
         return f"{self.boot_epoch}-{seq}"
@@ -249,7 +251,7 @@ class FrameEncoder:
         return t.records < records or (state == "exited" and t.state == "running") or not whole
 
     def _encode(self, snap: Snapshot, prev: Frame | None) -> Frame:
-        doc = replace(snap, traced=()).to_json_dict()
+        doc = self._plain.of(snap)   # replace(snap, traced=()).to_json_dict(), an item made plain once
         doc["schema"] = WIRE_SCHEMA
         # each known process's kernels against the base frame's, in one compiled pass: their ids,
         # whether a name is gone, the entries that changed; a process that replaced its namesake
