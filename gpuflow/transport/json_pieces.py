@@ -43,8 +43,9 @@ def _into(obj: Any, out: list[str]) -> None:
     """Append ``obj``'s text in pieces. A list of more than PIECE_ITEMS items goes PIECE_ITEMS
     items a call, each run encoded whole (many items are small ones: a snapshot's kernels, a
     lane's spans); a shorter list, or a dict, is split only where it holds containers (a
-    snapshot's few processes, a process's parts), its scalars and empty or scalar-only
-    containers encoded with what holds them."""
+    snapshot's few processes, a process's parts), each run of its items or members that hold
+    none (scalars, empty or scalar-only containers) encoded in one call (a device's two dozen
+    readings: one call, not one each)."""
     if isinstance(obj, (list, tuple)):
         if len(obj) > PIECE_ITEMS:
             out.append("[")
@@ -55,23 +56,43 @@ def _into(obj: Any, out: list[str]) -> None:
             out.append("]")
         elif any(_holds_containers(v) for v in obj):
             out.append("[")
-            for i, value in enumerate(obj):
-                if i:
-                    out.append(",")
-                _into(value, out)
+            run: list[Any] = []   # items that hold no container, encoded together
+            for value in obj:
+                if _holds_containers(value):
+                    _flush(_ENCODE(run)[1:-1] if run else "", out)
+                    run = []
+                    if out[-1] != "[":
+                        out.append(",")
+                    _into(value, out)
+                else:
+                    run.append(value)
+            _flush(_ENCODE(run)[1:-1] if run else "", out)
             out.append("]")
         else:
             out.append(_ENCODE(obj))
     elif isinstance(obj, dict) and any(_holds_containers(v) for v in obj.values()):
         out.append("{")
-        for i, (key, value) in enumerate(obj.items()):
-            if i:
-                out.append(",")
-            out.append(_ENCODE({key: 0})[1:-2])   # '"key":', as json writes any kind of key
-            _into(value, out)
+        members: dict[Any, Any] = {}   # members that hold no container, encoded together
+        for key, value in obj.items():
+            if _holds_containers(value):
+                _flush(_ENCODE(members)[1:-1] if members else "", out)
+                members = {}
+                _flush(_ENCODE({key: 0})[1:-2], out)   # '"key":', as json writes any kind of key
+                _into(value, out)
+            else:
+                members[key] = value
+        _flush(_ENCODE(members)[1:-1] if members else "", out)
         out.append("}")
     else:
         out.append(_ENCODE(obj))
+
+
+def _flush(text: str, out: list[str]) -> None:
+    """Append ``text`` (members or items, or a key), after a comma unless it is the first of its
+    container (``out`` then ends with that container's opening bracket: no other piece is one);
+    nothing for no text."""
+    if text:
+        out.append(text if out[-1] in ("{", "[") else "," + text)
 
 
 def _holds_containers(value: Any) -> bool:

@@ -104,3 +104,16 @@ def test_non_finite_floats_raise_as_json_does_and_dumps_turns_them_into_null():
     with pytest.raises(ValueError):
         json_pieces.encode(doc)
     assert json.loads(dumps(doc)) == {"a": [1.0] * 40 + [None], "b": {"c": [None]}}
+
+
+def test_the_members_that_hold_no_container_go_in_one_call(monkeypatch):
+    """A device's two dozen readings beside its links are one encoder call, not one a reading (a
+    hub's page had a host's eight devices in some 300 calls, 2.2 ms against json.dumps' 0.45)."""
+    device = {"index": 0, "uuid": "GPU-a", **{f"reading_{i}": i * 1.5 for i in range(24)}, "gpm": {"sm": 1.0},
+              "links": {"pcie_gen": 5, "nvlinks": [{"link": k, "state": "up"} for k in range(4)]}, "host": "h"}
+    doc = {"devices": [device] * 8}
+    calls: list[str] = []
+    real = json_pieces._ENCODE
+    monkeypatch.setattr(json_pieces, "_ENCODE", lambda obj: calls.append(real(obj)) or calls[-1])
+    assert json_pieces.encode(doc) == reference(doc)
+    assert len(calls) <= 8 * 6 + 2
