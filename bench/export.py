@@ -1,13 +1,16 @@
 """Benchmark: how fast a retained window becomes a Perfetto file, by each candidate writer.
 
-    python bench/export.py [--spans 1000000] [--sample 100000] [--repeat 3]
+    python bench/export.py [--spans 1000000] [--sample 100000] [--repeat 3] [--launches]
 
 The window is ``bench/agent_rss.py``'s record mix, as a retaining collector would answer it
 (:class:`gpuflow.core.recorded.WindowPart`): 8 traced processes, each with kernels on 4 named
 streams (~200 distinct long C++ names, 12 of them hot; 2-202 µs, back to back with gaps of
 0-3 µs), copies on the null stream (h2d, d2h, d2d; overlapping, as copies issued in one
-millisecond are) and memsets on the kernel streams: 85 / 12 / 3 %. Every writer writes the same
-slices with the same arguments, interned names, tracks and counters-free, to a file:
+millisecond are) and memsets on the kernel streams: 85 / 12 / 3 %. With ``--launches`` each lane
+also comes with its kernels' launch configurations, as the CUPTI collector answers (a launch id
+per span, one configuration's figures per name: every kernel slice carries its occupancy,
+limiter, blocks per SM and waves; without, each says "not available"). Every writer writes the
+same slices with the same arguments, interned names, tracks and counters-free, to a file:
 
 * ``compiled`` — :class:`gpuflow.export.perfetto.TraceWriter` with the compiled slice encoder
   (``gpuflow.export._slices_c``), over ``--spans`` spans;
@@ -15,7 +18,9 @@ slices with the same arguments, interned names, tracks and counters-free, to a f
   spans (it is far slower; the rate is per span);
 * ``trace_proto_builder`` — the ``perfetto`` package's ``TraceProtoBuilder`` (protobuf message
   objects, the official generated classes), the same packets, over ``--sample`` spans; skipped
-  (``n/a``) where the package is not installed.
+  (``n/a``) where the package is not installed. It writes the arguments the format had when it
+  chose the compiled writer (seq, duration, grid, block, bytes, direction), not the occupancy and
+  bandwidth ones: its rate is an upper bound of what it would do with them.
 
 Each is timed ``--repeat`` times, best kept, side by side in one run; the file is written to a
 temporary folder and removed. :func:`export_spans_per_s` is the compiled figure alone, for
@@ -38,7 +43,9 @@ import time
 from array import array
 from typing import Callable
 
-from gpuflow.core.recorded import LaneWindow, ProcessWindow, SpanColumns, WindowPart
+from dataclasses import replace
+
+from gpuflow.core.recorded import LaneWindow, LaunchFigures, ProcessWindow, SpanColumns, WindowPart
 from gpuflow.export import _slices_py, slices
 from gpuflow.export.perfetto import SUFFIX, TraceWriter, lane_track_name
 
@@ -92,6 +99,24 @@ def record_mix(spans: int, seed: int = 1) -> tuple[WindowPart, ...]:
                                        retained_from_s=T0_US / 1e6, retained_to_s=T0_US / 1e6 + 60,
                                        lanes=windows))
     return (WindowPart(source="bench", processes=tuple(processes)),)
+
+
+def with_launches(parts: tuple[WindowPart, ...]) -> tuple[WindowPart, ...]:
+    """The same windows, each lane with a launch id per kernel (1) and one configuration's figures
+    per name (occupancy 12.5-100 %, limiters and waves varying by name), as the CUPTI collector
+    gives them."""
+    limiters = ("registers", "shared_memory", "warps", "blocks", "warps+blocks")
+
+    def lane(w: LaneWindow) -> LaneWindow:
+        c = w.spans
+        assert c is not None
+        figures = tuple((LaunchFigures(1, (256, 1, 1), occupancy_pct=12.5 * (1 + i % 8), blocks_per_sm=1 + i % 8,
+                                       limiters=limiters[i % 5], wave_blocks=132 * (1 + i % 8)),)
+                        for i in range(len(c.names)))
+        return replace(w, launch_ids=array("q", (1 if k == 0 else -1 for k in c.kind)), launches=figures)
+
+    return tuple(replace(part, processes=tuple(replace(p, lanes=tuple(map(lane, p.lanes))) for p in part.processes))
+                 for part in parts)
 
 
 def spans_in(parts: tuple[WindowPart, ...]) -> int:
@@ -220,10 +245,13 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=1_000_000)
     ap.add_argument("--sample", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--launches", action="store_true", help="lanes with their kernels' launch configurations")
     args = ap.parse_args()
     if slices.slices_c is None:
         raise SystemExit(f"the compiled slice encoder is not built: {slices.EXTENSION_IMPORT_ERROR}")
     whole, sample = record_mix(args.spans), record_mix(args.sample, seed=2)
+    if args.launches:
+        whole, sample = with_launches(whole), with_launches(sample)
     compiled, size = best_rate(with_encoder(slices.slices_c), whole, args.repeat)
     per_span = size / spans_in(whole)
     print(f"compiled: {compiled:,.0f} spans/s, {per_span:.1f} bytes/span, {size / 1e6:.1f} MB")

@@ -8,7 +8,8 @@ The contract of the flight recorder (docs/recorder.md), beside the snapshot's (s
   executions and how much busy time it stands for (never a guessed span);
 * :class:`LaneWindow`, :class:`ProcessWindow`, :class:`WindowPart` — the answer of the
   ``query_window`` hook: per traced process, what is retained and, per lane, its spans in the
-  asked window, exact or reduced;
+  asked window, exact or reduced (exact ones with their kernels' launch configurations'
+  theoretical occupancy, :class:`LaunchFigures`, where the collector has them);
 * :class:`Series`, :class:`HistoryPart` — the answer of the ``query_history`` hook: readings
   (a device's utilization, a process's memory on a device, ...) over time.
 
@@ -154,6 +155,24 @@ class SpanBuckets:
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchFigures:
+    """The theoretical occupancy of one launch configuration a kernel ran with, as the collector
+    that retains its lane computed it (docs/occupancy.md): what an export writes on each of its
+    executions. Found by the kernel's name, ``launch_id`` and ``block``; None: not available."""
+
+    launch_id: int  #: its launch configuration, as the lane's ``launch_ids`` give it (0: none recorded)
+    block: tuple[int, int, int]
+    occupancy_pct: float | None = None  #: active warps an SM allows against its most, 0-100
+    blocks_per_sm: int | None = None
+    limiters: str | None = None  #: what holds the blocks down, "+"-joined ("registers", "warps+blocks")
+    #: the blocks one full wave holds (blocks per SM x SMs): an execution's waves are its grid's
+    #: blocks over this; None: no waves (``waves_unavailable`` says why)
+    wave_blocks: int | None = None
+    waves_unavailable: str | None = None
+    unavailable: str | None = None  #: why there is no occupancy (then nothing above is given)
+
+
+@dataclass(frozen=True, slots=True)
 class LaneWindow:
     """One lane of a traced process inside a window: exact spans or reduced buckets, never both."""
 
@@ -164,10 +183,22 @@ class LaneWindow:
     executions: int  #: executions starting inside the window (exact)
     spans: SpanColumns | None = None  #: every one of them, when the window is exact
     buckets: SpanBuckets | None = None  #: when reduced to the asked pixel width
+    #: per span of ``spans``, its kernel's launch configuration id (0: none recorded; -1: not a
+    #: kernel); None: the collector gives none
+    launch_ids: array | None = None
+    #: per name of ``spans.names``, in order, the figures of the launch configurations that kernel
+    #: ran with (with ``launch_ids``; empty: none known)
+    launches: tuple[tuple[LaunchFigures, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.spans is None) == (self.buckets is None):
             raise ValueError("a LaneWindow holds either spans or buckets")
+        if self.launch_ids is not None and (
+                self.spans is None or not isinstance(self.launch_ids, array) or self.launch_ids.typecode != INT
+                or len(self.launch_ids) != len(self.spans)):
+            raise ValueError(f"LaneWindow.launch_ids must be array('{INT}'), one per span")
+        if self.launches and (self.spans is None or len(self.launches) != len(self.spans.names)):
+            raise ValueError("LaneWindow.launches must hold one entry per name of its spans")
 
 
 @dataclass(frozen=True, slots=True)

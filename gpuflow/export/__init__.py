@@ -4,7 +4,9 @@
   protobuf): tracks per process → device → stream, kernels and copies as slices with their
   arguments, device and process readings as counter tracks;
 * :mod:`gpuflow.export.slices` — the hot loop that turns a lane's span columns into slice
-  packets, compiled (``_slices_c``) or its pure-Python twin (``_slices_py``);
+  packets, compiled (``_slices_c``) or its pure-Python twin (``_slices_py``), with
+  :mod:`~gpuflow.export.launch_args` (a lane's occupancy and bandwidth arguments, encoded once
+  per launch configuration);
 * :mod:`gpuflow.export.window_export` — an export of a time range from anything that answers the
   recorder's queries (the agent), asked in pieces so that memory stays bounded however much is
   retained;

@@ -6,7 +6,10 @@ Hot path of an export (bench/export.py). The loop reads the span columns through
 their ``array('q')`` buffers and writes each slice's packets straight into a growing C buffer:
 the TrackEvent body first into a scratch area (its length is the packet's), then the packet
 around it. The only Python calls are for a lane's new sub-track (rare: overlapping slices) and
-the one copy of the finished buffer into a ``bytes``.
+the one copy of the finished buffer into a ``bytes``. A kernel's occupancy arguments are its
+launch configuration's row of the lane's ``LaunchArgs`` (found among its name's few entries by
+comparing four integers), copied as bytes, and its waves one division; a copy's bandwidth is one
+division (gpuflow.export.launch_args).
 
 Constraints: byte-identical to ``_slices_py``, the readable statement of the format (the tests
 compare them over generated columns, hostile values included); the field numbers below are
@@ -33,6 +36,7 @@ DEF TAG_EVENT_NAME = 0x50        # TrackEvent.name_iid = 10
 DEF TAG_ANNOTATION = 0x22        # TrackEvent.debug_annotations = 4, LEN
 DEF TAG_ANNOTATION_NAME = 0x08   # DebugAnnotation.name_iid = 1
 DEF TAG_ANNOTATION_INT = 0x20    # DebugAnnotation.int_value = 4
+DEF TAG_ANNOTATION_DOUBLE = 0x29 # DebugAnnotation.double_value = 5, FIXED64
 DEF TAG_ANNOTATION_STRING = 0x32 # DebugAnnotation.string_value = 6, LEN
 DEF SLICE_BEGIN = 1
 DEF SLICE_END = 2
@@ -44,6 +48,8 @@ DEF ARG_DUR_NS = 2
 DEF ARG_GRID_X = 3
 DEF ARG_BYTES = 9
 DEF ARG_DIRECTION = 10
+DEF ARG_WAVES = 14
+DEF ARG_BYTES_PER_S = 15
 DEF CATEGORY_OTHER = 4
 DEF NAME_UNNAMED_KERNEL = 1
 DEF NAME_UNKNOWN_KIND = 2
@@ -54,17 +60,32 @@ DEF KIND_KERNEL = 0
 DEF KIND_MEMCPY = 1
 DEF KIND_MEMSET = 2
 DEF DIRECTION_MEMSET = 5
+DEF DIRECTION_H2D = 0
+DEF DIRECTION_D2H = 1
 DEF N_DIRECTIONS = 6
 DEF MAX_SUBTRACKS = 16
 DEF OVERLAP_TOLERANCE_NS = 999
 DEF MAX_START_US = 2305843009213693  # (1 << 61) // 1000
 DEF MAX_DURATION_NS = 2305843009213693952  # 1 << 61
-# a span's packets fit in this many bytes (begin: 3 + 10 + 2 + 1 + 2 + 11 * 3 + 10 args of at most
-# 2 + 2 + 11 bytes + the direction's; end: 3 + 10 + 2 + 2 + 2 + 11 + 2)
-DEF SPAN_BYTES = 512
+DEF MAX_ARG_PIECE = 128
+DEF MAX_GRID_DIMENSION = 4294967295  # (1 << 32) - 1
+DEF MAX_WAVE_BLOCKS = 9007199254740992  # 1 << 53
+# a span's packets fit in this many bytes (begin: 3 + 10 + 2 + 1 + 2 + 11 * 3 + 8 int args of at
+# most 2 + 2 + 11 bytes + the direction's + two pieces of MAX_ARG_PIECE or 13-byte doubles; end:
+# 3 + 10 + 2 + 2 + 2 + 11 + 2)
+DEF SPAN_BYTES = 1024
+
+# the limits beyond 32 bits as C values: compared with a DEF of that size, Cython makes both sides
+# Python ints (two objects and two calls a comparison, on every span)
+cdef int64_t START_US_LIMIT = MAX_START_US
+cdef int64_t DURATION_LIMIT = MAX_DURATION_NS
+cdef int64_t GRID_LIMIT = MAX_GRID_DIMENSION
+cdef int64_t WAVE_BLOCKS_LIMIT = MAX_WAVE_BLOCKS
 
 LAYOUT = {"SEQUENCE_ID": SEQUENCE_ID, "ARG_SEQ": ARG_SEQ, "ARG_DUR_NS": ARG_DUR_NS, "ARG_GRID_X": ARG_GRID_X,
-          "ARG_BYTES": ARG_BYTES, "ARG_DIRECTION": ARG_DIRECTION, "CATEGORY_OTHER": CATEGORY_OTHER,
+          "ARG_BYTES": ARG_BYTES, "ARG_DIRECTION": ARG_DIRECTION, "ARG_WAVES": ARG_WAVES,
+          "ARG_BYTES_PER_S": ARG_BYTES_PER_S, "DIRECTION_H2D": DIRECTION_H2D, "DIRECTION_D2H": DIRECTION_D2H,
+          "MAX_ARG_PIECE": MAX_ARG_PIECE, "MAX_GRID_DIMENSION": MAX_GRID_DIMENSION, "CATEGORY_OTHER": CATEGORY_OTHER,
           "NAME_UNNAMED_KERNEL": NAME_UNNAMED_KERNEL, "NAME_UNKNOWN_KIND": NAME_UNKNOWN_KIND,
           "NAME_MEMCPY": NAME_MEMCPY, "NAME_MEMSET": NAME_MEMSET, "NAME_MEMCPY_DIRECTION": NAME_MEMCPY_DIRECTION,
           "KIND_KERNEL": KIND_KERNEL, "KIND_MEMCPY": KIND_MEMCPY, "KIND_MEMSET": KIND_MEMSET,
@@ -100,6 +121,26 @@ cdef inline int varint_size(uint64_t v) noexcept nogil:
         v >>= 7
         n += 1
     return n
+
+
+cdef inline unsigned char* put_double_arg(unsigned char* p, int iid, double value) noexcept nogil:
+    """An argument with a double value: its IEEE bits little-endian, as struct's "<d" writes them."""
+    cdef uint64_t bits
+    cdef int k
+    memcpy(&bits, &value, 8)
+    p[0] = TAG_ANNOTATION
+    p[1] = 11
+    p[2] = TAG_ANNOTATION_NAME
+    p[3] = <unsigned char>iid
+    p[4] = TAG_ANNOTATION_DOUBLE
+    for k in range(8):
+        p[5 + k] = <unsigned char>((bits >> (8 * k)) & 0xFF)
+    return p + 13
+
+
+cdef inline unsigned char* put_piece(unsigned char* p, const unsigned char* piece, Py_ssize_t n) noexcept nogil:
+    memcpy(p, piece, <size_t>n)
+    return p + n
 
 
 cdef inline unsigned char* put_int_arg(unsigned char* p, int iid, int64_t value) noexcept nogil:
@@ -205,7 +246,36 @@ cdef class LaneSlices:
         return k
 
 
-def encode_spans(LaneSlices lane, columns, const long long[::1] name_iids, long long[::1] kernel_counts):
+cdef int check_args(const long long[::1] launch_ids, const long long[::1] first, const long long[::1] keys,
+                    const long long[::1] wave_blocks, const long long[::1] row_at, bytes blob, bytes no_grid,
+                    bytes no_rate, bytes host, Py_ssize_t spans, Py_ssize_t n_names) except -1:
+    """The Python twin's check_args: the same refusals, in the same order."""
+    cdef Py_ssize_t rows = wave_blocks.shape[0], j
+    if launch_ids.shape[0] != 0 and launch_ids.shape[0] != spans:
+        raise ValueError("args.launch_ids needs one id per span, or none")
+    if first.shape[0] != n_names + 1 or rows < 1 or keys.shape[0] != 4 * (rows - 1) \
+            or row_at.shape[0] != 2 * rows + 1:
+        raise ValueError("args' tables differ in length")
+    for j in range(n_names):
+        if not 0 <= first[j] <= first[j + 1] <= rows - 1:
+            raise ValueError("args.first is not a run of entries")
+    if first[0] != 0:
+        raise ValueError("args.first is not a run of entries")
+    if blob is None or row_at[0] != 0 or row_at[2 * rows] != len(blob):
+        raise ValueError("args.row_at does not cut args.blob into pieces")
+    for j in range(2 * rows):
+        if not 0 <= row_at[j + 1] - row_at[j] <= MAX_ARG_PIECE:
+            raise ValueError("args.row_at does not cut args.blob into pieces")
+    if no_grid is None or no_rate is None or host is None or len(no_grid) > MAX_ARG_PIECE \
+            or len(no_rate) > MAX_ARG_PIECE or len(host) > MAX_ARG_PIECE:
+        raise ValueError("an argument piece or a wave size is out of range")
+    for j in range(rows):
+        if wave_blocks[j] < 0 or wave_blocks[j] > WAVE_BLOCKS_LIMIT:
+            raise ValueError("an argument piece or a wave size is out of range")
+    return 0
+
+
+def encode_spans(LaneSlices lane, columns, const long long[::1] name_iids, long long[::1] kernel_counts, args):
     cdef const long long[::1] seq = columns.seq
     cdef const long long[::1] start_us = columns.start_us
     cdef const long long[::1] dur_ns = columns.dur_ns
@@ -230,8 +300,24 @@ def encode_spans(LaneSlices lane, columns, const long long[::1] name_iids, long 
     cdef bytes dir_arg
     cdef const char* dir_bytes[N_DIRECTIONS]
     cdef int dir_len[N_DIRECTIONS]
+    cdef Py_ssize_t row, rows, entry, a, b, n_launch
+    cdef int64_t launch, blocks
     if kernel_counts.shape[0] != n_names + 1:
         raise ValueError("kernel_counts needs one entry per name and one for kernels without")
+    cdef const long long[::1] launch_ids = args.launch_ids
+    cdef const long long[::1] first = args.first
+    cdef const long long[::1] keys = args.keys
+    cdef const long long[::1] wave_blocks = args.wave_blocks
+    cdef const long long[::1] row_at = args.row_at
+    cdef bytes blob = args.blob, no_grid = args.no_grid, no_rate = args.no_rate, host = args.host_memory
+    check_args(launch_ids, first, keys, wave_blocks, row_at, blob, no_grid, no_rate, host, n, n_names)
+    cdef const unsigned char* blob_p = <const unsigned char*><const char*>blob
+    cdef const unsigned char* no_grid_p = <const unsigned char*><const char*>no_grid
+    cdef const unsigned char* no_rate_p = <const unsigned char*><const char*>no_rate
+    cdef const unsigned char* host_p = <const unsigned char*><const char*>host
+    cdef Py_ssize_t no_grid_n = len(no_grid), no_rate_n = len(no_rate), host_n = len(host)
+    rows = wave_blocks.shape[0]
+    n_launch = launch_ids.shape[0]
     if (start_us.shape[0] != n or dur_ns.shape[0] != n or kind.shape[0] != n or name.shape[0] != n
             or grid_x.shape[0] != n or grid_y.shape[0] != n or grid_z.shape[0] != n or block_x.shape[0] != n
             or block_y.shape[0] != n or block_z.shape[0] != n or nbytes.shape[0] != n
@@ -246,14 +332,14 @@ def encode_spans(LaneSlices lane, columns, const long long[::1] name_iids, long 
         begin = start_us[i]
         if begin < 0:
             begin = 0
-        elif begin > MAX_START_US:
-            begin = MAX_START_US
+        elif begin > START_US_LIMIT:
+            begin = START_US_LIMIT
         begin *= 1000
         dur = dur_ns[i]
         if dur < 0:
             dur = 0
-        elif dur > MAX_DURATION_NS:
-            dur = MAX_DURATION_NS
+        elif dur > DURATION_LIMIT:
+            dur = DURATION_LIMIT
         knd, nm = kind[i], name[i]
         k = lane.track_for(begin, out)
         out.reserve(2 * SPAN_BYTES)
@@ -301,6 +387,27 @@ def encode_spans(LaneSlices lane, columns, const long long[::1] name_iids, long 
             for j in range(6):
                 if dims[j] != -1:
                     e = put_int_arg(e, ARG_GRID_X + j, dims[j])
+            # its launch configuration's row: the first of its name's entries with its launch id and block
+            row = rows - 1
+            if n_launch != 0 and 0 <= nm < n_names:
+                launch = launch_ids[i]
+                for entry in range(first[nm], first[nm + 1]):
+                    if (keys[4 * entry] == launch and keys[4 * entry + 1] == dims[3]
+                            and keys[4 * entry + 2] == dims[4] and keys[4 * entry + 3] == dims[5]):
+                        row = entry
+                        break
+            a, b = row_at[2 * row], row_at[2 * row + 1]
+            e = put_piece(e, blob_p + a, b - a)
+            blocks = wave_blocks[row]
+            if blocks > 0:
+                if (0 <= dims[0] and dims[0] <= GRID_LIMIT and 0 <= dims[1] and dims[1] <= GRID_LIMIT
+                        and 0 <= dims[2] and dims[2] <= GRID_LIMIT):
+                    e = put_double_arg(e, ARG_WAVES, <double>dims[0] * <double>dims[1] * <double>dims[2]
+                                       / <double>blocks)
+                else:
+                    e = put_piece(e, no_grid_p, no_grid_n)
+            else:
+                e = put_piece(e, blob_p + b, row_at[2 * row + 2] - b)
         elif knd == KIND_MEMCPY or knd == KIND_MEMSET:
             value = nbytes[i]
             if value != -1:
@@ -308,6 +415,13 @@ def encode_spans(LaneSlices lane, columns, const long long[::1] name_iids, long 
             if d >= 0:
                 memcpy(e, dir_bytes[d], <size_t>dir_len[d])
                 e += dir_len[d]
+            if knd == KIND_MEMCPY:
+                if value >= 0 and dur > 0:
+                    e = put_double_arg(e, ARG_BYTES_PER_S, <double>value * 1e9 / <double>dur)
+                else:
+                    e = put_piece(e, no_rate_p, no_rate_n)
+                if d == DIRECTION_H2D or d == DIRECTION_D2H:
+                    e = put_piece(e, host_p, host_n)
         event_len = <int>(e - event)
         body_len = 1 + varint_size(<uint64_t>begin) + 1 + varint_size(<uint64_t>event_len) + event_len + 4
         p[0] = TAG_PACKET

@@ -11,10 +11,13 @@ API (the same in both twins):
   its sub-tracks, the last slice begun on each and the end not yet written; ``new_subtrack(k)``
   is called when sub-track ``k`` (1, 2, ...) is first needed and returns ``(uuid,
   descriptor_packet_bytes)``, which go into the output just before the first slice on it;
-* ``encode_spans(lane, columns, name_iids, kernel_counts) -> bytes`` — a slice-begin packet per
-  span (and the end packet of the slice before it on the same track), ``name_iids[i]`` being the
-  interned id of ``columns.names[i]``; each kernel adds one to ``kernel_counts[i]`` for its name
-  ``i``, or to ``kernel_counts[len(names)]`` when it has none (both are ``array('q')``);
+* ``encode_spans(lane, columns, name_iids, kernel_counts, args) -> bytes`` — a slice-begin packet
+  per span (and the end packet of the slice before it on the same track), ``name_iids[i]`` being
+  the interned id of ``columns.names[i]``; each kernel adds one to ``kernel_counts[i]`` for its
+  name ``i``, or to ``kernel_counts[len(names)]`` when it has none (both are ``array('q')``);
+  ``args`` (:class:`~gpuflow.export.launch_args.LaunchArgs`) gives each kernel its launch
+  configuration's occupancy arguments (its row: the first of its name's entries whose launch id
+  and block are the span's, else the last row) and each copy its bandwidth and host memory;
 * ``finish(lane) -> bytes`` — the end packets still pending.
 
 Constraints: no Python object per span beyond what this twin's loop needs; values from a ring are
@@ -30,6 +33,7 @@ from gpuflow.core.recorded import SpanColumns
 from gpuflow.core.snapshot import TRANSFER_DIRECTIONS
 from gpuflow.export import protowire as w
 from gpuflow.export import slice_layout as L
+from gpuflow.export.launch_args import LaunchArgs, double_arg
 
 is_compiled = False
 
@@ -85,11 +89,55 @@ def _track_for(lane: LaneSlices, begin: int, out: list[bytes]) -> int:
     return k
 
 
-def encode_spans(lane: LaneSlices, columns: SpanColumns, name_iids: array, kernel_counts: array) -> bytes:
+def check_args(args: LaunchArgs, spans: int, n_names: int) -> None:
+    """ValueError unless ``args``' tables are consistent (what the compiled twin relies on)."""
+    rows = len(args.wave_blocks)
+    if len(args.launch_ids) not in (0, spans):
+        raise ValueError("args.launch_ids needs one id per span, or none")
+    if len(args.first) != n_names + 1 or rows < 1 or len(args.keys) != 4 * (rows - 1) \
+            or len(args.row_at) != 2 * rows + 1:
+        raise ValueError("args' tables differ in length")
+    if any(not 0 <= a <= b <= rows - 1 for a, b in zip(args.first, args.first[1:])) or args.first[0] != 0:
+        raise ValueError("args.first is not a run of entries")
+    if args.row_at[0] != 0 or args.row_at[-1] != len(args.blob) or any(
+            not 0 <= b - a <= L.MAX_ARG_PIECE for a, b in zip(args.row_at, args.row_at[1:])):
+        raise ValueError("args.row_at does not cut args.blob into pieces")
+    if any(len(piece) > L.MAX_ARG_PIECE for piece in (args.no_grid, args.no_rate, args.host_memory)) \
+            or any(not 0 <= b <= 1 << 53 for b in args.wave_blocks):
+        raise ValueError("an argument piece or a wave size is out of range")
+
+
+def _kernel_args(args: LaunchArgs, c: SpanColumns, i: int, name: int, named: bool) -> list[bytes]:
+    """A kernel's occupancy arguments: its configuration's row, and its waves."""
+    row = len(args.wave_blocks) - 1
+    if named and len(args.launch_ids):
+        launch, keys = args.launch_ids[i], args.keys
+        for entry in range(args.first[name], args.first[name + 1]):
+            if keys[4 * entry] == launch and keys[4 * entry + 1] == c.block_x[i] \
+                    and keys[4 * entry + 2] == c.block_y[i] and keys[4 * entry + 3] == c.block_z[i]:
+                row = entry
+                break
+    at = args.row_at
+    out = [args.blob[at[2 * row]:at[2 * row + 1]]]
+    wave_blocks = args.wave_blocks[row]
+    if wave_blocks > 0:
+        gx, gy, gz = c.grid_x[i], c.grid_y[i], c.grid_z[i]
+        if all(0 <= g <= L.MAX_GRID_DIMENSION for g in (gx, gy, gz)):
+            out.append(double_arg(L.ARG_WAVES, float(gx) * float(gy) * float(gz) / float(wave_blocks)))
+        else:
+            out.append(args.no_grid)
+    else:
+        out.append(args.blob[at[2 * row + 1]:at[2 * row + 2]])
+    return out
+
+
+def encode_spans(lane: LaneSlices, columns: SpanColumns, name_iids: array, kernel_counts: array,
+                 args: LaunchArgs) -> bytes:
     out: list[bytes] = []
     n_names = len(name_iids)
     if len(kernel_counts) != n_names + 1:
         raise ValueError("kernel_counts needs one entry per name and one for kernels without")
+    check_args(args, len(columns), n_names)
     c = columns
     for i in range(len(c)):
         begin = min(max(c.start_us[i], 0), L.MAX_START_US) * 1000
@@ -99,7 +147,7 @@ def encode_spans(lane: LaneSlices, columns: SpanColumns, name_iids: array, kerne
         uuid = lane.uuids[k]
         if lane.pending_end[k] >= 0:
             out.append(_end_packet(uuid, max(min(lane.pending_end[k], begin), lane.last_begin[k])))
-        args = [_int_arg(L.ARG_SEQ, c.seq[i]), _int_arg(L.ARG_DUR_NS, dur)]
+        fields = [_int_arg(L.ARG_SEQ, c.seq[i]), _int_arg(L.ARG_DUR_NS, dur)]
         if kind == L.KIND_KERNEL:
             category = kind + 1
             named = 0 <= name < n_names
@@ -108,7 +156,8 @@ def encode_spans(lane: LaneSlices, columns: SpanColumns, name_iids: array, kerne
             for iid, value in zip(_KERNEL_DIMENSIONS, (c.grid_x[i], c.grid_y[i], c.grid_z[i], c.block_x[i],
                                                        c.block_y[i], c.block_z[i])):
                 if value != -1:
-                    args.append(_int_arg(iid, value))
+                    fields.append(_int_arg(iid, value))
+            fields += _kernel_args(args, c, i, name, named)
         elif kind in (L.KIND_MEMCPY, L.KIND_MEMSET):
             category = kind + 1
             if kind == L.KIND_MEMSET:
@@ -118,13 +167,19 @@ def encode_spans(lane: LaneSlices, columns: SpanColumns, name_iids: array, kerne
             else:
                 name_iid = L.NAME_MEMCPY
             if c.bytes[i] != -1:
-                args.append(_int_arg(L.ARG_BYTES, c.bytes[i]))
+                fields.append(_int_arg(L.ARG_BYTES, c.bytes[i]))
             if 0 <= direction < len(_DIRECTION_ARGS):
-                args.append(_DIRECTION_ARGS[direction])
+                fields.append(_DIRECTION_ARGS[direction])
+            if kind == L.KIND_MEMCPY:
+                nbytes = c.bytes[i]
+                fields.append(double_arg(L.ARG_BYTES_PER_S, float(nbytes) * 1e9 / float(dur))
+                              if nbytes >= 0 and dur > 0 else args.no_rate)
+                if direction in (L.DIRECTION_H2D, L.DIRECTION_D2H):
+                    fields.append(args.host_memory)
         else:
             category, name_iid = L.CATEGORY_OTHER, L.NAME_UNKNOWN_KIND
         event = (_BEGIN + w.int_field(w.EVENT_TRACK_UUID, uuid) + w.int_field(w.EVENT_CATEGORY_IIDS, category)
-                 + w.int_field(w.EVENT_NAME_IID, name_iid) + b"".join(args))
+                 + w.int_field(w.EVENT_NAME_IID, name_iid) + b"".join(fields))
         out.append(w.packet(w.int_field(w.PACKET_TIMESTAMP, begin) + w.len_field(w.PACKET_TRACK_EVENT, event)
                             + _SEQ_ID + _NEEDS_STATE))
         lane.last_begin[k] = begin

@@ -9,7 +9,8 @@ What a trace holds (docs/recorder.md, "Export"):
 * every retained execution as a slice on its stream's track: kernels named by their demangled
   names, copies "memcpy h2d" etc., memsets "memset"; category ``kernel``, ``memcpy`` or
   ``memset``; arguments as :mod:`gpuflow.export.slice_layout` lists (grid, block, duration,
-  bytes, direction, the span's ``seq``);
+  bytes, direction, the span's ``seq``; a kernel's theoretical occupancy, limiter, blocks per SM
+  and waves, a copy's bandwidth: :mod:`gpuflow.export.launch_args`);
 * readings kept over time as counter tracks: a device's under a track named by its uuid
   ("GPU-…"), a process's on a device under its process track, named "<metric> (<device uuid>)";
 * the GPUs the agent showed when the trace was written: that same track per GPU, described by its
@@ -18,8 +19,8 @@ What a trace holds (docs/recorder.md, "Export"):
 * last, a packet saying the trace is whole (:data:`END_OF_TRACE`, Perfetto's
   ``read_tracing_buffers_completed`` service event): a file without it was cut short.
 
-Strings are interned (slice names, categories, argument names) on one packet sequence, so a
-kernel's long name is written once. :class:`TraceWriter` writes a trace piece by piece
+Strings are interned (slice names, categories, argument names, the arguments' string values) on
+one packet sequence, so a kernel's long name is written once. :class:`TraceWriter` writes a trace piece by piece
 (``header``, then ``window`` and ``history`` as often as wanted, then ``finish``), handing each
 piece of bytes to its ``write`` callable in order (a file's write, or a list a stream yields
 from) without joining them, so a trace of any size is written in bounded memory and each byte is
@@ -43,6 +44,7 @@ from gpuflow.core.snapshot import Device
 from gpuflow.export import protowire as w
 from gpuflow.export import slice_layout as L
 from gpuflow.export import slices
+from gpuflow.export.launch_args import ArgPieces
 
 #: the file name suffix Perfetto's UI recognises
 SUFFIX = ".perfetto-trace"
@@ -154,6 +156,9 @@ class TraceWriter:
         self._lanes: dict[tuple, slices.LaneSlices] = {}
         self._lane_order: list[slices.LaneSlices] = []
         self._names: dict[str, int] = {}
+        self._strings: dict[str, int] = {}   #: argument values interned (debug_annotation_string_values)
+        self._fresh_strings: list[tuple[int, str]] = []   #: interned, not written yet
+        self._pieces = ArgPieces(self._intern_string)
         self._entity_tracks: dict[tuple[str, ...], int] = {}
         self._counters: dict[tuple[tuple[str, ...], str], int] = {}
         #: exported slices per kernel name (what the window held: the tests' and the CLI's check)
@@ -163,6 +168,13 @@ class TraceWriter:
     def _uuid(self) -> int:
         self._next_uuid += 1
         return self._next_uuid
+
+    def _intern_string(self, text: str) -> int:
+        iid = self._strings.get(text)
+        if iid is None:
+            iid = self._strings[text] = len(self._strings) + 1
+            self._fresh_strings.append((iid, text))
+        return iid
 
     # -- the pieces ------------------------------------------------------------------------
     def header(self) -> None:
@@ -255,12 +267,15 @@ class TraceWriter:
         assert columns is not None
         fresh = [(iid, name) for iid, name in ((self._names.setdefault(n, len(self._names) + L.FIRST_KERNEL_NAME_IID), n)
                                                for n in columns.names if n not in self._names)]
-        if fresh:
+        args = self._pieces.lane(lane)
+        strings, self._fresh_strings = self._fresh_strings, []
+        if fresh or strings:
             out.append(w.packet(_SEQ_ID + _NEEDS_STATE + w.len_field(
-                w.PACKET_INTERNED_DATA, _interned(w.INTERNED_EVENT_NAMES, fresh))))
+                w.PACKET_INTERNED_DATA, _interned(w.INTERNED_EVENT_NAMES, fresh)
+                + _interned(w.INTERNED_ANNOTATION_STRING_VALUES, strings))))
         name_iids = array("q", (self._names[n] for n in columns.names))
         counts = array("q", bytes(8 * (len(columns.names) + 1)))
-        out.append(slices.encode_spans(state, columns, name_iids, counts))
+        out.append(slices.encode_spans(state, columns, name_iids, counts, args))
         self.slices += len(columns)
         for i, n in enumerate(counts):
             if n:

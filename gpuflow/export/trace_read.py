@@ -54,8 +54,11 @@ from gpuflow.export.trace_tracks import COLUMNS, CounterTrack, GpuFacts, LaneTra
 
 __all__ = ["GpuFacts", "Limits", "TraceContents", "TraceReadError", "read_trace"]
 
-#: a slice argument's column, by its name in slice_layout.ARG_NAMES (seq and dur_ns are required)
-_ARG_COLUMN = {name: COLUMNS.index(name) for name in L.ARG_NAMES}
+#: a slice argument's column, by its name in slice_layout.ARG_NAMES (seq and dur_ns are required);
+#: the arguments that are no column (a kernel's occupancy, a copy's bandwidth) are read past
+_ARG_COLUMN = {name: COLUMNS.index(name) for name in L.ARG_NAMES if name in COLUMNS}
+#: the column of an argument name the header defines that is no column
+_NO_COLUMN = -1
 _DIRECTION_CODE = {d: i for i, d in enumerate(TRANSFER_DIRECTIONS)}
 _KIND_CODE = {k: i for i, k in enumerate(SPAN_KINDS)}
 _DOUBLE = struct.Struct("<d")
@@ -213,13 +216,15 @@ class _Reader:
                 tables[number][iid] = name
         expected = {w.INTERNED_EVENT_CATEGORIES: L.CATEGORIES, w.INTERNED_EVENT_NAMES: L.FIXED_EVENT_NAMES,
                     w.INTERNED_ANNOTATION_NAMES: L.ARG_NAMES}
-        for number, names in expected.items():
-            if any(tables[number].get(iid) != name for iid, name in enumerate(names, 1)):
+        for number, names in expected.items():   # the argument names after the base ones are optional
+            optional = L.BASE_ARG_NAMES if number == w.INTERNED_ANNOTATION_NAMES else len(names)
+            if any(tables[number].get(iid) != name and (iid <= optional or iid in tables[number])
+                   for iid, name in enumerate(names, 1)):
                 raise TraceReadError(not_ours)
         self.event_names = dict(tables[w.INTERNED_EVENT_NAMES])
         self.categories = {iid: _KIND_CODE.get(name, -1) for iid, name in tables[w.INTERNED_EVENT_CATEGORIES].items()}
-        self.arg_columns = {iid: _ARG_COLUMN[name] for iid, name in tables[w.INTERNED_ANNOTATION_NAMES].items()
-                            if name in _ARG_COLUMN}
+        self.arg_columns = {iid: _ARG_COLUMN.get(name, _NO_COLUMN)
+                            for iid, name in tables[w.INTERNED_ANNOTATION_NAMES].items() if name in L.ARG_NAMES}
         self.interned = sum(len(t) for t in tables.values())
 
     def entry(self, a: int, b: int) -> tuple[int, str]:
@@ -301,11 +306,12 @@ class _Reader:
                             column = None
                     if column is None:   # any other form, or a name id the header lacks: read it whole
                         column, value = self.argument(pos, end, arg_columns)
-                    row[column] = value
                     if column == 0:
                         have_seq = True
                     elif column == 2:
                         have_dur = True
+                    if column != _NO_COLUMN:
+                        row[column] = value
                 pos = end
             elif key == _K_COUNTER_VALUE:
                 if b - pos < 8:
@@ -343,7 +349,8 @@ class _Reader:
             self.other_events += 1
 
     def argument(self, a: int, b: int, arg_columns: dict[int, int]) -> tuple[int, int]:
-        """A slice's argument: (its column, its value)."""
+        """A slice's argument: (its column, its value); an argument that is no column (whatever its
+        value's form: a double, an interned string) is (_NO_COLUMN, NONE)."""
         buf = self.buf
         column = value = None
         pos = a
@@ -374,9 +381,9 @@ class _Reader:
                 pos += size
             else:
                 pos = skip(buf, pos, b, key, at)
-        if column is None or value is None:
+        if column is None or (value is None and column != _NO_COLUMN):
             raise TraceReadError(f"the argument at byte {a} lacks its name or value")
-        return column, value
+        return column, NONE if value is None else value
 
     def slice(self, lane: LaneTrack, ts: int, code: int, name_iid: int | None, row: list[int], at: int) -> None:
         row[1] = ts // 1000

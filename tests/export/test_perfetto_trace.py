@@ -15,6 +15,7 @@ from gpuflow.core.recorded import (
     HistoryPart, LaneWindow, ProcessWindow, Series, SpanBuckets, SpanColumns, WindowPart,
 )
 from gpuflow.core.snapshot import Span
+from gpuflow.export import launch_args as LA
 from gpuflow.export import perfetto as pf
 from gpuflow.export import slice_layout as L
 
@@ -71,13 +72,16 @@ def test_tracks_are_process_device_stream_with_nvtx_names_and_slices_carry_their
     assert sorted(by_seq) == [1, 2, 3, 4, 5, 6, 7]
     k = by_seq[2]
     assert (k.name, k.category, k.begin_ns, k.dur_ns) == ("layer_norm(float*, int)", "kernel", (T0 + 10) * 1000, 1_000)
+    # a lane that came with no launch configurations (this collector keeps none): said so
     assert k.args == {"seq": 2, "dur_ns": 1_000, "grid_x": 64, "grid_y": 1, "grid_z": 1, "block_x": 1024,
-                      "block_y": 1, "block_z": 1}
+                      "block_y": 1, "block_z": 1, "occupancy_pct": LA.NOT_AVAILABLE + LA.NO_LAUNCHES}
     h2d, d2h, memset = by_seq[3], by_seq[4], by_seq[5]
-    assert (h2d.name, h2d.category, h2d.args) == ("memcpy h2d", "memcpy",
-                                                  {"seq": 3, "dur_ns": 700, "bytes": 1 << 20, "direction": "h2d"})
+    assert (h2d.name, h2d.category, h2d.args) == ("memcpy h2d", "memcpy", {
+        "seq": 3, "dur_ns": 700, "bytes": 1 << 20, "direction": "h2d", "bytes_per_s": (1 << 20) * 1e9 / 700,
+        "host_memory": LA.NOT_AVAILABLE + LA.NO_HOST_MEMORY})
     assert (d2h.name, d2h.args["direction"], d2h.args["bytes"]) == ("memcpy d2h", "d2h", 4096)
-    assert (memset.name, memset.category, memset.args["direction"]) == ("memset", "memset", "memset")
+    assert (memset.name, memset.category, memset.args) == ("memset", "memset", {
+        "seq": 5, "dur_ns": 1500, "bytes": 65536, "direction": "memset"})
     assert t.kernel_counts() == writer.kernel_counts == {
         "gemm_kernel<float, 128>(float const*, float*)": 2, "layer_norm(float*, int)": 1,
         "reduce_sum<512>(float const*, float*)": 1}
@@ -191,7 +195,8 @@ def test_a_traced_programs_strings_and_values_are_written_as_data():
     assert by_seq[2].name == "(unnamed kernel)" and by_seq[2].begin_ns == L.MAX_START_US * 1000
     assert by_seq[2].args["dur_ns"] == L.MAX_DURATION_NS
     assert (by_seq[3].name, by_seq[3].category, set(by_seq[3].args)) == ("(unknown kind)", "other", {"seq", "dur_ns"})
-    assert (by_seq[4].name, by_seq[4].args) == ("memcpy p2p", {"seq": 4, "dur_ns": 10, "direction": "p2p"})
+    assert (by_seq[4].name, by_seq[4].args) == ("memcpy p2p", {"seq": 4, "dur_ns": 10, "direction": "p2p",
+                                                               "bytes_per_s": LA.NOT_AVAILABLE + LA.NO_RATE})
     stream = t.tracks[by_seq[1].track]
     assert stream.name.endswith("(stream 3, context 9)")
 

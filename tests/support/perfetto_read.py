@@ -5,8 +5,8 @@ The schema is Perfetto's own ``perfetto_trace.proto``, as generated classes ship
 ``protobuf`` runtime: nothing of GPUFlow's encoder is reused to read what it wrote. On top of
 the parse, :func:`read` resolves what Perfetto's trace processor resolves for the features a
 GPUFlow trace uses (and what it needs of them: each track's events in time order, since it sorts
-by time keeping ties in order): interned names (per packet sequence, in packet order, cleared where a packet
-says so), track descriptors (parent, name, process, counter), slices from each track's
+by time keeping ties in order): interned names and argument string values (per packet sequence, in packet
+order, cleared where a packet says so), track descriptors (parent, name, process, counter), slices from each track's
 begin/end events (which must nest: an end closes the newest open slice of its track), counter
 values.
 
@@ -72,8 +72,11 @@ class ReadTrace:
         return [t for t in self.tracks.values() if t.parent == uuid]
 
 
-def _value(annotation) -> object:
+def _value(annotation, strings: dict[int, str]) -> object:
     which = annotation.WhichOneof("value")
+    if which == "string_value_iid":
+        assert annotation.string_value_iid in strings, f"string value {annotation.string_value_iid} never interned"
+        return strings[annotation.string_value_iid]
     return getattr(annotation, which) if which else None
 
 
@@ -87,15 +90,17 @@ def read(data: bytes) -> ReadTrace:
     for i, p in enumerate(trace.packet):
         seq = p.trusted_packet_sequence_id
         if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
-            interned[seq] = {"names": {}, "categories": {}, "args": {}}
+            interned[seq] = {"names": {}, "categories": {}, "args": {}, "strings": {}}
         if p.HasField("interned_data"):
-            state = interned.setdefault(seq, {"names": {}, "categories": {}, "args": {}})
+            state = interned.setdefault(seq, {"names": {}, "categories": {}, "args": {}, "strings": {}})
             for e in p.interned_data.event_names:
                 state["names"][e.iid] = e.name
             for e in p.interned_data.event_categories:
                 state["categories"][e.iid] = e.name
             for e in p.interned_data.debug_annotation_names:
                 state["args"][e.iid] = e.name
+            for e in p.interned_data.debug_annotation_string_values:
+                state["strings"][e.iid] = e.str.decode("utf-8")
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             assert d.uuid not in out.tracks, f"track {d.uuid} described twice"
@@ -124,7 +129,7 @@ def read(data: bytes) -> ReadTrace:
                 for a in e.debug_annotations:
                     key = state["args"][a.name_iid]
                     assert key not in args, f"packet {i}: argument {key} twice"
-                    args[key] = _value(a)
+                    args[key] = _value(a, state["strings"])
                 open_slices[e.track_uuid].append((p.timestamp, name, state["categories"][cat_iid], args))
             elif e.type == pb.TrackEvent.TYPE_SLICE_END:
                 stack = open_slices[e.track_uuid]
