@@ -29,6 +29,7 @@ from typing import Any, Callable
 from gpuflow.collectors.cupti import _retain_layout as RL
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.collectors.cupti.traced_builder import CUT_MARK, UNNAMED_KERNEL, TracedBuilder
+from gpuflow.collectors.cupti.window_launches import LaunchBook
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.core.recorded import LaneWindow, ProcessWindow, SpanBuckets, SpanColumns, WindowPart
 from gpuflow.core.snapshot import Problem
@@ -60,6 +61,8 @@ class Recorded:
     cuptis: list[int] = field(default_factory=list)
     #: names looked up for windows that the snapshot did not show by their own name
     names: dict[int, str] = field(default_factory=dict)
+    #: its kernels' launch configurations and their occupancy, for the windows' exact lanes
+    launches: LaunchBook = field(default_factory=LaunchBook)
 
     def offset_at(self, wall_ns: int) -> int | None:
         """wall - CUPTI of the clock pair in force at ``wall_ns`` (the first pair before any)."""
@@ -106,14 +109,22 @@ class Recorder:
         entry.cuptis.append(cupti)
 
     def after_pass(self, now_ns: int) -> None:
-        """Compact the chunks the pass sealed; evict what --retain-s lets go; forget finished
-        processes with nothing retained."""
+        """Compact the chunks the pass sealed; evict what --retain-s lets go; bring each process's
+        launch configurations up to date (its decoder is idle here; once more after it stopped
+        running); forget finished processes with nothing retained."""
         try:
             self.retention.compact()
         except MemoryError:   # that chunk stays raw: whole, readable, counted at its raw size
             log.warning("the flight recorder could not compact a chunk (out of memory); it stays raw")
         if self.retain_s is not None:
             self.retention.evict_older_than(now_ns - int(self.retain_s * 1e9))
+        for entry in self._recorded:
+            if not entry.launches.final:
+                try:
+                    entry.launches.update(entry.decoder, now_ns)
+                except RuntimeError:   # a drain running elsewhere (not this thread's): the next pass asks again
+                    continue
+                entry.launches.final = not entry.running
         kept = []
         exited = sum(not entry.running for entry in self._recorded)
         for entry in self._recorded:   # oldest first
@@ -161,7 +172,9 @@ class Recorder:
                 if columns is not None:
                     spans = SpanColumns(**dict(zip(_COLUMNS, columns)),
                                         names=tuple(self._name(entry, nid) for nid in name_ids))
-                    lanes.append(LaneWindow(device, context, stream, label, executions, spans=spans))
+                    lanes.append(LaneWindow(device, context, stream, label, executions, spans=spans,
+                                            launch_ids=columns[13],
+                                            launches=entry.launches.lane(device, tuple(name_ids))))
                 else:
                     assert width_px is not None and buckets is not None
                     count, busy = buckets
