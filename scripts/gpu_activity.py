@@ -87,7 +87,9 @@ def printed(stdout: str, keyword: str) -> list[dict[str, str]]:
 def traced_devices(summary: dict[str, Any]) -> tuple[list[dict], dict[str, int], int | None]:
     """Every traced process's device entries, kernel launches by name, and the newest kernel span's
     end (wall clock, µs; None: no kernel span), over the summary."""
-    devices, kernels, last_end_us = [], {}, None
+    devices: list[dict] = []
+    kernels: dict[str, int] = {}
+    last_end_us: int | None = None
     for t in summary.get("traced", []) + summary.get("traced_retired", []):
         devices += t.get("devices") or []
         for k in t.get("kernels") or []:
@@ -330,7 +332,8 @@ def run_mode(binary: str, out_dir: Path, mode: str, args: list[str], timeout_s: 
 
 def run(binary: str, out_dir: Path, busy_s: float, sleep_s: float) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
-    plan = (("busy", [f"{busy_s:g}"], busy_s), ("sleep", [f"{sleep_s:g}"], sleep_s), ("copies", [], 10.0))
+    plan: tuple[tuple[str, list[str], float], ...] = (
+        ("busy", [f"{busy_s:g}"], busy_s), ("sleep", [f"{sleep_s:g}"], sleep_s), ("copies", [], 10.0))
     for mode, args, seconds in plan:
         if not run_mode(binary, out_dir, mode, args, seconds + RUN_MARGIN_S):
             return 1
