@@ -74,8 +74,9 @@ _EVENT_ID = re.compile(r"(\d{1,16})-(\d{1,19})")
 READ_ERRORS = (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError)
 #: the parts of a frame the hub keeps as objects only: once taken, the reader's copy of each (which
 #: a delta that leaves the part out would be filled from) is this marker, "as the frame before"
-#: (a summary's devices are most of its bytes: some 100 kB of Python objects a host otherwise)
-KEPT_AS_OBJECTS = ("devices", "processes", "traced_retired", "hosts")
+#: (a summary's devices are most of its bytes: some 100 kB of Python objects a host otherwise; its
+#: host part is a few kB more, with the agent's problem lines)
+KEPT_AS_OBJECTS = ("host", "hosts", "sources", "devices", "processes", "traced_retired")
 KEPT: list = []
 
 
