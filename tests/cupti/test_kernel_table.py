@@ -6,6 +6,8 @@ that put a table in kernel_order, and hand back the rows of names not shown."""
 from __future__ import annotations
 
 import copy
+import gc
+from array import array
 from dataclasses import dataclass, fields
 
 import pytest
@@ -126,3 +128,64 @@ def test_a_row_that_is_not_six_figures_is_refused(twin):
     shown = {1: KernelStat(name="k", mangled="_Z1kv", count=0, total_ns=0, min_ns=None, max_ns=None)}
     with pytest.raises((ValueError, TypeError)):
         twin.refresh([(1, 2, 3)], copy.copy(shown))
+
+
+@st.composite
+def packed_table(draw) -> tuple[dict, list[tuple]]:
+    """A decoder's rows (min and max None exactly while untimed) and shown stats whose figures are
+    the row's, other ints, or equal values of other types (a float, a bool)."""
+    kind = draw(st.sampled_from([KernelStat, WithOccupancy, Unslotted]))
+    ids = draw(st.lists(st.integers(0, 2**24), unique=True, max_size=30))
+    shown, rows = {}, []
+    for name_id in sorted(ids):
+        count, timed, total = draw(FIGURE), draw(FIGURE), draw(FIGURE)
+        mn, mx = (None, None) if timed == 0 else (draw(FIGURE), draw(FIGURE))
+        row = (name_id, count, timed, total, mn, mx)
+        rows.append(row)
+        if draw(st.booleans()):
+            figures = [draw(st.sampled_from([v, draw(st.none() | FIGURE), float(v) if v is not None else v,
+                                             bool(v) if v in (0, 1) else v])) for v in row[1:]]
+            extra = {"occupancy_pct": 37.5, "limiter": draw(st.sampled_from(["registers", ("a", "tuple")]))} \
+                if kind is WithOccupancy else {}
+            shown[name_id] = kind(name="gemm", mangled=f"_Z{name_id}", count=figures[0], timed=figures[1],
+                                  total_ns=figures[2], min_ns=figures[3], max_ns=figures[4], **extra)
+    return shown, rows
+
+
+def packed(rows: list[tuple]) -> array:
+    return array("Q", [v or 0 if i >= 4 else v for row in rows for i, v in enumerate(row)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(packed_table())
+def test_packed_rows_refresh_as_their_tuples_do_in_both_twins(case):
+    """A decoder's kernel_rows() (what the builder passes) gives what its kernels() gives: the same
+    stats, ids, unknown rows and shown table, field for field and type for type (a figure equal in
+    another type, 5.0 for 5, is unchanged); the compiled copies that hold only ints, text and None are
+    left to reference counting, the others stay with the garbage collector."""
+    shown, rows = case
+    answers = []
+    for twin in (kernel_table.kernel_table_py, kernel_table.kernel_table_c or kernel_table.kernel_table_py):
+        for given_rows in (rows, packed(rows)):
+            mine = dict(shown)
+            stats, ids, unknown = twin.refresh(given_rows, mine)
+            answers.append(([as_fields(s) for s in stats], ids, unknown, {i: as_fields(s) for i, s in mine.items()},
+                            [as_fields(s) for s in twin.ordered(stats, ids)]))
+            for name_id, stat in mine.items():
+                if stat is not shown[name_id] and twin is kernel_table.kernel_table_c:
+                    atomic = all(v is None or type(v) in (int, str, float, bool)
+                                 for v in (getattr(stat, f.name) for f in fields(stat)))
+                    assert gc.is_tracked(stat) is not (atomic and type(stat) is not Unslotted)
+    assert all(answer == answers[0] for answer in answers)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_packed_rows_are_six_unsigned_values_a_row(twin):
+    shown = {1: KernelStat(name="k", mangled="_Z1kv", count=0, total_ns=0, min_ns=None, max_ns=None)}
+    with pytest.raises(ValueError):
+        twin.refresh(array("Q", [1, 2, 3]), dict(shown))
+    with pytest.raises(TypeError):
+        twin.refresh(array("q", [1, 2, 3, 4, 5, 6]), dict(shown))
+    stats, ids, unknown = twin.refresh(array("Q", [1, 2, 2, 900, 400, 500, 7, 1, 0, 0, 0, 0]), dict(shown))
+    assert [(s.count, s.timed, s.total_ns, s.min_ns, s.max_ns) for s in stats] == [(2, 2, 900, 400, 500)]
+    assert ids == [1] and unknown == [(7, 1, 0, 0, None, None)]

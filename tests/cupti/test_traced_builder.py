@@ -143,3 +143,22 @@ def test_a_build_makes_no_span_object(decoder_impl, rings):
     assert sum(len(lane.spans) for lane in t.lanes) == 600
     assert spans_alive() == before   # the snapshot holds its 600 spans, and no Span object
     d.detach()
+
+
+def test_a_lanes_columns_are_the_object_the_constructor_makes(decoder_impl, rings):
+    """The builder makes each lane's SpanColumns without the constructor's checks (its arrays are the
+    decoder's): the same fields, in the same order, equal to what SpanColumns(...) makes of them."""
+    p = rings.producer()
+    p.clock_sync(CUPTI0, WALL0)
+    p.stream_name(0, 1, 13, "compute")
+    for i in range(5):
+        p.kernel(0, 1, 13, CUPTI0 + 1000 * i, CUPTI0 + 1000 * i + 500, f"_Z{i % 2}kv", (i + 1, 2, 3), (32, 2, 1))
+        p.memcpy(0, 1, 13, CUPTI0 + 1000 * i + 600, CUPTI0 + 1000 * i + 700, 1, 4096 << i)
+    d = decoder_impl.cls(rings.mapping(p))
+    d.drain()
+    _, t = build(d)
+    spans = t.lanes[0].spans
+    made = SpanColumns(**{f: getattr(spans, f) for f in vars(spans)})
+    assert list(vars(spans)) == list(vars(made)) and spans == made and len(spans) == 10
+    assert [s.kind for s in spans] == ["kernel", "memcpy"] * 5 and len(set(spans.names)) == 2
+    d.detach()

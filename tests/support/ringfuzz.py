@@ -317,6 +317,7 @@ def snapshot(dec: Any) -> dict[str, Any]:
     """Everything a decoder reports, as plain data."""
     return {
         "kernels": dec.kernels(),
+        "kernel_rows": list(dec.kernel_rows()),
         "launches": dec.launches(),
         "transfers": dec.transfers(),
         "lanes": dec.lanes(),
@@ -354,6 +355,9 @@ def check_invariants(out: dict[str, Any], *, tail0: int, decoded: int, lane_span
         assert all(len(t.encode("utf-8", "surrogatepass")) <= caps["max_name_bytes"] + 3 * t.count("\ufffd")
                    for t, _f in out["names"].values())
     assert c["records"] == decoded, (c["records"], decoded)
+    assert out["kernel_rows"] == [v for k in out["kernels"] for v in (*k[:4], k[4] or 0, k[5] or 0)], \
+        "kernel_rows() is kernels() packed, min and max 0 while untimed"
+    assert all((k[2] == 0) == (k[4] is None) == (k[5] is None) for k in out["kernels"]), "untimed: no min, no max"
     assert out["tail"] == tail0 + decoded
     assert tail_poked or out["header"]["tail"] == out["tail"], "the decoder stores its tail in the header"
     assert c["invalid_records"] == sum(c["invalid"].values()) <= decoded

@@ -29,7 +29,7 @@ call while a drain is running in another thread raises RuntimeError rather than 
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, UINT64_MAX
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 from gpuflow.collectors.cupti._ring cimport *
@@ -79,7 +79,13 @@ cdef extern from *:
     #define gpuflow_off_buffers_completed offsetof(gpuflow_ring_header, buffers_completed)
     #define gpuflow_off_translate_cpu_ns offsetof(gpuflow_ring_header, translate_cpu_ns)
     #define gpuflow_sizeof_record sizeof(gpuflow_record)
+    /* ascending uint64_t, for qsort */
+    static int gpuflow_cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+    }
     """
+    int gpuflow_cmp_u64(const void *a, const void *b) noexcept nogil
     const signed char *gpuflow_copy_dir
     const size_t gpuflow_off_head
     const size_t gpuflow_off_tail
@@ -933,6 +939,18 @@ cdef void state_free(State *s) noexcept nogil:
     memset(s, 0, sizeof(State))
 
 
+cdef carray.array _UINT64 = pyarray.array("Q")
+
+
+cdef inline void kstat_row(const KStat *k, uint64_t *row) noexcept:
+    """A kernel_rows row's figures (row[0], the name id, is the caller's)."""
+    row[1] = k.count
+    row[2] = k.timed
+    row[3] = k.total
+    row[4] = k.min if k.timed else 0
+    row[5] = k.max if k.timed else 0
+
+
 cdef tuple launch_tuple(const State *s, const KStat *k):
     cdef const Launch *l = &s.launches[k.launch_id]
     return (k.registers, l.static_shared, l.dynamic_shared, l.executed_shared, l.shared_config,
@@ -970,6 +988,8 @@ cdef class RingDecoder:
     cdef object _final_header
     cdef object _caps
     cdef Retention _retention
+    cdef uint64_t *_by_id       # kernel_rows' order: (name id << 32 | dense index) of each name, ascending
+    cdef uint32_t _by_id_n      # names it covers (names only grow: rebuilt when a name was added)
 
     is_compiled = True
 
@@ -1032,6 +1052,8 @@ cdef class RingDecoder:
 
     def __dealloc__(self):
         state_free(&self.st)
+        free(self._by_id)
+        self._by_id = NULL
         if self.has_view:
             PyBuffer_Release(&self.view)
             self.has_view = 0
@@ -1155,6 +1177,43 @@ cdef class RingDecoder:
         if k.count:
             out.append((OTHER_NAME_ID, k.count, k.timed, k.total, k.min if k.timed else None,
                         k.max if k.timed else None))
+        return out
+
+    def kernel_rows(self):
+        """The rows of :meth:`kernels`, in its order, packed: six values a row in one array('Q');
+        a name's min and max are 0 while it has no timed launch (None in :meth:`kernels`). What
+        the snapshot builder reads at every build: one object, where :meth:`kernels` makes a
+        tuple and six ints a name (see the Python twin)."""
+        cdef uint32_t i, n = 0
+        cdef KStat *k
+        cdef uint64_t *row
+        cdef carray.array out
+        cdef void *p
+        self._check_idle()
+        if self._by_id_n != self.st.n_names:     # a name was added: its place by id
+            p = realloc(self._by_id, max(self.st.n_names, 1) * sizeof(uint64_t))
+            if p == NULL:
+                raise MemoryError()
+            self._by_id = <uint64_t *>p
+            for i in range(self.st.n_names):
+                self._by_id[i] = (<uint64_t>self.st.names[i].id << 32) | i
+            qsort(self._by_id, self.st.n_names, sizeof(uint64_t), gpuflow_cmp_u64)
+            self._by_id_n = self.st.n_names
+        for i in range(self.st.n_names):
+            n += self.st.kstats[i].count != 0
+        n += self.st.other.count != 0
+        out = carray.clone(_UINT64, 6 * <Py_ssize_t>n, False)
+        PyObject_GC_UnTrack(<void *>out)      # no Python object in it: no cycle (r_column)
+        row = <uint64_t *>out.data.as_ulonglongs
+        for i in range(self.st.n_names):
+            k = &self.st.kstats[<uint32_t>(self._by_id[i] & 0xFFFFFFFFULL)]
+            if k.count:
+                row[0] = self._by_id[i] >> 32
+                kstat_row(k, row)
+                row += 6
+        if self.st.other.count:
+            row[0] = OTHER_NAME_ID
+            kstat_row(&self.st.other, row)
         return out
 
     def launches(self):

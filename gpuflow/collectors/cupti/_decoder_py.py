@@ -434,6 +434,16 @@ class RingDecoder:
         kernels of names beyond ``max_names`` together under ``_layout.OTHER_NAME_ID`` (last)."""
         return [(nid, s[0], s[1], s[2], s[3], s[4]) for nid, s in sorted(self._kstats.items())]
 
+    def kernel_rows(self) -> array:
+        """The rows of :meth:`kernels`, in its order, packed: six values a row in one array('Q'); a
+        name's min and max are 0 while it has no timed launch (None in :meth:`kernels`). The
+        snapshot builder reads these at every build (the compiled twin makes them without a Python
+        object a name)."""
+        out = array("Q")
+        for nid, s in sorted(self._kstats.items()):
+            out.extend((nid, s[0], s[1], s[2], 0 if s[1] == 0 else s[3], 0 if s[1] == 0 else s[4]))
+        return out
+
     def launches(self) -> dict[int, tuple[Any, ...]]:
         """Per kernel name id, the launch configuration of its latest kernel that had one:
         ``(registers, static_shared_bytes, dynamic_shared_bytes, shared_executed_bytes,

@@ -15,17 +15,29 @@ fields are read and the copy's are set through those offsets, as the slots' own 
 (the dataclass's ``__init__`` sets them through ``object.__setattr__``, which ends there too). Any
 other dataclass is copied through ``PyObject_GenericSetAttr``, field by field.
 
+The builder passes the decoder's rows packed (``RingDecoder.kernel_rows``: one array('Q'), no
+tuple and six ints a name); a shown kernel's row is compared with its stat in C, and a figure
+that did not move keeps its int. A copy that holds only ints, text, floats, bools and None (a
+KernelStat always does) is untracked by the cyclic garbage collector, as CPython untracks such
+tuples and dicts: it can be in no reference cycle, and ~1,600 of them a build (8 busy programs)
+were most of what each collection went over, and what filled its oldest generation.
+
 Constraints: the same answer and the same ``shown`` as ``_kernel_table_py``
 (tests/cupti/test_kernel_table.py compares them field for field and type for type); the stats'
 type must be a dataclass with the five figure fields; holds the GIL throughout.
 """
 
-from cpython.object cimport PyObject, PyTypeObject
+from cpython cimport array as carray
+from cpython.dict cimport PyDict_GetItem
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred
+from cpython.object cimport Py_EQ, PyObject, PyObject_RichCompareBool, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.type cimport PyType_GenericAlloc
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong, PyLong_CheckExact
+from cpython.long cimport PyLong_FromUnsignedLongLong
 from cpython.unicode cimport PyUnicode_Compare
 from libc.stdlib cimport free, malloc
+from array import array
 from types import MemberDescriptorType
 from dataclasses import fields as dataclass_fields
 
@@ -33,6 +45,11 @@ is_compiled = True
 
 cdef extern from "Python.h":
     int PyObject_GenericSetAttr(object o, object name, object value) except -1
+    void PyObject_GC_UnTrack(void *op)
+    bint PyUnicode_CheckExact(PyObject *o)
+    bint PyFloat_CheckExact(PyObject *o)
+    bint PyBool_Check(PyObject *o)
+    PyObject *Py_None
     ctypedef struct PyMemberDef:
         const char *name
         int type
@@ -58,6 +75,7 @@ cdef class Layout:
     cdef readonly tuple names   # the fields, in order
     cdef readonly tuple figure  # per field: its index in a decoder's row, or -1
     cdef bint slotted
+    cdef bint bare              # an instance holds nothing but its fields' slots (no __dict__, no weakrefs)
     cdef Py_ssize_t n
     cdef Py_ssize_t offsets[MAX_FIELDS]
     cdef int row_index[MAX_FIELDS]
@@ -93,6 +111,8 @@ cdef class Layout:
                 self.at[self.figure[i]] = member.offset
             elif self.names[i] in _TEXTS:
                 self.at[_TEXTS[self.names[i]]] = member.offset
+        self.bare = (self.slotted and cls.__dictoffset__ == 0 and cls.__weakrefoffset__ == 0
+                     and cls.__basicsize__ == object.__basicsize__ + self.n * sizeof(PyObject *))
 
 
 cdef dict _LAYOUTS = {}
@@ -135,7 +155,7 @@ cdef object copy_with(object stat, Layout lay, tuple row):
                     continue
             Py_INCREF(<object> value)
             (<PyObject **> ((<char *> <PyObject *> new) + lay.offsets[i]))[0] = value
-        return new
+        return untracked_if_atomic(new, lay)
     new = cls.__new__(cls)
     for i in range(lay.n):
         name = lay.names[i]
@@ -148,9 +168,139 @@ def sort_key(stat, name_id):
     return (-stat.total_ns, -stat.count, stat.name, stat.mangled, name_id, stat)
 
 
+cdef inline bint atomic(PyObject *value) noexcept:
+    """A value no reference cycle can pass through (what CPython's own tuples and dicts are
+    untracked for holding)."""
+    return (value == Py_None or PyLong_CheckExact(<object>value) or PyUnicode_CheckExact(value)
+            or PyFloat_CheckExact(value) or PyBool_Check(value))
+
+
+cdef object untracked_if_atomic(object new, Layout lay):
+    """``new`` (a copy just made) no longer followed by the cyclic garbage collector when every
+    field it holds is an int, str, float, bool or None, so that it can be in no cycle: a busy
+    process's table makes ~200 of them a build, and each collection would otherwise go over them
+    (and, once they survive one, the oldest generation's collections too)."""
+    cdef Py_ssize_t i
+    cdef PyObject *value
+    if not lay.bare:
+        return new
+    for i in range(lay.n):
+        value = slot(new, lay.offsets[i])
+        if value != NULL and not atomic(value):
+            return new
+    PyObject_GC_UnTrack(<PyObject *> new)
+    return new
+
+
+#: the row indexes of the figures in the order the twin compares them: count, total, timed, min, max
+cdef int[5] FIGURE_ORDER = [1, 3, 2, 4, 5]
+
+
+cdef tuple row_tuple(const unsigned long long *r):
+    """A packed row (``RingDecoder.kernel_rows``) as the decoder's ``kernels()`` gives it."""
+    return (r[0], r[1], r[2], r[3], r[4] if r[2] else None, r[5] if r[2] else None)
+
+
+cdef bint same_value(PyObject *value, unsigned long long x, bint none) except -1:
+    """Whether a figure (a slot's value) == the row's (``None`` when ``none``), as ``==`` says."""
+    cdef unsigned long long got
+    if value == Py_None:
+        return none
+    if PyLong_CheckExact(<object>value):
+        if none:
+            return False
+        got = PyLong_AsUnsignedLongLong(<object>value)
+        if got == <unsigned long long>-1 and PyErr_Occurred() != NULL:   # negative, or beyond 64 bits
+            PyErr_Clear()
+            return False
+        return got == x
+    return PyObject_RichCompareBool(<object>value, None if none else PyLong_FromUnsignedLongLong(x), Py_EQ)
+
+
+cdef bint same_figures(object stat, Layout lay, const unsigned long long *r) except -1:
+    """Whether ``stat``'s five figures are the packed row's (refresh's test, with the row's values)."""
+    cdef int j, index
+    cdef PyObject *value
+    cdef bint none = r[2] == 0
+    if lay.slotted:
+        for j in range(5):
+            index = FIGURE_ORDER[j]
+            value = slot(stat, lay.at[index])
+            if value == NULL:
+                break
+            if not same_value(value, r[index], none and index >= 4):
+                return False
+        else:
+            return True
+    row = row_tuple(r)
+    return (stat.count == row[1] and stat.total_ns == row[3] and stat.timed == row[2]
+            and stat.min_ns == row[4] and stat.max_ns == row[5])
+
+
+cdef object copy_packed(object stat, Layout lay, const unsigned long long *r):
+    """``copy_with`` from a packed row: a figure equal to the one it replaces (an int, or None)
+    keeps that object, so a min and a max that did not move make no new int."""
+    cdef type cls = type(stat)
+    cdef Py_ssize_t i
+    cdef int index
+    cdef PyObject *value
+    cdef bint none
+    if not lay.slotted:
+        return copy_with(stat, lay, row_tuple(r))
+    new = PyType_GenericAlloc(cls, 0)
+    for i in range(lay.n):
+        index = lay.row_index[i]
+        value = slot(stat, lay.offsets[i])
+        if index > 0:
+            none = index >= 4 and r[2] == 0
+            if value == NULL or not ((value == Py_None and none) or (
+                    PyLong_CheckExact(<object>value) and same_value(value, r[index], none))):
+                figure_value = None if none else PyLong_FromUnsignedLongLong(r[index])
+                value = <PyObject *> figure_value
+        if value == NULL:   # a field never set: the copy raises for it as the original does
+            continue
+        Py_INCREF(<object> value)
+        (<PyObject **> ((<char *> <PyObject *> new) + lay.offsets[i]))[0] = value
+    return untracked_if_atomic(new, lay)
+
+
+cdef tuple refresh_packed(carray.array packed, dict shown):
+    """refresh() of a decoder's kernel_rows: no tuple or int made for a row whose kernel is shown."""
+    cdef list stats = [], ids = [], unknown = []
+    cdef Py_ssize_t i, n = len(packed)
+    cdef const unsigned long long *r
+    cdef PyObject *found
+    cdef Layout lay = None
+    cdef type lay_type = None
+    if packed.typecode != "Q":
+        raise TypeError(f"packed kernel rows are an array('Q'), not array({packed.typecode!r})")
+    if n % 6:
+        raise ValueError(f"packed kernel rows hold 6 values a row, not {n} values")
+    for i in range(0, n, 6):
+        r = &(<const unsigned long long *> packed.data.as_ulonglongs)[i]
+        name_id = PyLong_FromUnsignedLongLong(r[0])
+        found = PyDict_GetItem(shown, name_id)
+        if found == NULL:
+            unknown.append(row_tuple(r))
+            continue
+        stat = <object> found
+        if type(stat) is not lay_type:
+            lay_type = type(stat)
+            lay = layout_of(lay_type)
+        if not same_figures(stat, lay, r):
+            stat = copy_packed(stat, lay, r)
+            shown[name_id] = stat
+        stats.append(stat)
+        ids.append(name_id)
+    return stats, ids, unknown
+
+
 def refresh(rows, dict shown):
-    """Bring ``shown`` up to date with ``rows``; the shown kernels' stats and name ids, and the
-    rows of the others (``_kernel_table_py.refresh``)."""
+    """Bring ``shown`` up to date with ``rows`` (a decoder's ``kernels()``, or its packed
+    ``kernel_rows()``); the shown kernels' stats and name ids, and the rows of the others
+    (``_kernel_table_py.refresh``)."""
+    if type(rows) is array:
+        return refresh_packed(rows, shown)
     cdef list stats = [], ids = [], unknown = []
     cdef tuple row
     cdef Layout lay = None

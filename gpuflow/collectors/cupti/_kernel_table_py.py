@@ -10,7 +10,9 @@ the one it replaces with the new figures (every other field, those other issues 
 kept), and gives each kernel its sort key.
 
 ``refresh(rows, shown)``: ``rows`` are the decoder's ``(name_id, count, timed, total_ns, min_ns,
-max_ns)`` (``RingDecoder.kernels``); ``shown`` maps the name ids shown by their own name to their
+max_ns)`` (``RingDecoder.kernels``), or the same packed in one array (``RingDecoder.kernel_rows``,
+what the builder passes: the compiled helper then makes no tuple or int for a shown kernel's row,
+and keeps a figure's int where it did not move); ``shown`` maps the name ids shown by their own name to their
 current KernelStat, and is updated in place (a kernel whose figures differ from its row gets its
 new KernelStat there). The answer is ``(stats, ids, unknown)``: the KernelStats of the rows of
 shown names and their name ids, in ``rows``' order, and the rows of names not in ``shown``, in
@@ -25,6 +27,7 @@ one with the five figures, so its type and other fields are kept.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import replace
 from typing import Any
 
@@ -37,9 +40,23 @@ def sort_key(stat: Any, name_id: int) -> tuple:
     return (-stat.total_ns, -stat.count, stat.name, stat.mangled, name_id, stat)
 
 
-def refresh(rows: list[tuple], shown: dict[int, Any]) -> tuple[list[Any], list[int], list[tuple]]:
-    """Bring ``shown`` up to date with ``rows``; the shown kernels' stats and name ids, and the
-    rows of the others (see the module's opening)."""
+def rows_of(packed: array) -> list[tuple]:
+    """A decoder's packed ``kernel_rows()`` as its ``kernels()`` rows (min and max None while a
+    name has no timed launch)."""
+    if packed.typecode != "Q":
+        raise TypeError(f"packed kernel rows are an array('Q'), not array({packed.typecode!r})")
+    if len(packed) % 6:
+        raise ValueError(f"packed kernel rows hold 6 values a row, not {len(packed)} values")
+    return [(nid, count, timed, total, mn if timed else None, mx if timed else None)
+            for nid, count, timed, total, mn, mx in zip(*[iter(packed)] * 6)]
+
+
+def refresh(rows: list[tuple] | array, shown: dict[int, Any]) -> tuple[list[Any], list[int], list[tuple]]:
+    """Bring ``shown`` up to date with ``rows`` (a decoder's ``kernels()``, or its packed
+    ``kernel_rows()``); the shown kernels' stats and name ids, and the rows of the others (see the
+    module's opening)."""
+    if type(rows) is array:
+        rows = rows_of(rows)
     stats, ids, unknown = [], [], []
     for row in rows:
         name_id, count, timed, total, mn, mx = row
