@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled writer of the stream's span rows and kernel entries as JSON text (twin: ``_wire_text_py``).
+"""Compiled writer of the stream's span rows, kernel entries and traced processes' heads as JSON
+text (twin: ``_wire_text_py``).
 
 What it is for: each frame of ``/api/stream`` carries, per lane, the new spans as arrays and, per
 traced process, the kernel entries that changed; made as Python lists and dicts and handed to
@@ -16,7 +17,9 @@ objects' attributes, into one C buffer, and makes one ``str`` of it.
   id in a names table, whether every kernel of the base frame is still there, and the entries of
   the kernels whose ``fields`` differ from the base frame's (all without one), or no text for an
   id the table lacks, an id given twice or a value it does not take (the caller then uses
-  ``json``).
+  ``json``);
+* ``head_text(t, scalars, transfer_fields, types)``: a traced process's head (its devices made
+  plain, their copies inside them), or None for a value it does not take (then ``json``).
 
 A KernelStat is a frozen slotted dataclass: its fields are read through the offsets of their
 slots (each field's member descriptor, ``PyMemberDescrObject``, gives it), which is what reading
@@ -62,8 +65,14 @@ cdef extern from *:
     static int wt_sub_overflows(int64_t a, int64_t b, int64_t *out) {
         return __builtin_sub_overflow(a, b, out);
     }
+    /* "00".."99": the two digits of each number below 100 */
+    static const char wt_digit_pairs[201] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
     """
     int wt_sub_overflows(int64_t a, int64_t b, int64_t *out)
+    const char *DIGIT_PAIRS "wt_digit_pairs"
 
 #: a member's type when it is a plain object slot (``T_OBJECT_EX``, 3.12's ``Py_T_OBJECT_EX``)
 DEF OBJECT_SLOT = 16
@@ -115,24 +124,31 @@ cdef inline void put_char(Buf *b, char c) noexcept:
 
 
 cdef inline void put_int(Buf *b, int64_t v) noexcept:
-    """Decimal digits of ``v`` (room for INT_CHARS already reserved)."""
+    """Decimal digits of ``v`` (room for INT_CHARS already reserved): two at a time from the end
+    of a local buffer, then one copy (most of a frame's bytes are numbers)."""
     cdef char digits[INT_CHARS]
-    cdef int k = 0
-    cdef uint64_t u
+    cdef int k = INT_CHARS
+    cdef uint64_t u, r
     if v < 0:
         put_char(b, b"-")
         u = (<uint64_t> 0) - <uint64_t> v
     else:
         u = <uint64_t> v
-    while True:
-        digits[k] = <char> (48 + u % 10)
-        k += 1
-        u //= 10
-        if u == 0:
-            break
-    while k:
+    while u >= 100:
+        r = u % 100
+        u //= 100
+        k -= 2
+        digits[k] = DIGIT_PAIRS[2 * r]
+        digits[k + 1] = DIGIT_PAIRS[2 * r + 1]
+    if u >= 10:
+        k -= 2
+        digits[k] = DIGIT_PAIRS[2 * u]
+        digits[k + 1] = DIGIT_PAIRS[2 * u + 1]
+    else:
         k -= 1
-        put_char(b, digits[k])
+        digits[k] = <char> (48 + u)
+    memcpy(b.data + b.used, &digits[k], INT_CHARS - k)
+    b.used += INT_CHARS - k
 
 
 cdef inline int put_text(Buf *b, const char *text, Py_ssize_t n) except -1:
@@ -445,4 +461,103 @@ def kernel_delta(kernels, dict pairs, base_ids, base_kernels, tuple fields):
     finally:
         free(seen)
         free(base)
+        free(b.data)
+
+
+#: how deep a traced process's head nests (its devices, their copies, a copy's fields): deeper is
+#: not a head this writer takes
+DEF MAX_DEPTH = 8
+
+cdef dict _KEYS = {}
+
+
+cdef list keys_of(tuple names):
+    """Each name as a JSON object key, ``"name":``, as UTF-8 (made once per tuple of names)."""
+    cdef list found = _KEYS.get(names)
+    if found is None:
+        found = _KEYS[names] = [PyUnicode_AsUTF8String(encode_basestring(name) + ":") for name in names]
+    return found
+
+
+cdef int put_object(Buf *b, object obj, Fields f, list keys, dict types, int depth) except -1:
+    """``obj``'s fields (``f``) as a JSON object; 1: a value this writer does not take."""
+    cdef Py_ssize_t i
+    cdef bytes key
+    put_text(b, b"{", 1)
+    for i in range(f.n):
+        if i:
+            put_text(b, b",", 1)
+        key = keys[i]
+        put_text(b, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+        if put_plain(b, f.get(obj, i), types, depth + 1):
+            return 1
+    put_text(b, b"}", 1)
+    return 0
+
+
+cdef int put_plain(Buf *b, object v, dict types, int depth) except -1:
+    """``v`` as ``json_value(v)`` and then ``compact`` write it: a tuple or list as a list, an
+    object of one of ``types`` (type -> its field names) as an object of those fields, anything
+    else through put_value; 1: a value this writer does not take."""
+    cdef type t = type(v)
+    cdef tuple names
+    cdef Py_ssize_t i, n
+    if depth > MAX_DEPTH:
+        return 1
+    if t is tuple or t is list:
+        put_text(b, b"[", 1)
+        n = len(v)
+        for i in range(n):
+            if i:
+                put_text(b, b",", 1)
+            if put_plain(b, v[i], types, depth + 1):
+                return 1
+        put_text(b, b"]", 1)
+        return 0
+    names = types.get(t) if types is not None else None
+    if names is not None:
+        return put_object(b, v, fields_of(t, names), keys_of(names), types, depth)
+    buf_reserve(b, INT_CHARS + 1)
+    return put_value(b, v)
+
+
+def head_text(t, tuple scalars, tuple transfer_fields, dict types):
+    """A traced process's head as the stream's JSON text (``_wire_text_py.head_text``); None: a
+    value this writer does not take."""
+    cdef Buf b
+    cdef Py_ssize_t i, n
+    cdef Fields f
+    cdef list keys, transfer_keys
+    cdef bytes key
+    b.data = NULL
+    b.used = b.size = 0
+    try:
+        f = fields_of(type(t), scalars)
+        keys = keys_of(scalars)
+        put_text(&b, b"{", 1)
+        for i in range(f.n):
+            if i:
+                put_text(&b, b",", 1)
+            key = keys[i]
+            put_text(&b, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+            if put_plain(&b, f.get(t, i), types, 1):
+                return None
+        put_text(&b, b',"complete":', 12)
+        buf_reserve(&b, INT_CHARS + 1)
+        if put_value(&b, t.complete):
+            return None
+        put_text(&b, b',"transfers":[', 14)
+        transfers = t.transfers
+        transfer_keys = keys_of(transfer_fields)
+        n = len(transfers)
+        for i in range(n):
+            if i:
+                put_text(&b, b",", 1)
+            x = transfers[i]
+            # a transfer's values as they are (traced_head takes them so): no object among them
+            if put_object(&b, x, fields_of(type(x), transfer_fields), transfer_keys, None, 1):
+                return None
+        put_text(&b, b"]}", 2)
+        return PyUnicode_DecodeUTF8(b.data, b.used, NULL)
+    finally:
         free(b.data)

@@ -1,5 +1,5 @@
-"""Pure-Python twin of ``_wire_text_c``: a lane's span rows and a kernel table's entries as the
-stream's JSON text, straight from the columns and the KernelStat objects.
+"""Pure-Python twin of ``_wire_text_c``: a lane's span rows, a kernel table's entries and a traced
+process's head as the stream's JSON text, straight from the columns and the snapshot's objects.
 
 What it is for: the readable statement of what the compiled writer does, and the writer where the
 extension is not built. The frame encoder (gpuflow.transport.frames) splices these texts into a
@@ -26,6 +26,9 @@ frame instead of making a Python list per span row and a dict per kernel entry a
   written ``null``, as ``frames.dumps`` writes it) or strings that UTF-8 can hold; for anything
   else, a pair the table lacks or an id given twice ``text`` is None, and the caller encodes the
   table with ``json``.
+* :func:`head_text`: a traced process's head (its fields but its names, kernels, launches and
+  lanes; its devices made plain), as ``compact(wire.traced_head(t))`` writes it: ~20 fields and
+  its devices' dozens more, for every traced process of every frame.
 
 Constraints: byte-identical to ``_wire_text_c`` (tests/transport/test_wire_text.py compares both
 with ``json.dumps`` of the reference rows and entries, extreme values included); reads its
@@ -121,3 +124,46 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+class _Declined(Exception):
+    """A value :func:`head_text` does not write (the caller encodes the head with ``json``)."""
+
+
+def _plain(v: Any, types: dict[type, tuple[str, ...]] | None, depth: int) -> Any:
+    """``v`` as ``json_value`` makes it plain, for the types :func:`head_text` takes."""
+    if depth > _MAX_DEPTH:
+        raise _Declined
+    if type(v) in (tuple, list):
+        return [_plain(x, types, depth + 1) for x in v]
+    names = types.get(type(v)) if types is not None else None
+    if names is not None:
+        return {name: _plain(getattr(v, name), types, depth + 1) for name in names}
+    if type(v) is float and not math.isfinite(v):
+        return None
+    if type(v) is str and not _utf8(v):
+        raise _Declined
+    if v is not None and type(v) not in (int, bool, float, str):
+        raise _Declined
+    return v
+
+
+#: how deep a head nests (its devices, their copies, a copy's fields)
+_MAX_DEPTH = 8
+
+
+def head_text(t: Any, scalars: Sequence[str], transfer_fields: Sequence[str],
+              types: dict[type, tuple[str, ...]]) -> str | None:
+    """A traced process's head as the stream's JSON text: exactly ``compact`` of what
+    ``wire.traced_head`` gives (``scalars``: its fields sent as they are, ``devices`` among them,
+    made plain with ``types``, each type's field names; then ``complete`` and the transfers, each
+    ``transfer_fields``); None for a value it does not write (an object of another type, a number
+    of another type than int, bool or float, text UTF-8 cannot hold, a nesting deeper than 8): the
+    caller encodes the head with ``json``."""
+    try:
+        head = {f: _plain(getattr(t, f), types, 1) for f in scalars}
+        head["complete"] = _plain(t.complete, None, 1)
+        head["transfers"] = [{f: _plain(getattr(x, f), None, 2) for f in transfer_fields} for x in t.transfers]
+    except _Declined:
+        return None
+    return _ENCODE(head)

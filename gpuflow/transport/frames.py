@@ -73,7 +73,7 @@ from gpuflow.transport import json_pieces, wire_text
 from gpuflow.transport.plain_parts import PlainParts
 from gpuflow.transport.wire import (
     DELTA, FULL, KERNEL_FIELDS, OMITTABLE, WIRE_SCHEMA, LaunchEntries, NameTable, encode_spans, lane_head,
-    TracedKey, traced_head, traced_key,
+    TracedKey, traced_head, traced_head_text, traced_key,
 )
 
 #: new spans per second that delta frames may carry, over all lanes together (docs/transport.md)
@@ -297,7 +297,7 @@ class FrameEncoder:
             ids, changed = known.get(key, (None, None))
             if ids is None or None in ids:   # a newcomer, one reset, or names new to its table
                 ids, changed = table.kernel_ids(t.kernels, ids), None
-            head = traced_head(t)
+            head = head_text(t)
             delta_lanes, heads, lane_ids = [], [], []
             for lane in t.lanes:
                 # every name of the sample gets its id now, so the full frame, whenever it is
@@ -342,11 +342,11 @@ class FrameEncoder:
                     members += ',"lanes":[' + ",".join(
                         lane_head_text(lane) + ',"spans":' + rows + ',"spans_skipped":' + str(skipped) + "}"
                         for lane, rows, skipped in delta_lanes) + "]"
-                delta_traced.append(with_members(compact(head), members))
+                delta_traced.append(with_members(head, members))
         head_bytes = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
 
         def full() -> bytes:
-            traced = (with_members(compact(head), ',"names":' + compact(table.entries[:count]) + ',"kernels":'
+            traced = (with_members(head, ',"names":' + compact(table.entries[:count]) + ',"kernels":'
                                    + kernel_entries(kernels, ids, table, None)
                                    + ',"kernel_launches":' + launches.text(compact) + ',"lanes":[' + ",".join(
                                        lane_head_text(lane) + ',"spans":' + span_rows(lane.spans, 0, table, names)
@@ -379,6 +379,14 @@ def compact(obj: Any) -> str:
         return _ENCODE(obj)
     except ValueError:
         return _ENCODE(_finite(obj))
+
+
+def head_text(t: TracedProcess) -> str:
+    """A traced process's head (wire.traced_head) as compact JSON: written straight from ``t``
+    by wire_text (its ~20 fields and its devices' dozens, for every process of every frame), or
+    through ``json`` where a value is not one that writer takes."""
+    text = traced_head_text(t)
+    return text if text is not None else compact(traced_head(t))
 
 
 def with_members(obj_text: str, members: str) -> str:

@@ -43,8 +43,8 @@ from gpuflow.transport import wire_text
 from gpuflow.transport.wire_upgrade import upgrade_frame
 
 from gpuflow.core.snapshot import (
-    SPAN_KINDS, KernelLaunch, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedProcess, TransferStat,
-    json_value, kernel_order,
+    SPAN_KINDS, CopyRate, KernelLaunch, KernelStat, Lane, Span, TRANSFER_DIRECTIONS, TracedDevice, TracedProcess,
+    TransferStat, json_value, kernel_order,
 )
 
 #: schema of the stream's frames (the plain form of Snapshot.to_json_dict is schema 3)
@@ -313,6 +313,17 @@ def traced_head(t: TracedProcess) -> dict[str, Any]:
     d["complete"] = t.complete
     d["transfers"] = [{f: getattr(x, f) for f in _TRANSFER_FIELDS} for x in t.transfers]
     return d
+
+
+#: the objects a traced process's head holds (its devices and their copies): their fields, as
+#: ``json_value`` makes them plain
+_HEAD_TYPES = {cls: tuple(f.name for f in fields(cls)) for cls in (TracedDevice, CopyRate)}
+
+
+def traced_head_text(t: TracedProcess) -> str | None:
+    """:func:`traced_head` as compact JSON text, written straight from ``t`` (wire_text.head_text);
+    None where a value is not one it writes (the caller encodes :func:`traced_head` instead)."""
+    return wire_text.head_text(t, _TRACED_SCALARS, _TRANSFER_FIELDS, _HEAD_TYPES)
 
 
 def lane_head(lane: Lane) -> dict[str, Any]:

@@ -1,22 +1,25 @@
-"""The stream's span rows and kernel entries written as JSON text (gpuflow.transport.wire_text):
-both twins give exactly ``json.dumps`` of what the reference encoders give (wire.encode_spans of
-the same rows, the changed kernels' dicts), or both decline (None) where the caller must take the
-reference way; extreme values included."""
+"""The stream's span rows, kernel entries and traced processes' heads written as JSON text
+(gpuflow.transport.wire_text): both twins give exactly ``json.dumps`` of what the reference
+encoders give (wire.encode_spans of the same rows, the changed kernels' dicts, wire.traced_head's
+dict), or both decline (None) where the caller must take the reference way; extreme values
+included."""
 
 from __future__ import annotations
 
 import json
 import math
 from array import array
+from enum import IntEnum
 from dataclasses import fields
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuflow.core.recorded import SpanColumns
-from gpuflow.core.snapshot import KernelStat
-from gpuflow.transport import wire_text
-from gpuflow.transport.wire import NameTable, encode_spans
+from gpuflow.core.snapshot import CopyRate, KernelStat, TracedDevice, TracedProcess, TransferStat
+from gpuflow.transport import wire, wire_text
+from gpuflow.transport.frames import compact
+from gpuflow.transport.wire import NameTable, encode_spans, traced_head
 
 TWINS = [pytest.param(wire_text.wire_text_py, id="py"),
          pytest.param(wire_text.wire_text_c, id="c",
@@ -212,3 +215,67 @@ class Unslotted:
 def test_name_ids_are_the_tables_ids_of_each_name(twin):
     assert twin.name_ids(("gemm", "softmax \u00e9", "gemm", "new"), {"gemm": 4, "softmax \u00e9": 0}) == [4, 0, 4, None]
     assert twin.name_ids((), {"gemm": 4}) == []
+
+
+FLOAT = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 97.5, 1e300]))
+TEXT = st.one_of(st.none(), st.text(max_size=12), st.sampled_from(["GPU-\u00e9\"\\\n", "\ud800"]))
+
+
+@st.composite
+def traced_processes(draw) -> TracedProcess:
+    """A traced process whose head holds every kind of value: its devices' floats (NaN, infinite),
+    text to escape (or that UTF-8 cannot hold), big ints, nothing; and, rarely, a value the writer
+    does not take (an int of another type, an object in a device)."""
+    odd = st.sampled_from([True, IntEnum("E", "a").a, 2**70, (1, 2), [3]])
+    copies = tuple(CopyRate(direction=draw(st.sampled_from(["h2d", "d2h"])), memory="pinned",
+                            count=draw(INT64), bytes=draw(st.integers(0, 2**64)), total_ns=draw(INT64),
+                            bytes_per_s=draw(st.none() | FLOAT))
+                   for _ in range(draw(st.integers(0, 3))))
+    devices = tuple(TracedDevice(device=draw(st.integers(0, 2**32)), uuid=draw(TEXT), name=draw(TEXT),
+                                 compute_capability=draw(st.none() | st.tuples(st.integers(0, 99), st.integers(0, 9))),
+                                 sm_count=draw(st.none() | st.integers(0, 4096)), busy_pct=draw(st.none() | FLOAT),
+                                 busy_window_ms=draw(st.none() | FLOAT), busy_ns=draw(st.integers(0, 2**64)),
+                                 busy_late=draw(st.one_of(st.integers(0, 9), odd)), copies=copies)
+                    for _ in range(draw(st.integers(0, 2))))
+    transfers = tuple(TransferStat(direction="h2d", count=draw(INT64), bytes=draw(st.one_of(INT64, odd)),
+                                   total_ns=draw(INT64), timed=draw(INT64)) for _ in range(draw(st.integers(0, 3))))
+    return TracedProcess(pid=draw(st.integers(0, 2**22)), session=draw(st.text(max_size=8)), name=draw(TEXT),
+                         exit_status=draw(st.none() | st.integers(-255, 255)), records=draw(st.integers(0, 2**64)),
+                         cupti_detail=draw(TEXT), behind_live_ms=draw(st.none() | FLOAT),
+                         window_start_us=draw(st.none() | INT64), devices=devices, transfers=transfers,
+                         host=draw(TEXT))
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@settings(max_examples=400, deadline=None)
+@given(traced_processes())
+def test_a_heads_text_is_its_dicts_compact_json_or_declined(twin, t):
+    """The head a frame carries for each traced process, written straight from the objects, is the
+    text of wire.traced_head's dict as the encoder's json writes it (non-finite floats null), or
+    None, and then only for a value that dict's json would not write alike (an int of another type),
+    or that UTF-8 cannot hold."""
+    text = twin.head_text(t, wire._TRACED_SCALARS, wire._TRANSFER_FIELDS, wire._HEAD_TYPES)
+    try:
+        reference = compact(traced_head(t))
+        reference.encode("utf-8")
+    except (UnicodeEncodeError, TypeError):
+        assert text is None
+        return
+    if text is None:   # declined: a value of a type the writer does not take, which json writes
+        values = [getattr(t, f) for f in wire._TRACED_SCALARS] + [getattr(x, f) for x in t.transfers
+                                                                 for f in wire._TRANSFER_FIELDS]
+        values += [getattr(d, f) for d in t.devices for f in wire._HEAD_TYPES[TracedDevice]]
+        assert any(type(v) not in (int, float, str, bool, tuple, type(None)) for v in values)
+        return
+    assert text == reference
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_plain_heads_text(twin):
+    device = TracedDevice(device=0, uuid="GPU-a", name="NVIDIA H200", compute_capability=(9, 0), sm_count=132,
+                          busy_pct=float("nan"), busy_ns=7,
+                          copies=(CopyRate("h2d", "pinned", 1, 4096, 10, 409.6e9),))
+    t = TracedProcess(pid=7, session="s", name="train \u00e9", devices=(device,),
+                      transfers=(TransferStat("h2d", 1, 4096, 10, 1),))
+    assert twin.head_text(t, wire._TRACED_SCALARS, wire._TRANSFER_FIELDS, wire._HEAD_TYPES) == compact(traced_head(t))
+    assert '"busy_pct":null' in compact(traced_head(t)) and '"compute_capability":[9,0]' in compact(traced_head(t))
