@@ -229,3 +229,16 @@ def test_the_compiled_reader_is_used_where_built_and_no_extensions_picks_the_twi
     picked = [subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
                              check=True).stdout.strip() for extra in ({}, {"GPUFLOW_NO_EXTENSIONS": "1"})]
     assert picked == [str(lane_columns.rows_c is not None), "False"]
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_join_concatenates_every_column_past_the_cut_with_the_new_name_column(twin):
+    kept, new = columns(1, 6, ("a", "b")), columns(7, 3, ("c",))
+    new_name = array("q", [2, 2, -1])
+    joined_columns = twin.concat(kept, 4, new, new_name)
+    assert joined_columns == [getattr(kept, c)[4:] + (new_name if c == "name" else getattr(new, c)) for c in COLUMNS]
+    if twin is not _rows_py:   # the compiled join copies buffers: it checks what it copies
+        with pytest.raises(IndexError):
+            twin.concat(kept, 7, new, new_name)
+        with pytest.raises(ValueError):
+            twin.concat(kept, 0, new, array("q", [1]))

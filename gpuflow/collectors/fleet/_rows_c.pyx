@@ -7,7 +7,8 @@ type check (an int is a ``PyLong`` exactly: a bool is not one) and a 64-bit boun
 running seq and start with overflow-checked additions, and writes the thirteen columns straight
 into the buffers of their ``array('q')`` objects; the only Python calls are for a name the lane
 has not used yet (``names[name_id][0]``, interned). Which rows fit, and why the answer is None
-otherwise, is ``_rows_py``'s opening, word for word.
+otherwise, is ``_rows_py``'s opening, word for word. :func:`concat` joins two lanes' columns with
+two buffer copies a column.
 
 Constraints: equal to ``_rows_py`` on every input, hostile ones included (tests/fleet/
 test_lane_columns.py compares both with the reference reading); reads its arguments, never
@@ -18,6 +19,7 @@ from cpython.array cimport array, clone
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
+from libc.string cimport memcpy
 
 import sys
 
@@ -183,3 +185,27 @@ def columns(list rows, list names, Py_ssize_t max_text):
         else:
             return None
     return SpanColumns(seq, start, dur, kind, name, gx, gy, gz, bx, by, bz, nbytes, direction, tuple(lane_names.names))
+
+
+cdef tuple COLUMNS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",
+                      "block_x", "block_y", "block_z", "bytes", "direction")
+
+
+def concat(kept, Py_ssize_t cut, new, array new_name):
+    """The thirteen columns of ``kept`` from row ``cut`` on, then ``new``'s, with ``new_name`` for
+    ``new``'s name column: a list of new arrays, each made by two copies of the buffers."""
+    cdef Py_ssize_t k = len(kept) - cut, m = len(new)
+    cdef array a, b, joined
+    cdef list out = []
+    if cut < 0 or k < 0:
+        raise IndexError(f"row {cut} of {len(kept)}")
+    for column in COLUMNS:
+        a = getattr(kept, column)
+        b = new_name if column == "name" else getattr(new, column)
+        if a.ob_descr.typecode != b"q" or b.ob_descr.typecode != b"q" or len(a) != k + cut or len(b) != m:
+            raise ValueError(f"the {column} columns are not int64 columns of their lanes' lengths")
+        joined = clone(TEMPLATE, k + m, False)
+        memcpy(joined.data.as_longlongs, a.data.as_longlongs + cut, k * sizeof(long long))
+        memcpy(joined.data.as_longlongs + k, b.data.as_longlongs, m * sizeof(long long))
+        out.append(joined)
+    return out

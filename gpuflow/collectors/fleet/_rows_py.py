@@ -18,7 +18,8 @@ A lane fits when ``rows`` is a list of lists and every row is either
 
 where every number is an int (not a bool) within int64, as are the running seq and start, and the
 seq rises from row to row (Δseq above 0 after the first). The names are the lane's, in order of
-first use, interned.
+first use, interned. :func:`concat` is a lane keeper's join of two lanes' columns (the names
+already remapped by the caller).
 
 Constraints: pure; equal to ``_rows_c`` on every input, hostile ones included (tests/fleet/
 test_lane_columns.py compares both with the reference reading); a lane of all kernels or all
@@ -231,3 +232,9 @@ def _mixed(rows: list, names: Sequence[Any], max_text: int) -> SpanColumns:
         dur_a.append(dur)
         kind_a.append(k)
     return SpanColumns(**cols, names=tuple(lane_names.names))
+
+
+def concat(kept: SpanColumns, cut: int, new: SpanColumns, new_name: array) -> list[array]:
+    """The thirteen columns of ``kept`` from row ``cut`` on, then ``new``'s, with ``new_name`` for
+    ``new``'s name column (its names remapped to the joined lane's): a list of new arrays."""
+    return [getattr(kept, c)[cut:] + (new_name if c == "name" else getattr(new, c)) for c in _COLUMNS]

@@ -22,9 +22,9 @@ ones, trimmed to the agent's sample: columns stay columns (names remapped, array
 spans that do not continue the kept ones in seq order, or a lane held as Span objects, give Span
 objects, as before.
 
-The rows are read by ``_rows_c`` (compiled: one loop over the rows, the columns written straight
-into the arrays' buffers) where it is built, else by its twin ``_rows_py``; their opening says
-exactly which rows fit.
+The rows are read, and the kept and new columns concatenated, by ``_rows_c`` (compiled: one loop
+over the rows, the columns written straight into the arrays' buffers; one copy per column for a
+join) where it is built, else by its twin ``_rows_py``; their opening says exactly which rows fit.
 
 Constraints: pure; on the hub's network thread for every frame of a watched host; names are
 interned (a kernel's name is one object across the lanes, the kernel table and the hosts that run
@@ -55,7 +55,9 @@ try:
     from gpuflow.collectors.fleet import _rows_c as rows_c  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - depends on the build
     rows_c = None
-_read = rows_py.columns if NO_EXTENSIONS or rows_c is None else rows_c.columns
+_twin = rows_py if NO_EXTENSIONS or rows_c is None else rows_c
+_read, _concat = _twin.columns, _twin.concat
+_NAME = _COLUMNS.index("name")
 #: whether read_rows reads through the compiled twin
 USING_EXTENSION = _read is not rows_py.columns
 
@@ -86,13 +88,11 @@ def joined(kept: SpanColumns | tuple[Span, ...], new: SpanColumns | tuple[Span, 
     cut = len(kept) + len(new) - size   # spans of kept that no longer fit
     if cut >= len(kept):
         return new[cut - len(kept):] if cut > len(kept) else new
-    cut = max(cut, 0)
     names, new_name = _names_joined(kept, new)
-    name = kept.name[cut:] + new_name
-    if len(names) > len(name):   # more names than spans: those no span uses any more go
-        names, name = _compacted(names, name)
-    return SpanColumns(*[name if c == "name" else getattr(kept, c)[cut:] + getattr(new, c) for c in _COLUMNS],
-                       names=names)
+    columns = _concat(kept, max(cut, 0), new, new_name)
+    if len(names) > len(columns[_NAME]):   # more names than spans: those no span uses any more go
+        names, columns[_NAME] = _compacted(names, columns[_NAME])
+    return SpanColumns(*columns, names=names)
 
 
 def _names_joined(kept: SpanColumns, new: SpanColumns) -> tuple[tuple[str, ...], array]:
