@@ -13,14 +13,18 @@ timestamped when sent). Then:
    heard from (a frame taken) in its overview (``/api/stream?detail=hosts``, looked at every
    0.2 s), as a restarted hub reconnecting its fleet (64 dialling at once). After 3 s the hub
    process's CPU (utime + stime, /proc) over ``--duration`` seconds gives ``hub_cpu_ms_per_agent_s``
-   (CPU ms per agent per second: agents' frames at 1 Hz, summaries), with no page connected;
+   (CPU ms per agent per second: agents' frames at 1 Hz, summaries), with no page connected: the
+   hub's CPU per frame the replay agents wrote to it meanwhile, times the agents' rate, so that a
+   hub short of CPU (it reads less, and the agents, held back by their sockets, send less) is not
+   credited with the frames it did not take (the frames taken per agent-second are printed);
    ``hub_rss_mb`` is its resident memory then; ``p99_agent_to_hub_ms`` the 99th percentile of every
    host's ``lag_ms`` (the age of its latest frame when the hub took it; one clock here) over five
    looks at the hub's overview after the window.
 2. **Full detail.** A second hub follows ``--traced`` replay agents streaming full detail (their
    traced process's 8 lanes, recorded at ``--traced-hz``): a page watches every one of them
    (one ``/api/stream?host=`` each, read and thrown away by this process), so the hub takes their
-   lanes; ``traced_cpu_ms_per_agent_s`` is the hub's CPU per agent-second over ``--duration``.
+   lanes; ``traced_cpu_ms_per_agent_s`` is the hub's CPU per agent-second over ``--duration``, per
+   frame taken times ``--traced-hz`` as above.
 
 Last line, exactly: ``agents=<n> hub_cpu_ms_per_agent_s=<c> hub_rss_mb=<m> p99_agent_to_hub_ms=<l>
 reconnect_all_s=<s> traced_cpu_ms_per_agent_s=<t>``. The issue's goals: with n = 1,000 at 1 Hz,
@@ -156,10 +160,22 @@ def p99(values: list[float]) -> float:
     return values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
 
 
-def cpu_ms_per_agent_s(pid: int, n: int, duration: float) -> float:
-    c0, t0 = cpu_s(pid), time.monotonic()
+def sent(replay: subprocess.Popen, kind: str) -> int:
+    """Frames of ``kind`` the replay agents have written so far (hub_replay.py's ``count``)."""
+    replay.stdin.write("count\n")
+    replay.stdin.flush()
+    return json.loads(replay.stdout.readline())[kind]
+
+
+def cpu_ms_per_agent_s(pid: int, n: int, duration: float, replay: subprocess.Popen, kind: str,
+                       replayed: int, rate: float) -> tuple[float, float]:
+    """The hub's CPU ms per agent-second at ``rate`` frames an agent-second (its CPU per frame the
+    ``replayed`` replay agents wrote, times ``rate``), and the frames taken per agent-second."""
+    c0, f0, t0 = cpu_s(pid), sent(replay, kind), time.monotonic()
     time.sleep(duration)
-    return (cpu_s(pid) - c0) * 1000 / (n * (time.monotonic() - t0))
+    c, f, t = cpu_s(pid) - c0, sent(replay, kind) - f0, time.monotonic() - t0
+    taken = f / (replayed * t) if replayed else rate
+    return c * 1000 / (n * t) * rate / max(taken, 1e-9), taken
 
 
 def watchers(port: int, names: list[str]) -> tuple[selectors.DefaultSelector, list[socket.socket]]:
@@ -216,7 +232,7 @@ def main() -> None:
         procs.append(hub)
         reconnect = wait_all(hub_port, n)
         time.sleep(3)
-        c = cpu_ms_per_agent_s(hub.pid, n, args.duration)
+        c, c_taken = cpu_ms_per_agent_s(hub.pid, n, args.duration, replay, "summary", n - real, 1.0)
         m = rss_mb(hub.pid)
         lags: dict[bool, list[float]] = {True: [], False: []}   # by: from a real agent
         for _ in range(5):
@@ -238,12 +254,15 @@ def main() -> None:
         _, socks = watchers(hub2_port, names)
         wait_all(hub2_port, args.traced, want="full")
         time.sleep(3)
-        t = cpu_ms_per_agent_s(hub2.pid, args.traced, args.duration)
+        t, t_taken = cpu_ms_per_agent_s(hub2.pid, args.traced, args.duration, replay, "full", args.traced,
+                                        args.traced_hz)
         for s in socks:
             s.close()
     finally:
         for proc in reversed(procs):
             stop(proc)
+    print(f"frames taken per agent-second: summaries {c_taken:.2f} (the agents send 1), full detail "
+          f"{t_taken:.2f} (they send {args.traced_hz})", flush=True)
     print(f"agents={n} hub_cpu_ms_per_agent_s={c:.3f} hub_rss_mb={m:.1f} p99_agent_to_hub_ms={l99:.1f} "
           f"reconnect_all_s={reconnect:.2f} traced_cpu_ms_per_agent_s={t:.3f}")
 

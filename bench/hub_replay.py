@@ -10,7 +10,9 @@ frame and the deltas after it, of ``/api/stream`` at its rate), and ``full_hz``.
 the summary frames in a loop, one a second, each timestamped when it is sent, and any other
 ``/api/stream`` with the full-detail frames in a loop at ``full_hz`` (the loop starts again with
 its full frame, so every delta follows its base). Anything else is 404. The ports are printed as
-one JSON line once every one listens.
+one JSON line once every one listens; a line ``count`` on stdin is answered with one JSON line,
+the frames written so far of each kind (``{"summary": n, "full": m}``: a frame counts once its
+write drained, so a hub short of CPU, which reads less and fills the socket, is sent fewer).
 
 Constraints: loopback only; standard library only; each connection costs one task and a string
 replace per frame; ends on SIGTERM or when stdin closes.
@@ -30,6 +32,10 @@ HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
 NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
+#: frames written so far, by kind
+SENT = {"summary": 0, "full": 0}
+
+
 async def serve(templates: dict, index: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     name = f"replay-{index:04d}".encode()
     try:
@@ -40,7 +46,8 @@ async def serve(templates: dict, index: int, reader: asyncio.StreamReader, write
             await writer.drain()
             return
         summary = b"detail=summary" in path
-        frames = templates["summary"] if summary else templates["full"]
+        kind = "summary" if summary else "full"
+        frames = templates[kind]
         period = 1.0 if summary else 1.0 / templates["full_hz"]
         writer.write(HEAD)
         i = random.randrange(len(frames)) if summary else 0
@@ -49,6 +56,7 @@ async def serve(templates: dict, index: int, reader: asyncio.StreamReader, write
             event = frames[i % len(frames)].replace(b"@HOST@", name).replace(b"@TS@", repr(time.time()).encode())
             writer.write(event)
             await writer.drain()
+            SENT[kind] += 1
             i += 1
             await asyncio.sleep(period)
     except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
@@ -72,7 +80,13 @@ async def main() -> None:
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, done.set)
-    loop.add_reader(sys.stdin.fileno(), lambda: done.set() if not sys.stdin.buffer.read1(4096) else None)
+    def on_stdin() -> None:
+        got = sys.stdin.buffer.read1(4096)
+        if not got:
+            done.set()
+        for _ in range(got.count(b"count\n")):
+            print(json.dumps(SENT), flush=True)
+    loop.add_reader(sys.stdin.fileno(), on_stdin)
     await done.wait()
     for s in servers:
         s.close()
