@@ -34,7 +34,11 @@ recorder's columns), building snapshots (its ``_build``), merging the parts (the
 ``collect_once``) and encoding the stream's frames (the frame encoder's ``_encode``); the rest
 (the client's one full frame, the server writing to the socket, this script's sampling) is the
 difference. And by thread, from /proc/self/task (every live thread's user + system time: the
-collector's, the frame loop's, the server's, this script's main thread).
+collector's, the frame loop's, the server's, this script's main thread). The cyclic garbage
+collector's share (its collections' thread CPU, by generation, from ``gc.callbacks``; inside the
+parts above). And per unit of work, what the machine's load changes least (it changes how many
+frames the client takes, and with them the agent's CPU): the drain's CPU a record, one build's
+(every traced process), one frame's encoding, and the agent's CPU per frame the client got.
 
 Last line: ``rss_mb=<peak VmRSS> records_per_s=<achieved, all producers> dropped=<ring drops>
 agent_cpu_cores=<agent CPU seconds per second>``; goals (issue 17) records_per_s >= 760,000,
@@ -249,11 +253,13 @@ class CpuSplit:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def wrap(self, obj: object, name: str, part: str) -> None:
         inner = getattr(obj, name)
         self.seconds.setdefault(part, 0.0)
+        self.calls.setdefault(part, 0)
 
         def timed(*args, **kwargs):
             t = time.thread_time()
@@ -263,12 +269,17 @@ class CpuSplit:
                 spent = time.thread_time() - t
                 with self._lock:
                     self.seconds[part] += spent
+                    self.calls[part] += 1
 
         setattr(obj, name, timed)
 
     def taken(self) -> dict[str, float]:
         with self._lock:
             return dict(self.seconds)
+
+    def called(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.calls)
 
 
 class GcTimer:
@@ -374,7 +385,7 @@ def main() -> int:
               f"Python {platform.python_version()}; agent RSS at start {base['VmRSS'] / 1024:.1f} MB", flush=True)
         started = time.monotonic()
         cpu_start = resource.getrusage(resource.RUSAGE_SELF)
-        split_start = split.taken()
+        split_start, calls_start = split.taken(), split.called()
         gc_timer = GcTimer()
         gc.callbacks.append(gc_timer)
         threads_start = thread_cpu()
@@ -397,7 +408,7 @@ def main() -> int:
         for p in procs:
             p.wait()
         cpu_end = resource.getrusage(resource.RUSAGE_SELF)   # this process only: the agent's threads
-        split_end = split.taken()
+        split_end, calls_end = split.taken(), split.called()
         gc.callbacks.remove(gc_timer)
         threads_end = thread_cpu()
         cpu_wall = time.monotonic() - started
@@ -467,6 +478,13 @@ def main() -> int:
     parts["the rest"] = cpu_s - sum(parts.values())
     print("agent CPU by part: " + ", ".join(f"{part} {seconds / cpu_wall:.3f}" for part, seconds in parts.items())
           + " cores")
+    # per unit of work, what the load changes least (it changes how many frames the client takes)
+    calls = {part: calls_end[part] - calls_start.get(part, 0) for part in calls_end}
+    print(f"per unit: drain {parts['drain'] / max(1, pushed) * 1e9:.0f} ns a record, "
+          f"{calls['snapshot builds'] / cpu_wall:.1f} builds a second at {parts['snapshot builds'] / max(1, calls['snapshot builds']) * 1e3:.2f} ms, "
+          + (f"{calls['frame encoding'] / cpu_wall:.1f} frames encoded a second at "
+             f"{parts['frame encoding'] / max(1, calls['frame encoding']) * 1e3:.2f} ms" if "frame encoding" in calls else "no frames")
+          + f"; agent CPU per frame the client got: {cpu_s / max(1, client_frames) * 1e3:.1f} ms")
     counts, gc_seconds = gc_timer.taken()
     print(f"of which the garbage collector: {sum(gc_seconds) / cpu_wall:.3f} cores ("
           + ", ".join(f"generation {g}: {counts[g] / cpu_wall:.1f} a second, {gc_seconds[g] / cpu_wall:.3f}"
