@@ -24,7 +24,10 @@ timestamped when sent). Then:
    traced process's 8 lanes, recorded at ``--traced-hz``): a page watches every one of them
    (one ``/api/stream?host=`` each, read and thrown away by this process), so the hub takes their
    lanes; ``traced_cpu_ms_per_agent_s`` is the hub's CPU per agent-second over ``--duration``, per
-   frame taken times ``--traced-hz`` as above.
+   frame taken times ``--traced-hz`` as above. Printed beside it: the frames each page got a second
+   and the hub's CPU in cores; a hub near one core (its Python threads share one GIL) is short of
+   CPU, and sends a page fewer frames than its agent sends it (each the latest state), so its CPU
+   per frame taken is then less than what a frame costs a hub that keeps up.
 
 Last line, exactly: ``agents=<n> hub_cpu_ms_per_agent_s=<c> hub_rss_mb=<m> p99_agent_to_hub_ms=<l>
 reconnect_all_s=<s> traced_cpu_ms_per_agent_s=<t>``. The issue's goals: with n = 1,000 at 1 Hz,
@@ -52,6 +55,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 URL_RE = re.compile(r"http://[^\s]+:(\d+)/")
 TEMPLATE_NAME = "hub-bench-template-host"
+#: what each frame a page gets holds once
+FRAME_LINE = b"\nevent: snapshot\n"
 #: the agents' kind: 8 fake GPUs, one traced process of 8 lanes
 AGENT_ENV = {"GPUFLOW_NVML_FAKE": "shared8", "GPUFLOW_DISABLED_PLUGINS": "cupti", "GPUFLOW_FAKE_GPUS": "0",
              "GPUFLOW_FAKE_PROCS": "0", "GPUFLOW_FAKE_TRACED": "1", "GPUFLOW_FAKE_LANES": "8",
@@ -178,9 +183,10 @@ def cpu_ms_per_agent_s(pid: int, n: int, duration: float, replay: subprocess.Pop
     return c * 1000 / (n * t) * rate / max(taken, 1e-9), taken
 
 
-def watchers(port: int, names: list[str]) -> tuple[selectors.DefaultSelector, list[socket.socket]]:
-    """One page per host, watching it (its stream read and thrown away by a selector thread)."""
-    sel, socks = selectors.DefaultSelector(), []
+def watchers(port: int, names: list[str]) -> tuple[list[int], list[socket.socket]]:
+    """One page per host, watching it (its stream read and thrown away by a selector thread); the
+    frames the pages got so far (``event: snapshot`` lines, one a frame, counted as they arrive)."""
+    sel, socks, got, tails = selectors.DefaultSelector(), [], [0], {}
     for name in names:
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(f"GET /api/stream?host={name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
@@ -192,12 +198,16 @@ def watchers(port: int, names: list[str]) -> tuple[selectors.DefaultSelector, li
         while socks:
             for key, _ in sel.select(0.5):
                 try:
-                    if not key.fileobj.recv(1 << 20):
-                        sel.unregister(key.fileobj)
+                    data = key.fileobj.recv(1 << 20)
                 except OSError:
-                    pass
+                    continue
+                if not data:
+                    sel.unregister(key.fileobj)
+                text = tails.get(key.fd, b"") + data
+                got[0] += text.count(FRAME_LINE)
+                tails[key.fd] = text[1 - len(FRAME_LINE):]   # a line cut between two reads, not a whole one
     threading.Thread(target=drain, daemon=True).start()
-    return sel, socks
+    return got, socks
 
 
 def main() -> None:
@@ -251,18 +261,23 @@ def main() -> None:
         procs.append(hub2)
         wait_all(hub2_port, args.traced)
         names = [h["name"] for h in hosts(hub2_port)]
-        _, socks = watchers(hub2_port, names)
+        paged, socks = watchers(hub2_port, names)
         wait_all(hub2_port, args.traced, want="full")
         time.sleep(3)
+        p0, w0, h0 = paged[0], time.monotonic(), cpu_s(hub2.pid)
         t, t_taken = cpu_ms_per_agent_s(hub2.pid, args.traced, args.duration, replay, "full", args.traced,
                                         args.traced_hz)
+        w = time.monotonic() - w0
+        t_paged, t_cores = (paged[0] - p0) / (args.traced * w), (cpu_s(hub2.pid) - h0) / w
         for s in socks:
             s.close()
     finally:
         for proc in reversed(procs):
             stop(proc)
     print(f"frames taken per agent-second: summaries {c_taken:.2f} (the agents send 1), full detail "
-          f"{t_taken:.2f} (they send {args.traced_hz})", flush=True)
+          f"{t_taken:.2f} (they send {args.traced_hz}); full detail: {t_paged:.2f} frames a second to each "
+          f"page, the hub at {t_cores:.2f} cores (near 1, the GIL's bound, it is short of CPU: a page then "
+          f"gets fewer frames than its agent sends, each the latest state)", flush=True)
     print(f"agents={n} hub_cpu_ms_per_agent_s={c:.3f} hub_rss_mb={m:.1f} p99_agent_to_hub_ms={l99:.1f} "
           f"reconnect_all_s={reconnect:.2f} traced_cpu_ms_per_agent_s={t:.3f}")
 
