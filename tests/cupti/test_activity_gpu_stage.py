@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cuda_toolkit import nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "bench" / "workloads" / "busy_copies.cu"
@@ -29,15 +28,6 @@ GIB = 1 << 30
 GEN5_X16_PEAK = 32e9 * 128 / 130 * 16 / 8   # docs/snapshot.md: 63.0 GB/s a direction
 
 
-def nvcc() -> str:
-    path = shutil.which("nvcc") or next(
-        (p for p in [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")]
-         if os.path.exists(p)), None)
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but nvcc was not found")
-        pytest.skip("nvcc not found")
-    return path
 
 
 @pytest.fixture(scope="module")

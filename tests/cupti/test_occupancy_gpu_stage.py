@@ -12,13 +12,11 @@ nvcc missing skips the compile test only when CI is not set: CI has the toolkit.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from cuda_toolkit import nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = ROOT / "bench" / "workloads" / "occupancy_kernels.cu"
@@ -37,15 +35,6 @@ H200_KERNELS = [
 ]
 
 
-def nvcc() -> str:
-    path = shutil.which("nvcc") or next(
-        (p for p in [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")]
-         if os.path.exists(p)), None)
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but nvcc was not found")
-        pytest.skip("nvcc not found")
-    return path
 
 
 def test_the_workload_compiles_cleanly_and_without_a_gpu_names_the_failing_call(tmp_path):

@@ -7,27 +7,18 @@ nvcc missing skips the test only when CI is not set: CI must have the toolkit.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 
 import pytest
 
+from cuda_toolkit import nvcc
 from inject_lib import ROOT
 
 DEMO = ROOT / "examples" / "demo_workload.cu"
 
 
-def nvcc() -> str:
-    path = shutil.which("nvcc") or next(
-        (str(p) for p in [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
-                                       "nvcc")] if os.path.exists(p)), None)
-    if not path:
-        if os.environ.get("CI"):
-            pytest.fail("CI is set but nvcc was not found")
-        pytest.skip("nvcc not found")
-    return path
 
 
 @pytest.fixture(scope="module")
