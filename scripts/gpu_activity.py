@@ -50,6 +50,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpu_occupancy import fields   # the workloads print their lines alike
+
 from gpuflow.collectors.nvml.readings import pcie_peak_bytes_per_s
 
 BUSY_MIN_PCT = 95.0  #: a process that keeps the GPU busy
@@ -70,18 +72,9 @@ class Unjudgeable(Exception):
     """The figures cannot be judged at all (a file missing or unreadable): one line for the user."""
 
 
-def words(line: str) -> dict[str, str]:
-    """``key=value`` words after a line's keyword (a ``name=`` last may hold spaces)."""
-    head, _, name = line.partition(" name=")
-    out = dict(w.split("=", 1) for w in head.split()[1:] if "=" in w)
-    if name:
-        out["name"] = name
-    return out
-
-
 def printed(stdout: str, keyword: str) -> list[dict[str, str]]:
     """The workload's lines that start with ``keyword``, as their words."""
-    return [words(line) for line in stdout.splitlines() if line.split(" ", 1)[0] == keyword]
+    return [fields(line) for line in stdout.splitlines() if line.split(" ", 1)[0] == keyword]
 
 
 def traced_devices(summary: dict[str, Any]) -> tuple[list[dict], dict[str, int], int | None]:
