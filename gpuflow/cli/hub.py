@@ -27,8 +27,8 @@ from gpuflow import __version__
 
 #: the plugin that follows other agents (registered under this name in gpuflow.core.plugins)
 FLEET = "fleet"
-NO_TARGET = ("no agent to follow: give --targets FILE (Prometheus file_sd JSON) or --target URL "
-             "(or GPUFLOW_HUB_TARGETS_FILE / GPUFLOW_HUB_TARGETS)")
+NO_TARGET = ("no agent to follow: give --targets FILE (Prometheus file_sd JSON), --target URL or "
+             "--srv NAME (or GPUFLOW_HUB_TARGETS_FILE / GPUFLOW_HUB_TARGETS / GPUFLOW_HUB_SRV)")
 
 
 def add_hub_command(sub: Any, plugins: Sequence[Any], serving_flags: Callable[[argparse.ArgumentParser], None],
@@ -39,7 +39,7 @@ def add_hub_command(sub: Any, plugins: Sequence[Any], serving_flags: Callable[[a
         description="Follow other GPUFlow agents' streams and serve their hosts in one page: a tile per "
                     "host, and any host's own view (its GPUs, processes and traced lanes) on a click. "
                     "Serves like gpuflow watch, under the same rules.",
-        usage="gpuflow hub (--targets FILE | --target URL ...) [--credentials FILE] [options]")
+        usage="gpuflow hub (--targets FILE | --target URL ... | --srv NAME ...) [--credentials FILE] [options]")
     serving_flags(hub)
     hub.add_argument("--local-collectors", action="store_true",
                      help="also run this machine's own collectors (NVML, CUPTI, entry points)")
@@ -65,7 +65,7 @@ def _targets_given(app: Any, pm: Any) -> bool:
     for declared in declared_options(pm):
         if declared.plugin == FLEET:
             values = app.state.agent.context.plugin_options(declared)
-            return bool(values["targets"]) or values["targets_file"] is not None
+            return bool(values["targets"]) or values["targets_file"] is not None or bool(values.get("srv"))
     return False
 
 

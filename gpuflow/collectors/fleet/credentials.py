@@ -11,12 +11,19 @@ file of the user running the hub, no access for group or others (``chmod 600``),
 1,024 characters). A token is sent only in the ``Authorization`` header of requests to its own
 target (the hub follows no redirect). Errors never show a token.
 
-Constraints: read once, when the hub starts (a changed file takes a restart); pure but for that.
+The hub reads the file when it starts and again whenever it changes (:class:`CredentialsFile`:
+its size, times, inode or mode, looked at every second), so a rotated token reaches its agent at
+that link's next dial without a restart. A new version is judged as the first was (the same
+ownership and mode checks, every time): one that cannot be used keeps the tokens read before and
+says so in one line until a good version comes.
+
+Constraints: pure but for reading the file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -76,3 +83,49 @@ def read_credentials(path: str, where: str = "credentials file") -> Credentials:
     except TokenError as exc:
         raise ValueError(str(exc)) from None
     return parse_credentials(raw, f"{where} {path}")
+
+
+class CredentialsFile:
+    """The credentials of ``path`` as last read well, read again when the file changes.
+
+    :meth:`token_for` answers from the last good version; :meth:`check` looks at the file (one
+    ``stat``) and reads it again when its stamp changed, judging the new version whole: taken, or
+    refused with :attr:`problem` set (and the tokens before kept).
+    """
+
+    def __init__(self, path: str, where: str = "credentials file") -> None:
+        self.path, self.where = path, "credentials file"
+        self.problem: str | None = None
+        self._stamp = _stamp(path)
+        self.current = read_credentials(path, where)   # the first reading must be good (ValueError)
+
+    def token_for(self, target: Target) -> str | None:
+        return self.current.token_for(target)
+
+    def check(self) -> bool:
+        """Read the file again if it changed; whether the tokens or the problem changed."""
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            fresh = read_credentials(self.path, self.where)
+        except ValueError as exc:
+            problem = f"{exc}; the tokens read before are kept"
+            changed, self.problem = problem != self.problem, problem
+            return changed
+        self.current, self.problem = fresh, None
+        return True
+
+    def __repr__(self) -> str:   # never the tokens
+        return f"CredentialsFile({self.current!r}, problem={'yes' if self.problem else 'no'})"
+
+
+def _stamp(path: str) -> tuple[int, ...] | None:
+    """What says the file changed: its inode, size, modification and change times, mode and owner
+    (a chmod alone changes the change time), or None when it cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid)

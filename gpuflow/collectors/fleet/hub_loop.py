@@ -6,7 +6,9 @@ session: one :class:`~gpuflow.collectors.fleet.link.Link` task per target, at mo
 dial them all in the same instant), a sweep every 100 ms (stale and silent connections), and,
 with a targets file, a look at the file every second: when it changed (size, time or inode) it is
 read again and the targets it adds are dialled, those it drops forgotten. A file that cannot be
-read or parsed then keeps the targets read before, and says so as a problem of the hub.
+read or parsed then keeps the targets read before, and says so as a problem of the hub. DNS SRV
+names (``--srv``) are followed as their TTLs say (:mod:`~gpuflow.collectors.fleet.srv`), and the
+credentials file is looked at every second too, a changed one read again for the next dials.
 
 The session dials only the configured targets: no proxy from the environment
 (``trust_env=False``), no redirect followed, no cookie kept, answers' heads bounded by aiohttp
@@ -38,9 +40,10 @@ from typing import Any, Callable, Mapping
 
 import aiohttp
 
-from gpuflow.collectors.fleet.credentials import Credentials
+from gpuflow.collectors.fleet.credentials import Credentials, CredentialsFile
 from gpuflow.collectors.fleet.host_table import SOURCE, HostTable
 from gpuflow.collectors.fleet.link import FULL, SUMMARY, Link
+from gpuflow.collectors.fleet.srv import SrvFollower
 from gpuflow.collectors.fleet.targets import Target, TargetError, read_targets_file, unique
 from gpuflow.core.host_answer import HostAnswer
 from gpuflow.core.snapshot import Problem, SnapshotPart
@@ -68,7 +71,8 @@ class HubLoop:
         self.options = options
         self.notify = notify
         self.table = HostTable()
-        self.credentials: Credentials | None = options["credentials"]
+        self.credentials: Credentials | CredentialsFile | None = options["credentials"]
+        self.srv = SrvFollower(options["srv"], options["srv_resolver"], self._apply)
         self.max_hosts: int = options["max_hosts"]
         self.session: aiohttp.ClientSession | None = None
         self.connect_slots: asyncio.Semaphore | None = None
@@ -202,6 +206,10 @@ class HubLoop:
             chores = [asyncio.create_task(self._sweep())]
             if self.options["targets_file"] is not None:
                 chores.append(asyncio.create_task(self._watch_file()))
+            if self.srv.names:
+                chores.append(asyncio.create_task(self.srv.run()))
+            if isinstance(self.credentials, CredentialsFile):
+                chores.append(asyncio.create_task(self._watch_credentials()))
             self._ready.set()
             await self._stop.wait()
             tasks = chores + [task for _, task in self.links.values()]
@@ -211,7 +219,7 @@ class HubLoop:
 
     def _apply(self) -> None:
         """Follow exactly the configured targets (the flags' and the file's), at most max_hosts."""
-        wanted = unique(tuple(self.options["targets"]) + self._file_targets)
+        wanted = unique(tuple(self.options["targets"]) + self._file_targets + self.srv.targets)
         if len(wanted) > self.max_hosts:
             self._cut_problem = Problem(SOURCE, f"{len(wanted)} targets are configured; the hub follows "
                                         f"the first {self.max_hosts} (GPUFLOW_HUB_MAX_HOSTS)", "error")
@@ -226,7 +234,9 @@ class HubLoop:
             if target not in self.links:
                 link = Link(target, self)
                 self.links[target] = (link, asyncio.create_task(link.run(), name=f"fleet {target.url}"))
-        self.table.set_problems(tuple(p for p in (self._file_problem, self._cut_problem) if p is not None))
+        lines = self.srv.problems() + (getattr(self.credentials, "problem", None),)
+        self.table.set_problems(tuple(p for p in (self._file_problem, self._cut_problem) if p is not None)
+                                + tuple(Problem(SOURCE, line, "error") for line in lines if line))
         self.notify()
 
     async def _sweep(self) -> None:
@@ -241,6 +251,12 @@ class HubLoop:
         while True:
             await asyncio.sleep(FILE_CHECK_S)
             if self._read_file():
+                self._apply()
+
+    async def _watch_credentials(self) -> None:
+        while True:
+            await asyncio.sleep(FILE_CHECK_S)
+            if self.credentials.check():
                 self._apply()
 
     def _read_file(self) -> bool:

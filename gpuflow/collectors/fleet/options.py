@@ -8,7 +8,9 @@ option         flag                   variable                       meaning
 ============== ====================== ============================== ===========================
 targets_file   ``--targets FILE``     ``GPUFLOW_HUB_TARGETS_FILE``   Prometheus file_sd JSON, re-read on change
 targets        ``--target URL`` (rep.) ``GPUFLOW_HUB_TARGETS`` (a,b)  agents' base URLs
-credentials    ``--credentials FILE`` ``GPUFLOW_HUB_CREDENTIALS``    bearer tokens per target (chmod 600)
+srv            ``--srv NAME`` (rep.)  ``GPUFLOW_HUB_SRV`` (a,b)      DNS SRV names listing agents, asked again per TTL
+srv_resolver   ``--srv-resolver IP``  ``GPUFLOW_HUB_SRV_RESOLVER``   the DNS server asked (/etc/resolv.conf's first)
+credentials    ``--credentials FILE`` ``GPUFLOW_HUB_CREDENTIALS``    bearer tokens per target (chmod 600), re-read on change
 ca_file        ``--ca-file FILE``     ``GPUFLOW_HUB_CA_FILE``        CA certificates for https targets
 max_connecting                        ``GPUFLOW_HUB_MAX_CONNECTING`` agents connecting at once (64)
 max_hosts                             ``GPUFLOW_HUB_MAX_HOSTS``      targets followed at most (2,000)
@@ -29,7 +31,8 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from gpuflow.collectors.fleet.credentials import Credentials, read_credentials
+from gpuflow.collectors.fleet.credentials import Credentials, CredentialsFile
+from gpuflow.collectors.fleet.srv import SrvName, parse_resolver, parse_srv_name
 from gpuflow.collectors.fleet.targets import (
     MAX_FILE_BYTES, Target, TargetError, parse_url, read_small_file, read_targets_file, unique,
 )
@@ -75,10 +78,32 @@ def target_urls(value: Any) -> tuple[Target, ...]:
     return unique(found)
 
 
-def credentials(value: Any) -> Credentials | None:
-    if value is None or isinstance(value, Credentials):
+def srv_names(value: Any) -> tuple[SrvName, ...]:
+    """DNS SRV names: a list (a repeated flag), or text with names separated by commas."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("expected DNS SRV names such as _gpuflow._tcp.example.org")
+    found = []
+    for item in value:
+        if isinstance(item, SrvName):
+            found.append(item)
+            continue
+        found += [parse_srv_name(text) for text in str(item).split(",") if text.strip()]
+    return tuple(dict.fromkeys(found))
+
+
+def srv_resolver(value: Any) -> tuple[str, int] | None:
+    if value is None or isinstance(value, tuple):
         return value
-    return read_credentials(_path(value), "file")
+    return parse_resolver(str(value))
+
+
+def credentials(value: Any) -> Credentials | CredentialsFile | None:
+    """The credentials file, read and checked now (and again whenever it changes)."""
+    if value is None or isinstance(value, (Credentials, CredentialsFile)):
+        return value
+    return CredentialsFile(_path(value), "file")
 
 
 def ca_file(value: Any) -> str | None:
@@ -114,8 +139,15 @@ OPTIONS = PluginOptions(KEY, (
            flag="--targets", env="GPUFLOW_HUB_TARGETS_FILE", metavar="FILE", commands=HUB),
     Option("targets", target_urls, (), "follow the agent at this URL (repeatable)",
            flag="--target", env="GPUFLOW_HUB_TARGETS", metavar="URL", commands=HUB, repeatable=True),
+    Option("srv", srv_names, (), "follow the agents this DNS SRV name lists (repeatable; "
+           "https://NAME for https agents), asked again as its TTL runs out",
+           flag="--srv", env="GPUFLOW_HUB_SRV", metavar="NAME", commands=HUB, repeatable=True),
+    Option("srv_resolver", srv_resolver, None, "the DNS server --srv asks, IP[:PORT] "
+           "(default: the first nameserver of /etc/resolv.conf)",
+           flag="--srv-resolver", env="GPUFLOW_HUB_SRV_RESOLVER", metavar="IP", commands=HUB),
     Option("credentials", credentials, None,
-           "bearer tokens per target: a JSON object from host:port (or '*') to token; yours, chmod 600",
+           "bearer tokens per target: a JSON object from host:port (or '*') to token; yours, chmod 600 "
+           "(re-read when it changes)",
            flag="--credentials", env="GPUFLOW_HUB_CREDENTIALS", metavar="FILE", commands=HUB),
     Option("ca_file", ca_file, None, "CA certificates (PEM) to check https agents against "
            "(default: the system's)", flag="--ca-file", env="GPUFLOW_HUB_CA_FILE", metavar="FILE",

@@ -1,7 +1,7 @@
 """The fleet collector as a pluggy plugin (registered under the name "fleet").
 
-Idle unless targets are given (``--targets``/``--target`` to ``gpuflow hub``, or
-``GPUFLOW_HUB_TARGETS_FILE``/``GPUFLOW_HUB_TARGETS``): it then starts the hub's network thread
+Idle unless targets are given (``--targets``/``--target``/``--srv`` to ``gpuflow hub``, or
+``GPUFLOW_HUB_TARGETS_FILE``/``GPUFLOW_HUB_TARGETS``/``GPUFLOW_HUB_SRV``): it then starts the hub's network thread
 (:class:`~gpuflow.collectors.fleet.hub_loop.HubLoop`) in ``start_collecting`` and answers
 ``produce_snapshot`` with every followed host's latest state (the same part object while nothing
 changed). ``watch_hosts`` switches the hosts pages watch to full detail (and back);
@@ -32,7 +32,7 @@ def declare_options() -> PluginOptions:
 @hookimpl
 def start_collecting(context: CollectorContext) -> None:
     options = context.plugin_options(OPTIONS)
-    if not options["targets"] and options["targets_file"] is None:
+    if not options["targets"] and options["targets_file"] is None and not options["srv"]:
         return
     from gpuflow.collectors.fleet.hub_loop import HubLoop
 
