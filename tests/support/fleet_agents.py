@@ -41,11 +41,15 @@ AGENT_ENV = {
 
 
 class Agent:
-    """``gpuflow watch`` named ``name``, every ``interval_ms``; ``port`` 0 picks a free one."""
+    """``gpuflow watch`` named ``name``, every ``interval_ms``; ``port`` 0 picks a free one; bound
+    to ``address`` (a loopback one by default), its command run after ``prefix`` (``ip netns exec
+    NS``: the agent is that process itself, so its signals reach the agent)."""
 
     def __init__(self, name: str | None, interval_ms: int = 100, port: int = 0,
-                 args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+                 args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 address: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
         self.name, self.interval_ms, self.args = name, interval_ms, args
+        self.address, self.prefix = address, prefix
         self.env = gpuflow_env(**AGENT_ENV)
         self.env.pop("NODE_NAME", None)
         if name is not None:
@@ -57,12 +61,13 @@ class Agent:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.address}:{self.port}"
 
     def start(self) -> None:
         """Start it (again, on the port it had, when it had one); returns once it serves."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port),
+            [*self.prefix, sys.executable, "-m", "gpuflow", "watch", "--port", str(self.port),
+             *(("--bind", self.address) if self.address != "127.0.0.1" else ()),
              "--interval", str(self.interval_ms), "--plugin", "gpuflow.testing.fake_collector",
              *self.args],
             env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
