@@ -8,7 +8,8 @@ running seq and start with overflow-checked additions, and writes the thirteen c
 into the buffers of their ``array('q')`` objects; the only Python calls are for a name the lane
 has not used yet (``names[name_id][0]``, interned). Which rows fit, and why the answer is None
 otherwise, is ``_rows_py``'s opening, word for word. :func:`concat` joins two lanes' columns with
-two buffer copies a column.
+two buffer copies a column. The columns are wrapped by ``_rows_py.made`` (no constructor checks:
+the arrays are made here, each of the lane's length).
 
 Constraints: equal to ``_rows_py`` on every input, hostile ones included (tests/fleet/
 test_lane_columns.py compares both with the reference reading); reads its arguments, never
@@ -25,7 +26,7 @@ import sys
 
 cimport cython
 
-from gpuflow.core.recorded import SpanColumns
+from gpuflow.collectors.fleet._rows_py import made
 
 is_compiled = True
 
@@ -184,7 +185,7 @@ def columns(list rows, list names, Py_ssize_t max_text):
             bz.data.as_longlongs[i] = NONE
         else:
             return None
-    return SpanColumns(seq, start, dur, kind, name, gx, gy, gz, bx, by, bz, nbytes, direction, tuple(lane_names.names))
+    return made((seq, start, dur, kind, name, gx, gy, gz, bx, by, bz, nbytes, direction), tuple(lane_names.names))
 
 
 cdef tuple COLUMNS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",

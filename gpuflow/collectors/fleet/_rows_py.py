@@ -19,7 +19,9 @@ A lane fits when ``rows`` is a list of lists and every row is either
 where every number is an int (not a bool) within int64, as are the running seq and start, and the
 seq rises from row to row (Δseq above 0 after the first). The names are the lane's, in order of
 first use, interned. :func:`concat` is a lane keeper's join of two lanes' columns (the names
-already remapped by the caller).
+already remapped by the caller). :func:`made` wraps columns either twin made in a SpanColumns
+without its constructor's checks (every column an ``array('q')`` of one length: the readers and
+the joins make them so), a third of the constructor's cost: a watched lane makes two a frame.
 
 Constraints: pure; equal to ``_rows_c`` on every input, hostile ones included (tests/fleet/
 test_lane_columns.py compares both with the reference reading); a lane of all kernels or all
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from dataclasses import fields
 from itertools import accumulate, chain, zip_longest
 from typing import Any, Sequence
 
@@ -44,10 +47,26 @@ _COPY_KINDS = frozenset(range(len(SPAN_KINDS))) - {KERNEL}
 _DIRECTIONS = range(len(TRANSFER_DIRECTIONS))
 _COLUMNS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",
             "block_x", "block_y", "block_z", "bytes", "direction")
+if _COLUMNS + ("names",) != tuple(f.name for f in fields(SpanColumns)):   # made() relies on it
+    raise ImportError("SpanColumns' fields are not the thirteen columns and names in this order")
 _NONE_TYPE = type(None)
 _INT_ONLY = frozenset({int})
 _INT_OR_NONE = frozenset({int, _NONE_TYPE})
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
+
+
+_NEW = object.__new__
+
+
+def made(columns: Sequence[array], names: tuple[str, ...]) -> SpanColumns:
+    """A SpanColumns of the thirteen ``columns`` (in SpanColumns' order) and ``names``, given
+    columns made here or in ``_rows_c`` (each an ``array('q')``, all of one length), so without the
+    constructor's checks of that: the same object the constructor makes."""
+    out = _NEW(SpanColumns)
+    values = out.__dict__
+    values.update(zip(_COLUMNS, columns))
+    values["names"] = names
+    return out
 
 
 def columns(rows: list, names: Sequence[Any], max_text: int) -> SpanColumns | None:
@@ -152,8 +171,8 @@ def _kernels(rows: list, names: Sequence[Any], max_text: int) -> SpanColumns:
     gx, gy, gz = _geometry(grid)
     bx, by, bz = _geometry(block)
     absent = array(INT, [NONE]) * n   # bytes and direction: one array for both (never changed)
-    return SpanColumns(seq, start, dur_ns, array(INT, [KERNEL]) * n, array(INT, list(map(ids.__getitem__, name_ids))),
-                       gx, gy, gz, bx, by, bz, absent, absent, tuple(lane_names.names))
+    return made((seq, start, dur_ns, array(INT, [KERNEL]) * n, array(INT, list(map(ids.__getitem__, name_ids))),
+                 gx, gy, gz, bx, by, bz, absent, absent), tuple(lane_names.names))
 
 
 def _copies(rows: list) -> SpanColumns:
@@ -172,9 +191,9 @@ def _copies(rows: list) -> SpanColumns:
         raise _Unfit   # a negative byte count reads back as none from the columns
     n = len(rows)
     absent = array(INT, [NONE]) * n   # name, grid and block: one array for all (never changed)
-    return SpanColumns(seq, start, dur_ns, array(INT, kind), absent, absent, absent, absent, absent, absent, absent,
-                       array(INT, [NONE if b is None else b for b in nbytes]),
-                       array(INT, [NONE if d is None else d for d in codes]), ())
+    return made((seq, start, dur_ns, array(INT, kind), absent, absent, absent, absent, absent, absent, absent,
+                 array(INT, [NONE if b is None else b for b in nbytes]),
+                 array(INT, [NONE if d is None else d for d in codes])), ())
 
 
 def _mixed(rows: list, names: Sequence[Any], max_text: int) -> SpanColumns:
@@ -231,7 +250,7 @@ def _mixed(rows: list, names: Sequence[Any], max_text: int) -> SpanColumns:
         start_a.append(start)
         dur_a.append(dur)
         kind_a.append(k)
-    return SpanColumns(**cols, names=tuple(lane_names.names))
+    return made([cols[c] for c in _COLUMNS], tuple(lane_names.names))
 
 
 def concat(kept: SpanColumns, cut: int, new: SpanColumns, new_name: array) -> list[array]:

@@ -25,6 +25,9 @@ objects, as before.
 The rows are read, and the kept and new columns concatenated, by ``_rows_c`` (compiled: one loop
 over the rows, the columns written straight into the arrays' buffers; one copy per column for a
 join) where it is built, else by its twin ``_rows_py``; their opening says exactly which rows fit.
+Every SpanColumns made here is wrapped by ``_rows_py.made``, without the constructor's checks of
+what these functions make so (thirteen ``array('q')`` of one length): a watched lane makes two a
+frame, and the constructor's checks were a third of the join's cost.
 
 Constraints: pure; on the hub's network thread for every frame of a watched host; names are
 interned (a kernel's name is one object across the lanes, the kernel table and the hosts that run
@@ -80,19 +83,31 @@ def joined(kept: SpanColumns | tuple[Span, ...], new: SpanColumns | tuple[Span, 
     if size <= 0:
         return ()
     if not kept:
-        return new if len(new) <= size else new[len(new) - size:]
+        return new if len(new) <= size else _tail(new, len(new) - size)
     if not new:
-        return kept if len(kept) <= size else kept[len(kept) - size:]
+        return kept if len(kept) <= size else _tail(kept, len(kept) - size)
     if type(kept) is not SpanColumns or type(new) is not SpanColumns or new.seq[0] <= kept.seq[-1]:
         return (tuple(kept) + tuple(new))[-size:]
     cut = len(kept) + len(new) - size   # spans of kept that no longer fit
     if cut >= len(kept):
-        return new[cut - len(kept):] if cut > len(kept) else new
+        return _tail(new, cut - len(kept)) if cut > len(kept) else new
     names, new_name = _names_joined(kept, new)
     columns = _concat(kept, max(cut, 0), new, new_name)
     if len(names) > len(columns[_NAME]):   # more names than spans: those no span uses any more go
         names, columns[_NAME] = _compacted(names, columns[_NAME])
-    return SpanColumns(*columns, names=names)
+    return rows_py.made(columns, names)
+
+
+def _tail(spans: SpanColumns | tuple[Span, ...], start: int) -> SpanColumns | tuple[Span, ...]:
+    """``spans[start:]``: columns sliced column by column and wrapped without the constructor's
+    checks (slices of columns of one length are of one length), naming no more than their spans
+    use, as a join does; Span objects as a tuple."""
+    if type(spans) is not SpanColumns:
+        return spans[start:]
+    columns, names = [getattr(spans, c)[start:] for c in _COLUMNS], spans.names
+    if len(names) > len(columns[_NAME]):
+        names, columns[_NAME] = _compacted(names, columns[_NAME])
+    return rows_py.made(columns, names)
 
 
 def _names_joined(kept: SpanColumns, new: SpanColumns) -> tuple[tuple[str, ...], array]:
