@@ -41,6 +41,41 @@ function first(c, t) {   // index of the first value >= t among the kept ones
   return lo;
 }
 
+// JSON's text of a value
+const json = (v) => JSON.stringify(v);
+// JSON's text of the numbers [a, b) of a typed array, what JSON.stringify writes of them: whole
+// numbers (every column of a span, a bucket's counts and busy time) digit by digit into bytes,
+// which costs half of what making each a string does (an exact window of a drag holds tens of
+// thousands of them); a column holding any other number as JSON.stringify writes it
+let digitBytes = new Uint8Array(1 << 16);
+const ascii = new TextDecoder();
+function numbersText(arr, a, b) {
+  const need = (b - a) * 18 + 2;   // a safe integer: a sign and at most 16 digits, then a comma
+  if (digitBytes.length < need) digitBytes = new Uint8Array(need * 2);
+  const out = digitBytes;
+  let o = 0;
+  out[o++] = 91;   // [
+  for (let i = a; i < b; i++) {
+    let x = arr[i];
+    if (!Number.isSafeInteger(x)) return JSON.stringify(Array.from(arr.subarray(a, b)));
+    if (i > a) out[o++] = 44;   // ,
+    if (x < 0) { out[o++] = 45; x = -x; }
+    if (x < 1e9) o = digitsOf(out, o, x);
+    else { const high = Math.floor(x / 1e9); o = digitsOf(out, o, high); o = digitsOf(out, o, x - high * 1e9, 9); }
+  }
+  out[o++] = 93;   // ]
+  return ascii.decode(out.subarray(0, o));
+}
+// the decimal digits of whole number x < 2^32 at out[o], at least `width` of them (leading zeros):
+// the offset after them
+function digitsOf(out, o, x, width) {
+  let n = 1;
+  for (let y = x; y >= 10; y = (y / 10) >>> 0) n++;
+  if (width > n) n = width;
+  for (let p = o + n - 1, z = x >>> 0; p >= o; p--) { const q = (z / 10) >>> 0; out[p] = 48 + z - q * 10; z = q; }
+  return o + n;
+}
+
 export function makeRecorder(retainS) {
   const series = new Map();        // entity|metric -> {entity, metric, unit, t, v, r}: r the seconds each reading stands for
   const entities = new Map();      // entity -> its metrics' series, in the metrics' order
@@ -168,6 +203,10 @@ export function makeRecorder(retainS) {
     return out;
   }
 
+  // A window's answer, written as its JSON text straight from the columns (the text JSON.stringify
+  // makes of the answer's document, byte for byte): a drag asks one a frame, and making each
+  // span's fields into arrays of numbers first, to stringify them, was most of the demo recorder's
+  // time and of its garbage.
   function window_(q) {
     const from = Number(q.from), to = Number(q.to), width = q.width ? Number(q.width) : null, pid = q.pid ? Number(q.pid) : null;
     const lo = from * 1e6, hi = to * 1e6, processes = [];
@@ -182,22 +221,22 @@ export function makeRecorder(retainS) {
         if (L.evicted && st.a[st.lo] > lo) complete = false;
         const a = first(st, lo), b = first(st, hi), n = b - a;
         if (n <= 0) continue;
-        const head = { device: L.device, context: L.context, stream: L.stream, label: L.label, executions: n };
-        if (width !== null && n > width) head.buckets = buckets(L, a, b, lo, hi, width);
-        else {
-          const spans = { names: L.names };
-          for (const f of SPAN_FIELDS) spans[f] = Array.from(L[f].a.subarray(a, b));
-          head.spans = spans;
-        }
-        lanes.push(head);
+        let body;
+        if (width !== null && n > width) body = '"buckets":' + buckets(L, a, b, lo, hi, width);
+        else body = '"spans":{"names":' + JSON.stringify(L.names) + SPAN_FIELDS.map(f => ',"' + f + '":' + numbersText(L[f].a, a, b)).join('') + '}';
+        lanes.push('{"device":' + json(L.device) + ',"context":' + json(L.context) + ',"stream":' + json(L.stream) + ',"label":' + json(L.label) +
+          ',"executions":' + n + ',' + body + '}');
       }
       if (rFrom === Infinity) continue;
-      processes.push({ pid: p.pid, session: p.session, name: p.name, retained_from: rFrom / 1e6, retained_to: rTo / 1e6, complete, lanes });
+      processes.push('{"pid":' + json(p.pid) + ',"session":' + json(p.session) + ',"name":' + json(p.name) + ',"retained_from":' + json(rFrom / 1e6) +
+        ',"retained_to":' + json(rTo / 1e6) + ',"complete":' + complete + ',"lanes":[' + lanes.join(',') + ']}');
     }
-    return { from, to, pid, width, sources: ['demo'], processes, problems: [] };
+    return '{"from":' + json(from) + ',"to":' + json(to) + ',"pid":' + json(pid) + ',"width":' + json(width) + ',"sources":["demo"],"processes":[' +
+      processes.join(',') + '],"problems":[]}';
   }
+  // a lane's per-pixel buckets [lo, hi) of spans [a, b), as the answer's text
   function buckets(L, a, b, lo, hi, width) {
-    const w = (hi - lo) / width, count = new Array(width).fill(0), busy = new Float64Array(width);
+    const w = (hi - lo) / width, count = new Float64Array(width), busy = new Float64Array(width);
     const st = L.start_us.a, dur = L.dur_ns.a;
     for (let i = a; i < b; i++) {
       let j = Math.min(width - 1, Math.floor((st[i] - lo) / w));
@@ -210,15 +249,18 @@ export function makeRecorder(retainS) {
         begin = edge; j++;
       }
     }
-    return { start_us: lo, width_us: w, count, busy_ns: Array.from(busy, x => Math.min(Math.floor(x), Math.floor(w * 1000))) };
+    const most = Math.floor(w * 1000);
+    for (let j = 0; j < width; j++) busy[j] = Math.min(Math.floor(busy[j]), most);
+    return '{"start_us":' + json(lo) + ',"width_us":' + json(w) + ',"count":' + numbersText(count, 0, width) + ',"busy_ns":' + numbersText(busy, 0, width) + '}';
   }
 
   // recorder.js's answerer: (path, params) -> Promise of the JSON text the agent would send
   // (answered in a task of its own, as an answer from the network arrives)
   function answer(path, params) {
     return new Promise((resolve, reject) => setTimeout(() => {
-      const doc = path === 'api/history' ? history(params) : path === 'api/window' ? window_(params) : null;
-      if (doc === null) reject(new Error('the demo has no ' + path)); else resolve(JSON.stringify(doc));
+      if (path === 'api/history') resolve(JSON.stringify(history(params)));
+      else if (path === 'api/window') resolve(window_(params));
+      else reject(new Error('the demo has no ' + path));
     }, 0));
   }
   return { reading, span, answer };

@@ -4,6 +4,8 @@ stream, needs no agent, and never appears without ?demo.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import until, hook, open_live, shot
@@ -11,6 +13,8 @@ from .conftest import until, hook, open_live, shot
 pytestmark = pytest.mark.browser
 
 BANNER = "DEMO — synthetic frames"
+SPAN_FIELDS = ["seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+               "bytes", "direction"]
 
 
 def open_demo(page, base: str, variant: str | None):
@@ -94,3 +98,50 @@ def test_no_demo_data_without_the_demo_parameter(page, agent):
     assert not nodes & demo_pids
     snap = agent.snapshot()
     assert {f"p:{p['pid']}" for p in snap["processes"]} <= nodes
+
+
+WINDOW_ANSWERS = """async () => {
+  const { makeDemo } = await import('./demo_source.js');
+  // across a whole 1,000 s (10^9 µs), where a start's low digits are zeros
+  const start = Math.floor(Date.now() / 1e6) * 1e6 - 10000, src = makeDemo('bench', { start });
+  for (let t = start; t <= start + 20000; t += 50) src.frame(t);
+  const end = (start + 20000) / 1000, out = [];
+  for (const [ago, w, width] of [[3, 0.05, null], [5, 0.4, '4096'], [8, 1.5, '362'], [2, 2, '64'], [15, 3, '512'], [12, 0.2, null]]) {
+    const q = { from: String(end - ago - w), to: String(end - ago) };
+    if (width) q.width = width;
+    out.push({ q, text: await src.rec.answer('api/window', q) });
+  }
+  return out;
+}"""
+
+
+def test_the_demos_window_answers_are_the_json_an_agent_sends(page, agent):
+    # The demo's recorder writes a window's answer as text straight from its columns (a drag asks
+    # one a frame): it is the JSON text JSON.stringify writes, every exact span inside the window in
+    # the recorder's order, every reduced lane's buckets counting its executions, each no busier
+    # than its width; a digit written wrong (a start's low digits, a sign) breaks one of these.
+    page.goto(agent.url + "?demo=bench")
+    until(page, "window.__gpuflow.frames >= 1", timeout=10000)
+    answers = page.evaluate(WINDOW_ANSWERS)
+    exact = reduced = 0
+    for a in answers:
+        text, q = a["text"], a["q"]
+        doc = json.loads(text)
+        assert json.dumps(doc, separators=(",", ":"), ensure_ascii=False) == text, q
+        lo, hi = float(q["from"]) * 1e6, float(q["to"]) * 1e6
+        lanes = [L for p in doc["processes"] for L in p["lanes"]]
+        assert len(lanes) == 16, q
+        for L in lanes:
+            if "spans" in L:
+                s = L["spans"]
+                assert len(s["start_us"]) == L["executions"] > 0 and all(len(s[f]) == L["executions"] for f in SPAN_FIELDS), q
+                assert all(lo <= t < hi for t in s["start_us"]) and s["seq"] == sorted(s["seq"]), q
+                assert all(d > 0 for d in s["dur_ns"]) and all(k in (0, 1, 2) for k in s["kind"]), q
+                assert all((n >= 0) == (k == 0) for n, k in zip(s["name"], s["kind"])), q
+                exact += 1
+            else:
+                b = L["buckets"]
+                assert len(b["count"]) == len(b["busy_ns"]) == int(q["width"]) < L["executions"] == sum(b["count"]), q
+                assert all(0 <= x <= b["width_us"] * 1000 for x in b["busy_ns"]) and max(b["busy_ns"]) > 0, q
+                reduced += 1
+    assert exact > 16 and reduced > 16
