@@ -18,7 +18,8 @@
 // the question fails with that message, as one that did not answer JSON does.
 //
 // Constraints: pure (no DOM, no I/O, no page state): the worker and, where no worker can start,
-// the page itself run it. Bounded by the answer: one pass over it, one buffer of its numbers.
+// the page itself run it. Bounded by the answer: one pass over it, one buffer of its numbers (a
+// window's made its size at once, from its lanes' lengths).
 
 import { isNum } from './format.js';
 import { DIRECTIONS, SPAN_KINDS } from './stream.js';
@@ -28,9 +29,9 @@ export const SPAN_COLUMNS = ['seq', 'start_us', 'dur_ns', 'kind', 'name', 'grid_
 const SERIES_COLUMNS = ['t', 'v', 'lo', 'hi', 'res'];
 function num(x) { return typeof x === 'number' && isFinite(x) ? x : NaN; }
 
-// a growing list of numbers, one Float64Array at the end
-function packer() {
-  let a = new Float64Array(1 << 14), n = 0;
+// a growing list of numbers, one Float64Array at the end (`size`: how many it will hold, when known)
+function packer(size) {
+  let a = new Float64Array(size || 1 << 14), n = 0;
   return {
     // room for k numbers: their offset
     take(k) {
@@ -108,7 +109,7 @@ function newestResolution(doc) {
 
 // -- window ------------------------------------------------------------------------------------------
 function shapeWindow(doc) {
-  const P = packer(), out = {};
+  const P = packer(windowNumbers(doc)), out = {};
   for (const k in doc) if (k !== 'processes') out[k] = doc[k];
   out.processes = [];
   for (const p of (doc && doc.processes) || []) {
@@ -133,6 +134,16 @@ function shapeWindow(doc) {
   }
   return { doc: out, buffer: P.done() };
 }
+// how many numbers a window's buffer holds (each exact lane's columns, flags and sums; each reduced
+// lane's counts and busy times): made that size at once, it is neither grown nor copied at the end
+function windowNumbers(doc) {
+  let k = 0;
+  for (const p of (doc && doc.processes) || []) for (const L of p.lanes || []) {
+    if (L.spans) k += (SPAN_COLUMNS.length + 2) * (Array.isArray(L.spans.seq) ? L.spans.seq.length : 0) + 1;
+    else if (L.buckets) k += 2 * (Array.isArray(L.buckets.count) ? L.buckets.count.length : 0);
+  }
+  return Math.max(1, k);
+}
 // One exact lane's columns into the buffer, ordered by start, and tallied: {at, n, names, maxDurNs,
 // kernels (how many spans are kernels), end}. The buffer holds, from `at`, each of SPAN_COLUMNS (n
 // numbers each), then the kernel flags (n), then the running sums of durations in µs (n + 1).
@@ -150,6 +161,7 @@ function exactLane(c, P, kernels, transfers) {
   const kindAt = at + 3 * n, durAt = at + 2 * n, startAt = at + n, flagAt = at + SPAN_COLUMNS.length * n, sumAt = flagAt + n;
   let maxDurNs = 0, kernelCount = 0, end = -Infinity;
   a[sumAt] = 0;
+  const lane = laneTally();
   for (let i = 0; i < n; i++) {
     const kind = SPAN_KINDS[a[kindAt + i]] || 'kernel', dur = a[durAt + i];
     const isKernel = kind === 'kernel';
@@ -159,28 +171,50 @@ function exactLane(c, P, kernels, transfers) {
     if (isKernel) kernelCount++;
     const e = a[startAt + i] + dur / 1000;
     if (e > end) end = e;
-    tally(a, at, n, i, kind, names, kernels, transfers);
+    if (isKernel) lane.kernel(a[at + 4 * n + i], dur);
+    else { const dc = a[at + 12 * n + i]; lane.transfer((dc >= 0 ? DIRECTIONS[dc] : null) || kind, a[at + 11 * n + i], dur); }
   }
+  lane.into(names, kernels, transfers);
   return { at, n, names, maxDurNs, kernels: kernelCount, end };
 }
 // the name of name id `id` of a lane's names, or null
 export function spanName(names, id) { return id >= 0 && names[id] !== undefined ? names[id] : null; }
-// the window's own top kernels and transfers, as past.js shows them for an exact window
-function tally(a, at, n, i, kind, names, kernels, transfers) {
-  const dur = a[at + 2 * n + i];
-  if (kind === 'kernel') {
-    const name = spanName(names, a[at + 4 * n + i]) || '(unnamed kernel)';
-    let k = kernels.get(name);
-    if (!k) { k = { name, mangled: null, count: 0, total_ns: 0, min_ns: dur, max_ns: dur, timed: 0 }; kernels.set(name, k); }
-    k.count++; k.timed++; k.total_ns += dur;
-    if (dur < k.min_ns) k.min_ns = dur;
-    if (dur > k.max_ns) k.max_ns = dur;
-  } else {
-    const dc = a[at + 12 * n + i], d = (dc >= 0 ? DIRECTIONS[dc] : null) || kind, bytes = a[at + 11 * n + i];
-    let x = transfers.get(d);
-    if (!x) { x = { direction: d, count: 0, bytes: 0, total_ns: 0 }; transfers.set(d, x); }
-    x.count++; x.bytes += bytes >= 0 ? bytes : 0; x.total_ns += dur;
-  }
+// The window's own top kernels and transfers, as past.js shows them for an exact window: a lane's
+// spans tallied by name id and by direction (a lane has a few of each, so no lookup by name per
+// span), then added to the window's, kernels by name (a name the lane does not have is one
+// kernel, '(unnamed kernel)'), each in the order its first span came. Durations and bytes are
+// whole numbers, so the sums are exact in whatever order they are added.
+function laneTally() {
+  const byId = new Map(), byDirection = new Map();
+  return {
+    kernel(id, dur) {
+      let k = byId.get(id);
+      if (!k) { k = { count: 0, total_ns: 0, min_ns: dur, max_ns: dur }; byId.set(id, k); }
+      k.count++; k.total_ns += dur;
+      if (dur < k.min_ns) k.min_ns = dur;
+      if (dur > k.max_ns) k.max_ns = dur;
+    },
+    transfer(d, bytes, dur) {
+      let x = byDirection.get(d);
+      if (!x) { x = { count: 0, bytes: 0, total_ns: 0 }; byDirection.set(d, x); }
+      x.count++; x.bytes += bytes >= 0 ? bytes : 0; x.total_ns += dur;
+    },
+    into(names, kernels, transfers) {
+      for (const [id, t] of byId) {
+        const name = spanName(names, id) || '(unnamed kernel)';
+        let k = kernels.get(name);
+        if (!k) { k = { name, mangled: null, count: 0, total_ns: 0, min_ns: t.min_ns, max_ns: t.max_ns, timed: 0 }; kernels.set(name, k); }
+        k.count += t.count; k.timed += t.count; k.total_ns += t.total_ns;
+        if (t.min_ns < k.min_ns) k.min_ns = t.min_ns;
+        if (t.max_ns > k.max_ns) k.max_ns = t.max_ns;
+      }
+      for (const [d, t] of byDirection) {
+        let x = transfers.get(d);
+        if (!x) { x = { direction: d, count: 0, bytes: 0, total_ns: 0 }; transfers.set(d, x); }
+        x.count += t.count; x.bytes += t.bytes; x.total_ns += t.total_ns;
+      }
+    },
+  };
 }
 
 // -- on the page's side ----------------------------------------------------------------------------
