@@ -38,6 +38,13 @@ really showed past moments during the run and prints how many, and how long each
 being asked to being shown (a page that showed fewer moments per frame would look faster for it).
 A baseline page without a timeline ignores ``scrub`` and runs the plain load.
 
+A hub's overview: ``--fleet HOSTS`` loads ``?demo=bench&fleet=HOSTS`` instead (demo_fleet.js, a
+synthetic hub: HOSTS hosts x 8 GPUs, the overview stream's full frame then a delta every 250 ms
+holding a quarter of the hosts, some changing state), while the view drifts between the whole
+fleet and its tiles at zoom 1, panning; the frames are timed the same way, and the load is checked
+(every host and its 8 GPUs in the overview, every one drawn at the widest view) before it reports.
+The budget is the same 16 ms (issue 22: 1,000 hosts x 8 GPUs).
+
 Side by side: ``--baseline DIR`` also measures another copy of the page's folder (say the page
 before a change: ``git archive <rev> gpuflow/ui | tar -x -C OLD``, then
 ``--baseline OLD/gpuflow/ui``), served as plain files on a second port (the demo needs no
@@ -146,7 +153,8 @@ def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
     cdp = browser.new_browser_cdp_session()
     try:
         page.goto(url)
-        page.wait_for_function("() => window.__gpuflow && window.__gpuflow.frames > 2", timeout=20000)
+        page.wait_for_function(FLEET_READY if a.fleet else "() => window.__gpuflow && window.__gpuflow.frames > 2",
+                               timeout=20000)
         time.sleep(a.warmup)
         kinds = {pid: kind for kind, pid in chromium_processes(cdp)}
         cpu0 = thread_cpu(list(kinds))
@@ -159,11 +167,14 @@ def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
         kept = page.evaluate("window.__gpuflow.lanesKept")
         graph = page.evaluate("window.__gpuflow.graph")
         frames = page.evaluate("[window.__gpuflow.frames, window.__gpuflow.deltaFrames, window.__gpuflow.resyncs]")
+        fleet = page.evaluate("window.__gpuflow.fleet") if a.fleet else None
     finally:
         page.close()
         cdp.detach()
     if errors:
         return f"page errors: {errors}"
+    if fleet is not None:
+        return fleet_result(fleet, b, cpu, a)
     devices = sum(1 for n in graph["nodes"] if n.startswith("d:"))
     procs = sum(1 for n in graph["nodes"] if n.startswith("p:"))
     lanes = [l for t in kept for l in t["lanes"]]
@@ -182,6 +193,23 @@ def measure(browser, url: str, a: argparse.Namespace) -> dict | str:
             return f"scrubbing: the plane showed only {scrubbed} past moments in {a.seconds:.0f} s"
     return {"load": load, "frames": frames, "draw": draw, "ingest": ingest, "intervals": iv, "scrubbed": scrubbed,
             "lag": b.get("showLag") or None, "cpu": cpu, "p95": max(pct(draw, 95), pct(iv, 95))}
+
+
+FLEET_READY = "() => window.__gpuflow && window.__gpuflow.fleet.mode === 'overview' && window.__gpuflow.fleet.frames > 2"
+
+
+def fleet_result(fleet: dict, b: dict, cpu: dict | None, a: argparse.Namespace) -> dict | str:
+    """--fleet's figures, once the overview held the whole synthetic fleet; or why they do not count."""
+    hosts, gpus, (fewest, widest) = len(fleet["hosts"]), fleet["gpus"], fleet["tilesDrawn"]
+    load = (f"load: {hosts} hosts, {gpus} GPUs in the overview, {fleet['frames']} overview frames, "
+            f"tiles drawn a frame {fewest}-{widest}")
+    if hosts != a.fleet or gpus != 8 * a.fleet or widest != a.fleet:
+        return load + f": not {a.fleet} hosts x 8 GPUs, all drawn at the widest view"
+    draw, ingest, iv = b["draw"], b["ingest"], b["intervals"]
+    if len(draw) < 30:
+        return f"too few frames drawn ({len(draw)})"
+    return {"load": load, "frames": (fleet["frames"], "n/a", "n/a"), "draw": draw, "ingest": ingest,
+            "intervals": iv, "scrubbed": None, "lag": None, "cpu": cpu, "p95": max(pct(draw, 95), pct(iv, 95))}
 
 
 def past_moments_shown(page) -> int | None:
@@ -215,11 +243,16 @@ def main() -> int:
     ap.add_argument("--height", type=int, default=1000)
     ap.add_argument("--dpr", type=float, default=1.0, help="device scale factor (2 = HiDPI)")
     ap.add_argument("--scrub", action="store_true", help="drag the timeline every frame (?demo=bench&scrub)")
+    ap.add_argument("--fleet", type=int, metavar="HOSTS",
+                    help="a hub's overview of HOSTS synthetic hosts x 8 GPUs (?demo=bench&fleet=HOSTS)")
     ap.add_argument("--baseline", type=Path, help="another copy of gpuflow/ui to measure side by side")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each page, alternating")
     a = ap.parse_args()
     if a.baseline is not None and not (a.baseline / "index.html").is_file():
         print(f"--baseline {a.baseline}: no index.html there", file=sys.stderr)
+        return 2
+    if a.fleet is not None and not 1 <= a.fleet <= 5000:
+        print("--fleet must be 1 to 5000 hosts", file=sys.stderr)
         return 2
     if a.rounds < 1:
         print("--rounds must be at least 1", file=sys.stderr)
@@ -230,7 +263,7 @@ def main() -> int:
     runs: dict[str, list[float]] = {"current": [], "baseline": []}
     with EmbeddedServer(create_app(SnapshotBoard()), "127.0.0.1", 0) as server, sync_playwright() as p:
         server.serve_in_thread()
-        query = "?demo=bench" + ("&scrub" if a.scrub else "")
+        query = "?demo=bench" + ("&scrub" if a.scrub else "") + (f"&fleet={a.fleet}" if a.fleet else "")
         pages = {"current": f"http://127.0.0.1:{server.port}/{query}"}
         static = serve_folder(a.baseline) if a.baseline is not None else None
         if static is not None:

@@ -14,7 +14,8 @@
 // page shows DEMO on screen for as long as it runs. ?demo=bench also redraws every animation frame
 // while the view drifts between the whole graph and a close look at the traced lanes, and records
 // each frame's cost for bench/ui_frame.py; ?demo=bench&scrub also drags the timeline to a new
-// past moment every frame.
+// past moment every frame; ?demo=bench&fleet=N shows a synthetic hub's overview of N hosts instead
+// (demo_fleet.js).
 //
 // Constraints: loaded only in demo mode (main.js imports it dynamically), never the default;
 // opens no stream and makes no request but for the page's own modules (its recorder answers in
@@ -22,6 +23,7 @@
 
 import { bench, cssH, cssW, loop, view } from './canvas.js';
 import { el, setConn } from './connection.js';
+import { FLEET_GPUS, fleetSize, startFleetBench } from './demo_fleet.js';
 import { makeDemo } from './demo_source.js';
 import { bounds, model } from './layout.js';
 import { setAnswerPort, setAnswerer } from './recorder.js';
@@ -31,6 +33,14 @@ import { timeline } from './timeline.js';
 // Shows the banner and hands the variant's frames to onFrame every interval.
 export function startDemo(variant, onFrame) {
   el.banner.hidden = false;
+  if (variant === 'bench' && new URLSearchParams(location.search).has('fleet')) {   // a hub's overview (demo_fleet.js)
+    el.banner.textContent = 'DEMO — synthetic fleet (bench, ' + fleetSize() + ' hosts × ' + FLEET_GPUS + ' GPUs)';
+    bench.on = true;
+    setConn('demo', variant);
+    setAnswerer(() => Promise.reject(new Error('the synthetic fleet has no recorder')));
+    startFleetBench(onFrame);
+    return;
+  }
   if (variant === 'bench') {
     const scrubbing = new URLSearchParams(location.search).has('scrub');
     el.banner.textContent = 'DEMO — synthetic frames (bench' + (scrubbing ? ', scrubbing)' : ')');

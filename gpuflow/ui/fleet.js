@@ -11,26 +11,30 @@
 // or Backspace, goes back. Drag pans and the wheel zooms the overview, F fits it.
 //
 // Constraints: no DOM text but through textContent; one path per colour per picture (a thousand
-// tiles are some 12,000 rectangles), tiles outside the view culled, text only where it is legible;
+// tiles are some 20,000 rectangles), tiles outside the view culled, text only where it is legible;
+// where a screen holds many tiles they come from cached bitmaps (fleet_tiles.js), so a frame costs
+// a few image draws and the tiles that changed, not every rectangle again; the top bar's lines
+// are touched only when they change;
 // while the overview is shown its pointer and F/Esc keys are its own (the plane's listeners do not
 // see them). main.js gives it every frame first (fleetFrame) and its painter (drawFleet).
 
-import { COL, F, NOT_SAMPLED, beginDraw, canvas, ctx, cssH, cssW, drawn, fitRect, flushText, markDirty, setWorld,
-  text, textIsLegible, toWorld, view } from './canvas.js';
+import { COL, F, beginDraw, canvas, ctx, cssH, cssW, drawn, fitRect, flushText, markDirty, setWorld, text,
+  textIsLegible, toWorld, view } from './canvas.js';
 import { el, setStreamPath } from './connection.js';
 import { isHostsFrame, nothingSeen, readHosts } from './fleet_stream.js';
-import { fmtBytes, fmtSpan } from './format.js';
+import { GAP, TILE_H, TILE_W, drawBlocks, fillTiles, lineColour, paintTile, pathSet, tileLines, tileXY as placeOf,
+  useBlocks } from './fleet_tiles.js';
+import { fmtSpan } from './format.js';
 import { nothingRead } from './stream.js';
 import { store } from './store.js';
 
-export const TILE_W = 220, TILE_H = 92, GAP = 12;
+export { GAP, TILE_H, TILE_W };
 export const OVERVIEW = 'api/stream?detail=hosts';
-const BAR_Y = 44, BAR_H = 26, MEM_Y = 76;
 
 // which view the page is in: 'plane' (a single agent: nothing of this module), 'overview' or
 // 'host' (one host of a hub, on the plane)
 export const fleet = { mode: 'plane', host: null, state: nothingSeen, order: [], cols: 1, key: '', frames: 0,
-  receivedAt: 0, tiles: [] };
+  receivedAt: 0, tiles: [], tilesMin: Infinity, tilesMax: 0 };
 let backBtn = null, hoverName = null;
 
 function isHub(f) { return Array.isArray(f.hosts) && f.hosts.some(h => h && h.address); }
@@ -87,7 +91,7 @@ function fitOverview() {
   const n = Math.max(1, fleet.order.length), rows = Math.ceil(n / fleet.cols);
   fitRect({ x0: 0, y0: 0, x1: fleet.cols * (TILE_W + GAP) - GAP, y1: rows * (TILE_H + GAP) - GAP });
 }
-function tileXY(i) { return [(i % fleet.cols) * (TILE_W + GAP), Math.floor(i / fleet.cols) * (TILE_H + GAP)]; }
+function tileXY(i) { return placeOf(i, fleet.cols); }
 function tileAt(sx, sy) {
   const [wx, wy] = toWorld(sx, sy);
   const c = Math.floor(wx / (TILE_W + GAP)), r = Math.floor(wy / (TILE_H + GAP));
@@ -106,50 +110,31 @@ export function drawFleet() {
   if (!fleet.order.length) { empty.textContent = fleet.frames ? 'the hub follows no agent' : 'waiting for the hub…'; return true; }
   setWorld();
   const [vx0, vy0] = toWorld(0, 0), [vx1, vy1] = toWorld(cssW, cssH);
-  const paths = new Map(), P = (k) => { let p = paths.get(k); if (!p) { p = new Path2D(); paths.set(k, p); } return p; };
-  const legible = textIsLegible(F.small.px), shown = [];
+  const legible = textIsLegible(F.small.px);
+  if (useBlocks(view.s)) {   // many tiles: from the cached blocks (fleet_tiles.js)
+    const shown = drawBlocks(ctx, fleet.order, fleet.state.tiles, fleet.cols, fleet.key, view.s, legible, vx0, vy0, vx1, vy1);
+    return shownTiles(shown);
+  }
+  const { paths, P } = pathSet(), shown = [];
   fleet.order.forEach((name, i) => {
     const [x, y] = tileXY(i);
     if (x > vx1 || x + TILE_W < vx0 || y > vy1 || y + TILE_H < vy0) return;
-    const t = fleet.state.tiles.get(name), live = t.state === 'up';
-    P('bg').rect(x, y, TILE_W, TILE_H);
-    P('edge:' + t.state).rect(x + 0.5, y + 0.5, TILE_W - 1, TILE_H - 1);
-    const gpus = t.gpus || [], w = gpus.length ? (TILE_W - 20) / gpus.length : 0;
-    let used = 0, total = 0;
-    gpus.forEach(([, util, mem, memTotal, lost], g) => {
-      const gx = x + 10 + g * w, bw = Math.max(1, w - 2);
-      P('barbg').rect(gx, y + BAR_Y, bw, BAR_H);
-      if (lost) P('lost' + (live ? '' : ':dim')).rect(gx, y + BAR_Y, bw, BAR_H);
-      else if (typeof util !== 'number') P('null').rect(gx, y + BAR_Y, bw, BAR_H);
-      else { const h = BAR_H * Math.max(0, Math.min(1, util / 100)); P('sm' + (live ? '' : ':dim')).rect(gx, y + BAR_Y + BAR_H - h, bw, h); }
-      if (typeof mem === 'number' && typeof memTotal === 'number') { used += mem; total += memTotal; }
-    });
-    P('barbg').rect(x + 10, y + MEM_Y, TILE_W - 20, 6);
-    if (total > 0) P('mem' + (live ? '' : ':dim')).rect(x + 10, y + MEM_Y, (TILE_W - 20) * Math.min(1, used / total), 6);
+    const t = fleet.state.tiles.get(name);
+    const [used, total] = paintTile(P, t, x, y);
     shown.push(name);
     if (!legible) return;
+    const [, what] = tileLines(t, used, total);
     text(name, x + 10, y + 18, F.bold, COL.text, 'left', TILE_W - 20, 'tile:' + name);
-    const what = (t.state === 'up' ? '' : t.state.toUpperCase() + ' · ') + gpus.length + ' GPU' + (gpus.length === 1 ? '' : 's') +
-      ' · ' + t.process_count + ' proc' + (t.traced_running ? ' · ' + t.traced_running + ' traced' : '') +
-      (total > 0 ? ' · ' + fmtBytes(used) + ' / ' + fmtBytes(total) : '');
-    text(what, x + 10, y + 35, F.small, t.state === 'up' ? COL.dim : t.state === 'stale' ? COL.warn : COL.err, 'left', TILE_W - 20);
+    text(what, x + 10, y + 35, F.small, lineColour(t), 'left', TILE_W - 20);
   });
-  const fills = [['bg', COL.node], ['barbg', COL.barBg], ['null', NOT_SAMPLED], ['sm', COL.sm], ['mem', COL.mem], ['lost', COL.lost]];
-  for (const [k, color] of fills) {
-    for (const [suffix, alpha] of [['', 1], [':dim', 0.35]]) {
-      const p = paths.get(k + suffix);
-      if (p) { ctx.globalAlpha = alpha; ctx.fillStyle = color; ctx.fill(p); }
-    }
-  }
-  ctx.globalAlpha = 1;
-  ctx.lineWidth = 1 / view.s;
-  for (const [state, color] of [['up', COL.border], ['stale', COL.warn], ['down', COL.err]]) {
-    const p = paths.get('edge:' + state);
-    if (p) { ctx.strokeStyle = color; ctx.lineWidth = (state === 'up' ? 1 : 2) / view.s; ctx.stroke(p); }
-  }
+  fillTiles(ctx, paths, view.s);
   flushText();
+  return shownTiles(shown);
+}
+function shownTiles(shown) {
   drawn.hosts = shown.length;
   fleet.tiles = shown;
+  fleet.tilesMin = Math.min(fleet.tilesMin, shown.length); fleet.tilesMax = Math.max(fleet.tilesMax, shown.length);
   return true;
 }
 
@@ -158,9 +143,13 @@ function header() {
   const n = { up: 0, stale: 0, down: 0 };
   let gpus = 0;
   for (const t of fleet.state.tiles.values()) { n[t.state] = (n[t.state] || 0) + 1; gpus += (t.gpus || []).length; }
-  el.host.textContent = fleet.state.tiles.size + ' hosts · ' + n.up + ' up · ' + n.stale + ' stale · ' + n.down + ' down · ' +
-    gpus + ' GPUs';
-  if (fleet.frames) el.frame.textContent = 'seq ' + fleet.state.seq + ' · ' + fmtSpan((performance.now() - fleet.receivedAt) / 1000) + ' ago';
+  setText(el.host, fleet.state.tiles.size + ' hosts · ' + n.up + ' up · ' + n.stale + ' stale · ' + n.down + ' down · ' +
+    gpus + ' GPUs');
+  if (fleet.frames) setText(el.frame, 'seq ' + fleet.state.seq + ' · ' + fmtSpan((performance.now() - fleet.receivedAt) / 1000) + ' ago');
+}
+// a line of the top bar, touched only when it changes (a change lays the bar out again)
+function setText(node, line) {
+  if (node.textContent !== line) node.textContent = line;
 }
 
 function tip(name, cx, cy) {
@@ -241,7 +230,10 @@ export function installFleet() {
 
 // for the test hook: what the overview holds and drew
 export function fleetState() {
-  return { mode: fleet.mode, host: fleet.host, frames: fleet.frames, hosts: fleet.order.slice(), drawn: fleet.tiles.slice(),
+  let gpus = 0;
+  for (const t of fleet.state.tiles.values()) gpus += (t.gpus || []).length;
+  return { mode: fleet.mode, host: fleet.host, frames: fleet.frames, hosts: fleet.order.slice(), drawn: fleet.tiles.slice(), gpus,
+    tilesDrawn: [fleet.tilesMin === Infinity ? 0 : fleet.tilesMin, fleet.tilesMax],
     states: Object.fromEntries([...fleet.state.tiles].map(([k, t]) => [k, t.state])), hover: hoverName };
 }
 // page coordinates of the middle of a host's tile (null when it has none)
