@@ -376,6 +376,32 @@ def decode_spans(rows: Sequence[Sequence[Any]], names: Sequence[Sequence[str | N
     return out
 
 
+#: a traced process's parts a delta carries only the changed entries of, kept by a StreamReader
+KEPT_TABLES = ("kernels", "kernel_launches")
+
+
+class PlainTables:
+    """How a :class:`StreamReader` keeps a traced process's kernel table and launch entries (each
+    ``part`` of :data:`KEPT_TABLES`): as the plain form's lists. ``whole`` takes a full frame's
+    (or a new process's) entries, names filled in; ``updated`` the table the frame before had with
+    the entries a delta carries (those that changed) put in by name, in the snapshot's order
+    (``kernel_order``; launch entries by mangled name). ``index`` is the traced process's place in
+    the frame's list, for an answer that refuses the part. A hub gives its own
+    (gpuflow.collectors.fleet.kernel_tables)."""
+
+    def whole(self, part: str, entries: list[dict[str, Any]], index: int) -> Any:
+        return entries
+
+    def updated(self, part: str, before: Any, changed: list[dict[str, Any]], index: int) -> Any:
+        if part == "kernels":
+            table = {(k["name"], k["mangled"]): k for k in before}
+            table.update({(k["name"], k["mangled"]): k for k in changed})
+            return sorted(table.values(), key=lambda k: kernel_order(KernelStat(**k)))
+        launches = {x["mangled"]: x for x in before}
+        launches.update({x["mangled"]: x for x in changed})
+        return sorted(launches.values(), key=lambda x: x["mangled"])
+
+
 class StreamReader:
     """Follows one ``/api/stream`` connection: ``read(frame)`` gives the frame in the plain form.
 
@@ -390,10 +416,14 @@ class StreamReader:
     """
 
     def __init__(self, fallback_host: str | None = None,
-                 spans: Callable[[Any, Sequence[Sequence[str | None]]], Any] | None = None) -> None:
+                 spans: Callable[[Any, Sequence[Sequence[str | None]]], Any] | None = None,
+                 tables: PlainTables | None = None) -> None:
         #: how a lane's rows are read (given them and the process's names table): plain span
         #: objects (decode_spans) unless told otherwise (a hub reads them into columns)
         self.spans = spans or decode_spans
+        #: how a traced process's kernel table and launch entries are kept from frame to frame:
+        #: lists of plain objects unless told otherwise (a hub keeps them checked, as objects)
+        self.tables = tables or PlainTables()
         self.names: dict[TracedKey, list[list[str | None]]] = {}
         self.last_seq: int | None = None
         self.last: dict[str, Any] = {}
@@ -413,7 +443,8 @@ class StreamReader:
         tables = {}
         traced = []
         before = {_key(t): t for t in self.last.get("traced", [])} if delta else {}
-        for t in frame["traced"]:
+        kept = self.tables
+        for i, t in enumerate(frame["traced"]):
             key = _key(t)
             fresh = not delta or key not in before or t.get("reset", False)
             names = ([] if fresh else self.names.get(key, [])) + list(t["names"])
@@ -422,16 +453,16 @@ class StreamReader:
                 if "kernels" not in t or "lanes" not in t:
                     raise ValueError(f"kernels or lanes left out for traced process {key}, unknown to "
                                      "the last frame")
-                traced.append(plain_traced(t, names, self.spans))
+                plain = plain_traced(t, names, self.spans)
+                for part in KEPT_TABLES:
+                    plain[part] = kept.whole(part, plain[part], i)
+                traced.append(plain)
                 continue
             plain = plain_traced({"kernels": [], "lanes": [], **t}, names, self.spans)
-            # the kernels a delta carries are those that changed: update the table by name
-            table = {(k["name"], k["mangled"]): k for k in before[key]["kernels"]}
-            table.update({(k["name"], k["mangled"]): k for k in plain["kernels"]})
-            plain["kernels"] = sorted(table.values(), key=lambda k: kernel_order(KernelStat(**k)))
-            launches = {x["mangled"]: x for x in before[key]["kernel_launches"]}
-            launches.update({x["mangled"]: x for x in plain["kernel_launches"]})
-            plain["kernel_launches"] = sorted(launches.values(), key=lambda x: x["mangled"])
+            # the kernels (and launch entries) a delta carries are those that changed: the table
+            # the frame before had, updated by name
+            for part in KEPT_TABLES:
+                plain[part] = kept.updated(part, before[key][part], plain[part], i)
             if "lanes" not in t:   # every lane as before: its head, no new span
                 plain["lanes"] = [{**{k: v for k, v in lane.items() if k not in ("spans", "spans_skipped")},
                                    "spans": [], "spans_skipped": 0} for lane in before[key]["lanes"]]

@@ -47,6 +47,7 @@ import orjson
 
 from gpuflow.collectors.fleet import parse
 from gpuflow.collectors.fleet.host_table import SOURCE, HostView
+from gpuflow.collectors.fleet.kernel_tables import CheckedTables
 from gpuflow.collectors.fleet.lane_columns import read_rows
 from gpuflow.collectors.fleet.lane_keeper import LaneKeeper
 from gpuflow.collectors.fleet.parse import FrameRefused
@@ -208,7 +209,7 @@ class Link:
         try:
             _check_answer(resp)
             parser = SseParser(hub.frame_bytes(detail))
-            reader = StreamReader(fallback_host=self.target.fallback_name, spans=read_rows)
+            reader = StreamReader(fallback_host=self.target.fallback_name, spans=read_rows, tables=CheckedTables())
             self._response, self.detail = resp, detail
             loop = asyncio.get_running_loop()
             self.last_bytes = self.connected_at = loop.time()
@@ -249,6 +250,8 @@ class Link:
             raise LinkError("sent a frame that is not a snapshot; dropped")
         try:
             plain = reader.read(doc)
+        except FrameRefused as exc:   # a kernel table's entry (kernel_tables.py checks them as they come)
+            raise LinkError(f"sent a frame the hub refuses ({exc}); dropped") from None
         except READ_ERRORS:
             raise LinkError("sent a frame that cannot be read (out of step or malformed); dropped") from None
         try:

@@ -106,6 +106,28 @@ def _fixed(checks: list[Check]) -> Check:
     return fixed
 
 
+class Checked:
+    """A list field's items already checked into the snapshot's objects by this module's own
+    converters (the hub's kernel tables, kernel_tables.py, keep a traced process's entries so from
+    frame to frame): taken as they are. Nothing an agent sends can make one (a frame's plain form
+    holds only what its JSON reading makes), so it is no way around a check."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple) -> None:
+        self.items = items
+
+
+#: the list fields that take a Checked (a traced process's kernel table and launch entries)
+CHECKED_PARTS = frozenset({"kernels", "kernel_launches"})
+
+
+def _or_checked(check: Check) -> Check:
+    def checked(v: Any, at: str) -> Any:
+        return v.items if isinstance(v, Checked) else check(v, at)
+    return checked
+
+
 def _or_columns(check: Check) -> Check:
     """A lane's spans: a SpanColumns as it is (only the hub's own row reader, lane_columns.py,
     makes one in a frame's plain form, and it checks every value as the Span check does), else
@@ -134,7 +156,8 @@ def _check_for(tp: Any, name: str) -> Check:
         return _optional(inner) if type(None) in args else inner
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            return _items(_check_for(args[0], name), LIST_CAPS.get(name, DEFAULT_CAP))
+            items = _items(_check_for(args[0], name), LIST_CAPS.get(name, DEFAULT_CAP))
+            return _or_checked(items) if name in CHECKED_PARTS else items
         if args and Ellipsis not in args:
             return _fixed([_check_for(a, name) for a in args])
     if dataclasses.is_dataclass(tp):
