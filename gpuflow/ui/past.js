@@ -174,11 +174,18 @@ function frameAt(live, chunk, t) {
     processes: [...procs.values()].sort((a, b) => a.pid - b.pid), traced: [], traced_retired: [], past: true };
 }
 
-// a GPU's links at a past moment: what is fixed of them; what is measured, not kept, is null
+// a GPU's links at a past moment: what is fixed of them; what is measured, not kept, is null. The
+// same for every moment of one live frame's links (a drag shows a moment a frame, and a GPU of the
+// bench has 18 NVLinks), so made once for them; nothing draws on them but to read.
+const linksOfLive = new WeakMap();
 function linksThen(l) {
+  let then = linksOfLive.get(l);
+  if (then) return then;
   const none = { tx_bytes_per_s: null, rx_bytes_per_s: null, tx_bytes_total: null, rx_bytes_total: null, state: null };
-  return Object.assign({}, l, { pcie_gen: null, pcie_width: null, pcie_tx_bytes_total: null, pcie_rx_bytes_total: null,
+  then = Object.assign({}, l, { pcie_gen: null, pcie_width: null, pcie_tx_bytes_total: null, pcie_rx_bytes_total: null,
     nvlinks: (l.nvlinks || []).map(x => Object.assign({}, x, none)) });
+  linksOfLive.set(l, then);
+  return then;
 }
 
 // -- the traced processes of a window --------------------------------------------------------------
