@@ -1,6 +1,7 @@
 """What does a hub cost per agent, how far behind does it hear them, how long does it take to reach all?
 
     python bench/hub.py [--agents 1000] [--real 16] [--duration 20] [--traced 64] [--traced-hz 10]
+                        [--extra-kernels 0] [--no-summary] [--baseline DIR [--rounds 1]]
 
 Real agents (``gpuflow watch``, the fake NVML backend's 8-GPU scenario ``shared8`` and the fake
 traced collector) on loopback ports, ``--real`` of them (at most 16: each is a Python process);
@@ -28,6 +29,14 @@ timestamped when sent). Then:
    and the hub's CPU in cores; a hub near one core (its Python threads share one GIL) is short of
    CPU, and sends a page fewer frames than its agent sends it (each the latest state), so its CPU
    per frame taken is then less than what a frame costs a hub that keeps up.
+
+``--extra-kernels K`` adds K kernels to the recorded traced process's table (a program of
+hundreds of kernels, as real ones are; the fake one has 4), a few of them changed in each delta.
+``--baseline DIR`` (a source tree of the code before, its extensions built in place) runs each
+phase with a hub of that code and one of this code alternately (``--rounds`` times), against the
+same agents, and prints each hub's line (``before:``, ``after:``) and the ratios after/before;
+``--no-summary`` runs the full-detail phase only, ``--traced 0`` the summary phase only (the other
+figures are then nan).
 
 Last line, exactly: ``agents=<n> hub_cpu_ms_per_agent_s=<c> hub_rss_mb=<m> p99_agent_to_hub_ms=<l>
 reconnect_all_s=<s> traced_cpu_ms_per_agent_s=<t>``. The issue's goals: with n = 1,000 at 1 Hz,
@@ -63,9 +72,10 @@ AGENT_ENV = {"GPUFLOW_NVML_FAKE": "shared8", "GPUFLOW_DISABLED_PLUGINS": "cupti"
              "GPUFLOW_FAKE_SPANS": "20", "GPUFLOW_NVML_HISTORY": "0", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
-def start(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int]:
-    """A gpuflow command that serves; its process and port, once it printed its URL."""
-    proc = subprocess.Popen([sys.executable, "-m", "gpuflow", *argv], env={**os.environ, **env},
+def start(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[subprocess.Popen, int]:
+    """A gpuflow command that serves; its process and port, once it printed its URL (``cwd``: where
+    it runs, which ``-m`` puts first on its import path)."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpuflow", *argv], env={**os.environ, **env}, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = []
     for line in proc.stdout:
@@ -130,6 +140,45 @@ def record(duration_hz: int) -> dict:
     finally:
         stop(proc)
     return {"summary": [templated(e) for e in summary], "full": [templated(e) for e in full], "full_hz": duration_hz}
+
+
+def with_kernels(templates: dict, extra: int) -> dict:
+    """``templates`` with ``extra`` more kernels in the traced process's table, as a program of
+    hundreds of kernels has: all in the full frame (after the agent's own, in the table's order,
+    their names after its names), and ``1 + extra // 50`` of them changed in each delta (one more
+    launch each, as an agent's delta carries the entries that changed), different ones frame to
+    frame. The loop of frames starts again with the full frame, so every delta follows its base."""
+    if extra <= 0:
+        return templates
+
+    def doc(event: str) -> tuple[str, dict]:
+        head, data = event.split("\ndata: ", 1)
+        return head, json.loads(data.replace('"timestamp":@TS@', '"timestamp":"@TS@"'))
+
+    def text(head: str, frame: dict) -> str:
+        data = json.dumps(frame, separators=(",", ":")).replace('"timestamp":"@TS@"', '"timestamp":@TS@')
+        return f"{head}\ndata: {data}\n\n"
+
+    def entry(i: int, j: int, first: int) -> dict:
+        return {"id": first + i, "count": 1000 + j, "total_ns": (extra - i) * 1_000_000 + j * 1000,
+                "min_ns": 1000, "max_ns": 2_000_000, "timed": None}
+    out = []
+    firsts = {}
+    for n, event in enumerate(templates["full"]):
+        head, frame = doc(event)
+        for t in frame["traced"]:
+            key = (t["session"], t["pid"])
+            if n == 0:
+                firsts[key] = first = len(t["names"])
+                t["names"] += [[f"extra_kernel_{i}(float*, int)", f"_Z14extra_kernel_{i}Pfi"] for i in range(extra)]
+                t["kernels"] += [entry(i, 0, first) for i in range(extra)]
+            elif t["names"]:
+                raise SystemExit("--extra-kernels: the recorded deltas add names; record again")
+            else:
+                m = 1 + extra // 50
+                t["kernels"] = t.get("kernels", []) + [entry((n * m + q) % extra, n, firsts[key]) for q in range(m)]
+        out.append(text(head, frame))
+    return {**templates, "full": out}
 
 
 def cpu_s(pid: int) -> float:
@@ -210,39 +259,28 @@ def watchers(port: int, names: list[str]) -> tuple[list[int], list[socket.socket
     return got, socks
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--agents", type=int, default=1000)
-    p.add_argument("--real", type=int, default=16)
-    p.add_argument("--duration", type=float, default=20.0)
-    p.add_argument("--traced", type=int, default=64)
-    p.add_argument("--traced-hz", type=int, default=10)
-    args = p.parse_args()
-    n, real = args.agents, max(0, min(args.real, 16, args.agents))
-    procs: list[subprocess.Popen] = []
-    workdir = Path(tempfile.mkdtemp(prefix="gpuflow-hub-bench-"))
+def code_env(baseline: Path | None, cwd: Path) -> dict[str, str]:
+    """The environment of a hub (run in ``cwd``) of the code under test, or of ``baseline`` (a
+    source tree of the code before, its extensions built in place), checked to import from it."""
+    env = {} if baseline is None else {"PYTHONPATH": str(baseline.resolve())}
+    where = Path(subprocess.run([sys.executable, "-c", "import gpuflow; print(gpuflow.__file__)"], cwd=cwd,
+                                env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout.strip())
+    if baseline is not None and not where.resolve().is_relative_to(baseline.resolve()):
+        raise SystemExit(f"--baseline: gpuflow imports from {where}, not from the tree given")
+    if baseline is None and where.resolve().parent.parent != HERE.parent:
+        raise SystemExit(f"the hub would import gpuflow from {where}, not from this tree")
+    return env
+
+
+def summary_phase(code: dict[str, str], targets: Path, n: int, real: int, replay: subprocess.Popen,
+                  duration: float) -> dict[str, float]:
+    """A hub following every agent's summary: its CPU per agent-second, RSS, p99 lag, reconnect."""
+    hub, hub_port = start(["hub", "--port", "0", "--targets", str(targets)], {**code, "GPUFLOW_HUB_MAX_HOSTS": str(n + 1)},
+                          targets.parent)
     try:
-        templates = workdir / "templates.json"
-        templates.write_text(json.dumps(record(args.traced_hz)))
-        replay_n = max(n - real, args.traced)
-        replay = subprocess.Popen([sys.executable, str(HERE / "hub_replay.py"), str(templates), str(replay_n)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        procs.append(replay)
-        replay_ports = json.loads(replay.stdout.readline())
-        real_ports = []
-        for i in range(real):
-            proc, port = start(["watch", "--port", "0", "--interval", "1000", "--plugin", "gpuflow.testing.fake_collector"],
-                               {**AGENT_ENV, "NODE_NAME": f"real-{i:02d}", "GPUFLOW_FAKE_RATE_HZ": "1"})
-            procs.append(proc)
-            real_ports.append(port)
-        ports = real_ports + replay_ports[:n - real]
-        targets = workdir / "targets.json"
-        targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports], "labels": {"job": "gpuflow"}}]))
-        hub, hub_port = start(["hub", "--port", "0", "--targets", str(targets)], {"GPUFLOW_HUB_MAX_HOSTS": str(n + 1)})
-        procs.append(hub)
         reconnect = wait_all(hub_port, n)
         time.sleep(3)
-        c, c_taken = cpu_ms_per_agent_s(hub.pid, n, args.duration, replay, "summary", n - real, 1.0)
+        c, c_taken = cpu_ms_per_agent_s(hub.pid, n, duration, replay, "summary", n - real, 1.0)
         m = rss_mb(hub.pid)
         lags: dict[bool, list[float]] = {True: [], False: []}   # by: from a real agent
         for _ in range(5):
@@ -250,36 +288,117 @@ def main() -> None:
                 if h["state"] == "up" and h["lag_ms"] is not None:
                     lags[h["name"].startswith("real-")].append(h["lag_ms"])
             time.sleep(0.4)
-        l99 = p99(lags[True] + lags[False])
-        print(f"p99 lag: replay agents {p99(lags[False]):.1f} ms, real agents {p99(lags[True]):.1f} ms "
-              f"(a real agent's frame leaves it late when it is short of CPU)", flush=True)
+    finally:
         stop(hub)
-        # full detail: a second hub, every host watched
-        t_ports = replay_ports[:args.traced]
-        targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in t_ports]}]))
-        hub2, hub2_port = start(["hub", "--port", "0", "--targets", str(targets)], {"GPUFLOW_MAX_STREAMS": str(args.traced + 8)})
-        procs.append(hub2)
-        wait_all(hub2_port, args.traced)
-        names = [h["name"] for h in hosts(hub2_port)]
-        paged, socks = watchers(hub2_port, names)
-        wait_all(hub2_port, args.traced, want="full")
+    print(f"p99 lag: replay agents {p99(lags[False]):.1f} ms, real agents {p99(lags[True]):.1f} ms "
+          f"(a real agent's frame leaves it late when it is short of CPU)", flush=True)
+    return {"c": c, "c_taken": c_taken, "m": m, "l99": p99(lags[True] + lags[False]), "reconnect": reconnect}
+
+
+def detail_phase(code: dict[str, str], targets: Path, ports: list[int], replay: subprocess.Popen, duration: float,
+                 hz: int) -> dict[str, float]:
+    """A hub following ``ports``' replay agents, every one watched by a page: its CPU per
+    agent-second, the frames taken and paged, its cores."""
+    n = len(ports)
+    targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports]}]))
+    hub, hub_port = start(["hub", "--port", "0", "--targets", str(targets)], {**code, "GPUFLOW_MAX_STREAMS": str(n + 8)},
+                          targets.parent)
+    socks: list[socket.socket] = []
+    try:
+        wait_all(hub_port, n)
+        paged, socks = watchers(hub_port, [h["name"] for h in hosts(hub_port)])
+        wait_all(hub_port, n, want="full")
         time.sleep(3)
-        p0, w0, h0 = paged[0], time.monotonic(), cpu_s(hub2.pid)
-        t, t_taken = cpu_ms_per_agent_s(hub2.pid, args.traced, args.duration, replay, "full", args.traced,
-                                        args.traced_hz)
+        p0, w0, h0 = paged[0], time.monotonic(), cpu_s(hub.pid)
+        t, t_taken = cpu_ms_per_agent_s(hub.pid, n, duration, replay, "full", n, hz)
         w = time.monotonic() - w0
-        t_paged, t_cores = (paged[0] - p0) / (args.traced * w), (cpu_s(hub2.pid) - h0) / w
+        t_paged, t_cores = (paged[0] - p0) / (n * w), (cpu_s(hub.pid) - h0) / w
+    finally:
         for s in socks:
             s.close()
+        stop(hub)
+    return {"t": t, "t_taken": t_taken, "t_paged": t_paged, "t_cores": t_cores}
+
+
+def report(label: str, hz: int, got: dict[str, float]) -> None:
+    """What a phase's CPU figures stand on: the frames taken and paged, the hub's cores."""
+    if "c" in got:
+        print(f"{label}summaries: frames taken per agent-second {got['c_taken']:.2f} (the agents send 1)", flush=True)
+    if "t" in got:
+        print(f"{label}full detail: frames taken per agent-second {got['t_taken']:.2f} (they send {hz}), "
+              f"{got['t_paged']:.2f} frames a second to each page, the hub at {got['t_cores']:.2f} cores (near 1, "
+              f"the GIL's bound, it is short of CPU: a page then gets fewer frames than its agent sends, each "
+              f"the latest state)", flush=True)
+
+
+def last_line(n: int, got: dict[str, float]) -> str:
+    """The bench's line (nan for a phase not run)."""
+    nan = float("nan")
+    return (f"agents={n} hub_cpu_ms_per_agent_s={got.get('c', nan):.3f} hub_rss_mb={got.get('m', nan):.1f} "
+            f"p99_agent_to_hub_ms={got.get('l99', nan):.1f} reconnect_all_s={got.get('reconnect', nan):.2f} "
+            f"traced_cpu_ms_per_agent_s={got.get('t', nan):.3f}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--agents", type=int, default=1000)
+    p.add_argument("--real", type=int, default=16)
+    p.add_argument("--duration", type=float, default=20.0)
+    p.add_argument("--traced", type=int, default=64, help="agents watched at full detail (0: no such phase)")
+    p.add_argument("--traced-hz", type=int, default=10)
+    p.add_argument("--extra-kernels", type=int, default=0,
+                   help="kernels added to the traced process's table (the recorded one has 4)")
+    p.add_argument("--no-summary", action="store_true", help="the full-detail phase only")
+    p.add_argument("--baseline", type=Path, default=None,
+                   help="a source tree of the code before (extensions built in place): each phase runs a hub of "
+                        "it and one of this code, alternately, against the same agents")
+    p.add_argument("--rounds", type=int, default=1, help="with --baseline: alternations of the two hubs")
+    args = p.parse_args()
+    n, real = args.agents, max(0, min(args.real, 16, args.agents))
+    procs: list[subprocess.Popen] = []
+    workdir = Path(tempfile.mkdtemp(prefix="gpuflow-hub-bench-"))
+    codes = [("", code_env(None, workdir))]
+    if args.baseline is not None:
+        codes = [(label, env) for _ in range(args.rounds)
+                 for label, env in (("before: ", code_env(args.baseline, workdir)), ("after:  ", codes[0][1]))]
+    results: list[tuple[str, dict[str, float]]] = []
+    try:
+        templates = workdir / "templates.json"
+        templates.write_text(json.dumps(with_kernels(record(args.traced_hz), args.extra_kernels)))
+        replay_n = max(n - real, args.traced)
+        replay = subprocess.Popen([sys.executable, str(HERE / "hub_replay.py"), str(templates), str(replay_n)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(replay)
+        replay_ports = json.loads(replay.stdout.readline())
+        real_ports = []
+        for i in range(real if not args.no_summary else 0):
+            proc, port = start(["watch", "--port", "0", "--interval", "1000", "--plugin", "gpuflow.testing.fake_collector"],
+                               {**AGENT_ENV, "NODE_NAME": f"real-{i:02d}", "GPUFLOW_FAKE_RATE_HZ": "1"})
+            procs.append(proc)
+            real_ports.append(port)
+        targets = workdir / "targets.json"
+        for label, code in codes:
+            got: dict[str, float] = {}
+            if not args.no_summary:
+                ports = real_ports + replay_ports[:n - real]
+                targets.write_text(json.dumps([{"targets": [f"127.0.0.1:{p}" for p in ports], "labels": {"job": "gpuflow"}}]))
+                got.update(summary_phase(code, targets, n, real, replay, args.duration))
+            if args.traced > 0:   # full detail: a second hub, every host watched
+                got.update(detail_phase(code, targets, replay_ports[:args.traced], replay, args.duration, args.traced_hz))
+            results.append((label, got))
+            report(label, args.traced_hz, got)
+            print(label + last_line(n, got), flush=True)
     finally:
         for proc in reversed(procs):
             stop(proc)
-    print(f"frames taken per agent-second: summaries {c_taken:.2f} (the agents send 1), full detail "
-          f"{t_taken:.2f} (they send {args.traced_hz}); full detail: {t_paged:.2f} frames a second to each "
-          f"page, the hub at {t_cores:.2f} cores (near 1, the GIL's bound, it is short of CPU: a page then "
-          f"gets fewer frames than its agent sends, each the latest state)", flush=True)
-    print(f"agents={n} hub_cpu_ms_per_agent_s={c:.3f} hub_rss_mb={m:.1f} p99_agent_to_hub_ms={l99:.1f} "
-          f"reconnect_all_s={reconnect:.2f} traced_cpu_ms_per_agent_s={t:.3f}")
+    if args.baseline is not None:
+        for key, name in (("c", "hub_cpu_ms_per_agent_s"), ("m", "hub_rss_mb"), ("t", "traced_cpu_ms_per_agent_s")):
+            pairs = [(results[i][1][key], results[i + 1][1][key]) for i in range(0, len(results), 2)
+                     if key in results[i][1]]
+            if pairs:
+                print(f"after/before {name}: " + " ".join(f"{a / b:.3f}" for b, a in pairs)
+                      + f" (before {' '.join(f'{b:.3f}' for b, _ in pairs)}; after {' '.join(f'{a:.3f}' for _, a in pairs)})")
+    print(last_line(n, results[-1][1]))
 
 
 if __name__ == "__main__":
