@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from array import array
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -119,6 +120,21 @@ def test_both_twins_read_the_same_columns_or_both_decline(case):
     assert same_columns(*made)
     if made[0] is not None:   # columns only where they hold the reference's spans exactly
         assert tuple(made[0]) == reference(rows, names)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows_of(True), NAMES, st.integers(0, 80), st.integers(0, 40))
+def test_columns_made_without_the_constructors_checks_are_what_it_would_make(rows, names, size, cut):
+    """Every SpanColumns the readers, joins and tails make (``_rows_py.made``) holds what the
+    constructor checks: thirteen array('q') of one length; and equals the one it makes."""
+    made = [twin.columns(rows, names, MAX_TEXT) for twin in (_rows_py, lane_columns.rows_c or _rows_py)]
+    if made[0] is None:
+        return
+    later = SpanColumns.from_spans(replace(s, seq=s.seq + made[0].seq[-1] + 1) for s in tuple(made[0])[cut:])
+    for columns in made + [joined(made[0], later, size), joined(made[0], (), size), joined((), made[0], size)]:
+        if isinstance(columns, SpanColumns):
+            rebuilt = SpanColumns(*[getattr(columns, c) for c in COLUMNS], names=columns.names)   # checks
+            assert rebuilt == columns and type(columns.names) is tuple
 
 
 @pytest.mark.parametrize("twin", TWINS)
