@@ -5,8 +5,9 @@ streams and serves their hosts with the same app, the same page, the same ``/met
 rules (a loopback bind by default; a public one needs a strong token; the Host allow-list). This
 machine's own collectors are off (its NVML and CUPTI, entry-point collectors) unless
 ``--local-collectors``; ``--plugin`` modules are loaded as asked. The agents come from
-``--targets FILE`` (Prometheus file_sd JSON, re-read when it changes) and/or ``--target URL``
-(repeatable), their tokens from ``--credentials FILE`` (never a flag: command lines are readable
+``--targets FILE`` (Prometheus file_sd JSON, re-read when it changes), ``--target URL``
+(repeatable) and/or ``--srv NAME`` (a DNS SRV name, asked again as its TTL says), their tokens
+from ``--credentials FILE`` (re-read when it changes; never a flag: command lines are readable
 by every local user); those flags are the fleet plugin's own (gpuflow/collectors/fleet/options.py),
 and its variables serve under gunicorn too (docs/fleet.md). Without a target it stops at once
 with one line (exit 2), as with any bad value, before the URL is printed.
@@ -38,7 +39,9 @@ def add_hub_command(sub: Any, plugins: Sequence[Any], serving_flags: Callable[[a
         "hub", help="serve one live view of many agents (gpuflow watch on other hosts)",
         description="Follow other GPUFlow agents' streams and serve their hosts in one page: a tile per "
                     "host, and any host's own view (its GPUs, processes and traced lanes) on a click. "
-                    "Serves like gpuflow watch, under the same rules.",
+                    "Serves like gpuflow watch, under the same rules. The agents come from a Prometheus "
+                    "file_sd file (--targets), URLs (--target) and DNS SRV names (--srv, asked again as "
+                    "their TTL says); the targets and credentials files are read again when they change.",
         usage="gpuflow hub (--targets FILE | --target URL ... | --srv NAME ...) [--credentials FILE] [options]")
     serving_flags(hub)
     hub.add_argument("--local-collectors", action="store_true",

@@ -9,9 +9,10 @@ docs/fleet.md has the design and the deployment.
 
 Layout, one job per module:
 
-* ``options.py`` - its options (targets, credentials, CA file, bounds);
+* ``options.py`` - its options (targets, SRV names, credentials, CA file, bounds);
 * ``targets.py`` - what a target is; ``--target`` URLs and Prometheus file_sd files;
-* ``credentials.py`` - the bearer token of each target, from a private file;
+* ``srv.py`` - the agents a DNS SRV name lists (``--srv``), asked with the stdlib, as TTLs say;
+* ``credentials.py`` - the bearer token of each target, from a private file read again on change;
 * ``sse_events.py`` - Server-Sent Events read from untrusted bytes, within bounds;
 * ``parse.py`` - a frame's plain form checked and turned into the snapshot's objects;
 * ``lane_columns.py`` - a watched host's span rows read straight into columns (``_rows_c``, its
