@@ -86,8 +86,9 @@ export function markDirty() {
   loop.dirty = true;
   if (!rafPending) { rafPending = true; requestAnimationFrame(onAnimationFrame); }
 }
-// other drawing due in the next animation frame (the timeline's track): it runs in the loop's own
-// animation frame, before the plane's picture, and does not ask for one
+// other work due in the next animation frame (the timeline's words and track): it runs in the loop's
+// own animation frame, before the plane's picture (what it queues meanwhile too), and does not ask
+// for one
 const frameTasks = [];
 export function nextFrame(fn) {
   frameTasks.push(fn);
@@ -96,7 +97,7 @@ export function nextFrame(fn) {
 function onAnimationFrame(ts) {
   rafPending = false;
   if (loop.animate) loop.animate(ts);
-  for (const fn of frameTasks.splice(0)) fn();
+  while (frameTasks.length) for (const fn of frameTasks.splice(0)) fn();
   if (!loop.dirty) return;
   loop.dirty = false;
   const t = performance.now();

@@ -30,7 +30,7 @@ import { draw } from './scene.js';
 import { isPast, onScrub, tickPlaying } from './scrub.js';
 import { REFRESH_MS, refreshSparks } from './spark.js';
 import { APPLIED, RESYNC, ingest, store } from './store.js';
-import { installTimeline, render as renderTimeline, trackRect } from './timeline.js';
+import { installTimeline, render as renderTimeline, renderSoon as renderTimelineSoon, trackRect } from './timeline.js';
 
 // the plane shows `frame` and its traced processes: laid out, fitted while the view follows the
 // graph, drawn, listed
@@ -69,7 +69,7 @@ setOnShow((shown) => {
   if (bench.on) bench.showLag.push(performance.now() - shown.askedAt);   // asked to shown: what a drag waits
   show(shown.frame, shown.traced);
   updateHeader();
-  renderTimeline();
+  renderTimelineSoon();
 });
 // the timeline moved: live shows the latest frame; a past moment is asked for; the sparklines
 // follow the moment (at most every REFRESH_MS while it moves, and once it has settled)
@@ -90,7 +90,7 @@ onScrub((why) => {
     clearTimeout(settleTimer);
     settleTimer = setTimeout(() => refreshSparks(true), 300);
   }
-  renderTimeline();
+  renderTimelineSoon();
 });
 setOnRetained(renderTimeline);
 

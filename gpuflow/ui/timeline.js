@@ -166,6 +166,16 @@ export function render() {
   put(el.msg, timeline.msg || (demo ? 'demo mode: the demo has no agent to export from' : PERFETTO_NOTE), timeline.msgBad ? 'bad' : '', true);
   queueTrack();
 }
+// The words, at once; while the track is dragged, once an animation frame, with the track: a drag
+// moves the moment at every pointer event and shows a new past moment about as often, and each
+// would write them again.
+let renderQueued = false;
+export function renderSoon() {
+  if (!timeline.drag) { render(); return; }
+  if (renderQueued) return;
+  renderQueued = true;
+  nextFrame(() => { renderQueued = false; render(); });
+}
 function say(msg, bad) { timeline.msg = msg; timeline.msgBad = !!bad; render(); }
 
 // -- exporting the chosen window ------------------------------------------------------------------
