@@ -1,7 +1,7 @@
 """What does a hub cost per agent, how far behind does it hear them, how long does it take to reach all?
 
     python bench/hub.py [--agents 1000] [--real 16] [--duration 20] [--traced 64] [--traced-hz 10]
-                        [--extra-kernels 0] [--no-summary] [--baseline DIR [--rounds 1]]
+                        [--extra-kernels 0] [--no-summary] [--baseline DIR [--rounds 1]] [--in-process FRAMES]
 
 Real agents (``gpuflow watch``, the fake NVML backend's 8-GPU scenario ``shared8`` and the fake
 traced collector) on loopback ports, ``--real`` of them (at most 16: each is a Python process);
@@ -36,7 +36,9 @@ hundreds of kernels, as real ones are; the fake one has 4), a few of them change
 phase with a hub of that code and one of this code alternately (``--rounds`` times), against the
 same agents, and prints each hub's line (``before:``, ``after:``) and the ratios after/before;
 ``--no-summary`` runs the full-detail phase only, ``--traced 0`` the summary phase only (the other
-figures are then nan).
+figures are then nan). ``--in-process FRAMES`` first measures, in a process of each code, the CPU
+a recorded frame costs the hub's network thread and a watching page (``frame_cost``: every frame
+taken and encoded, which a hub short of CPU does not do).
 
 Last line, exactly: ``agents=<n> hub_cpu_ms_per_agent_s=<c> hub_rss_mb=<m> p99_agent_to_hub_ms=<l>
 reconnect_all_s=<s> traced_cpu_ms_per_agent_s=<t>``. The issue's goals: with n = 1,000 at 1 Hz,
@@ -179,6 +181,78 @@ def with_kernels(templates: dict, extra: int) -> dict:
                 t["kernels"] = t.get("kernels", []) + [entry((n * m + q) % extra, n, firsts[key]) for q in range(m)]
         out.append(text(head, frame))
     return {**templates, "full": out}
+
+
+def frame_cost(templates_path: str, kind: str, n: int) -> dict[str, float]:
+    """CPU µs a frame, in this process, of the recorded frames of ``kind`` through a hub's link
+    (its SSE parser, reader, checks and lanes: the network thread's part) and then a watching
+    page's host view and frame encoder (``full``; the stream threads' part): every frame taken and
+    encoded, so a hub short of CPU does not look cheaper for encoding fewer. Runs the gpuflow it
+    imports (``--baseline``'s, on the import path, for the code before)."""
+    from gpuflow.collectors.fleet.host_table import HostTable
+    from gpuflow.collectors.fleet.link import Link
+    from gpuflow.collectors.fleet.sse_events import SseParser
+    from gpuflow.collectors.fleet.targets import parse_url
+    from gpuflow.core.board import SnapshotBoard
+    from gpuflow.core.merge import merge_parts
+    from gpuflow.transport.frames import FrameEncoder
+    from gpuflow.transport.stream_views import HostIndex, HostViewOf
+
+    class Hub:   # what a link asks of its hub
+        credentials = None
+        table = HostTable()
+
+        def changed(self, urgent: bool) -> None:
+            pass
+
+        def watched(self, name: str) -> bool:
+            return kind == "full"
+
+    name = "replay-0001"
+    frames = [e.replace("@HOST@", name).replace("@TS@", "1.0").encode()
+              for e in json.loads(Path(templates_path).read_text())[kind]]
+    hub, board = Hub(), SnapshotBoard()
+    link = Link(parse_url("http://127.0.0.1:9"), hub)
+    if hasattr(link, "new_reader"):
+        reader = link.new_reader()
+    else:   # the code before Link.new_reader: the reader its _follow made
+        from gpuflow.collectors.fleet.lane_columns import read_rows
+        from gpuflow.transport.wire import StreamReader
+        reader = StreamReader(fallback_host=link.target.fallback_name, spans=read_rows)
+    parser, encoder, view = SseParser(64 << 20), FrameEncoder(board), HostViewOf(name, HostIndex(), False)
+    spent = {"network": 0.0, "page": 0.0}
+    clock = time.process_time
+    for i in range(n + 2 * len(frames)):   # the first two loops of the frames warm up
+        t0 = clock()
+        link._on_bytes(frames[i % len(frames)], parser, reader, kind)
+        t1 = clock()
+        if kind == "full":
+            board.publish(view(merge_parts([hub.table.part()], seq=i + 1, timestamp=1.0)))
+            frame = encoder.current()
+            frame.full if frame.delta is None else frame.delta
+        t2 = clock()
+        if i >= 2 * len(frames):
+            spent["network"] += t1 - t0
+            spent["page"] += t2 - t1
+    return {part: 1e6 * s / n for part, s in spent.items()}
+
+
+def in_process(templates: Path, codes: list[tuple[str, dict[str, str]]], workdir: Path, n: int) -> None:
+    """:func:`frame_cost` of each kind for each code, alternately, each in a process of its own."""
+    costs: dict[str, list[tuple[str, dict[str, float]]]] = {"full": [], "summary": []}
+    for label, code in codes:
+        for kind in costs:
+            out = subprocess.run([sys.executable, str(HERE / "hub.py"), "--frame-cost", str(templates), kind, str(n)],
+                                 cwd=workdir, env={**os.environ, **code}, capture_output=True, text=True, check=True)
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            costs[kind].append((label, got))
+            print(f"{label}in-process, {kind} frames: network thread {got['network']:.1f} µs a frame, page "
+                  f"{got['page']:.1f} µs a frame", flush=True)
+    if len(codes) > 1:
+        for kind, runs in costs.items():
+            ratios = [(runs[i + 1][1]["network"] + runs[i + 1][1]["page"]) / (runs[i][1]["network"] + runs[i][1]["page"])
+                      for i in range(0, len(runs) - 1, 2)]
+            print(f"after/before in-process {kind} frames (network + page): " + " ".join(f"{r:.3f}" for r in ratios))
 
 
 def cpu_s(pid: int) -> float:
@@ -353,7 +427,13 @@ def main() -> None:
                    help="a source tree of the code before (extensions built in place): each phase runs a hub of "
                         "it and one of this code, alternately, against the same agents")
     p.add_argument("--rounds", type=int, default=1, help="with --baseline: alternations of the two hubs")
+    p.add_argument("--in-process", type=int, default=0, metavar="FRAMES",
+                   help="first, the CPU a frame of each kind costs in-process (frame_cost), over FRAMES frames")
+    p.add_argument("--frame-cost", nargs=3, metavar=("TEMPLATES", "KIND", "FRAMES"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.frame_cost:   # one frame_cost run, for in_process
+        print(json.dumps(frame_cost(args.frame_cost[0], args.frame_cost[1], int(args.frame_cost[2]))))
+        return
     n, real = args.agents, max(0, min(args.real, 16, args.agents))
     procs: list[subprocess.Popen] = []
     workdir = Path(tempfile.mkdtemp(prefix="gpuflow-hub-bench-"))
@@ -365,6 +445,8 @@ def main() -> None:
     try:
         templates = workdir / "templates.json"
         templates.write_text(json.dumps(with_kernels(record(args.traced_hz), args.extra_kernels)))
+        if args.in_process:
+            in_process(templates, codes, workdir, args.in_process)
         replay_n = max(n - real, args.traced)
         replay = subprocess.Popen([sys.executable, str(HERE / "hub_replay.py"), str(templates), str(replay_n)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

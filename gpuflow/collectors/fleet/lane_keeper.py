@@ -18,7 +18,7 @@ lane than the agent's sample.
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import fields
 from typing import Any
 
 from gpuflow.collectors.fleet.lane_columns import joined
@@ -30,6 +30,14 @@ LaneKey = tuple[str, int, int, int, int]
 LaneSpans = SpanColumns | tuple[Span, ...]
 _LANE = positional_constructor(Lane)
 _LANE_HEAD = tuple(f.name for f in fields(Lane) if f.name != "spans")
+_TRACED = positional_constructor(TracedProcess)
+_TRACED_FIELDS = tuple(f.name for f in fields(TracedProcess))
+
+
+def _with_lanes(t: TracedProcess, lanes: tuple[Lane, ...]) -> TracedProcess:
+    """``replace(t, lanes=lanes)``, without replace's keyword call (a frame of a watched host
+    makes one per traced process)."""
+    return _TRACED(*[lanes if f == "lanes" else getattr(t, f) for f in _TRACED_FIELDS])
 
 
 def skipped_and_resets(plain: dict[str, Any]) -> tuple[dict[LaneKey, int], set[tuple[str, int]]]:
@@ -70,6 +78,6 @@ class LaneKeeper:
                 spans = now[key] = joined(kept, lane.spans, max(0, lane.executions - lane.spans_elided))
                 lanes.append(lane if spans is lane.spans else
                              _LANE(*[getattr(lane, f) for f in _LANE_HEAD], spans))
-            out.append(replace(t, lanes=tuple(lanes)) if lanes else t)
+            out.append(_with_lanes(t, tuple(lanes)) if lanes else t)
         self._lanes = now
         return tuple(out)

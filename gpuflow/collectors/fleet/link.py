@@ -209,7 +209,7 @@ class Link:
         try:
             _check_answer(resp)
             parser = SseParser(hub.frame_bytes(detail))
-            reader = StreamReader(fallback_host=self.target.fallback_name, spans=read_rows, tables=CheckedTables())
+            reader = self.new_reader()
             self._response, self.detail = resp, detail
             loop = asyncio.get_running_loop()
             self.last_bytes = self.connected_at = loop.time()
@@ -228,6 +228,10 @@ class Link:
             resp.close()
 
     # -- frames ----------------------------------------------------------------------------------
+    def new_reader(self) -> StreamReader:
+        """A connection's reader: lanes read into columns, kernel tables kept checked."""
+        return StreamReader(fallback_host=self.target.fallback_name, spans=read_rows, tables=CheckedTables())
+
     def _on_bytes(self, chunk: bytes, parser: SseParser, reader: StreamReader, detail: str) -> None:
         """The frames ``chunk`` completes, taken (its events live no longer than this call)."""
         try:
