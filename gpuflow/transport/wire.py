@@ -409,8 +409,9 @@ class StreamReader:
     the traced processes come back with ``name``/``mangled`` in their kernels, spans as objects,
     and no ``names``; a delta's lanes keep their ``spans_skipped``, and the parts a delta left out
     (unchanged: top-level parts, a traced process's ``kernels`` or ``lanes``) are filled in from the
-    frame before; a delta's kernels (those that changed) update the table the frame before had. A delta that does not follow
-    the last frame read raises ValueError, as does a span naming an id the table lacks. A
+    frame before; a delta's kernels (those that changed) update the table the frame before had
+    (its launch entries likewise; :class:`PlainTables`, or a hub's ``tables``). A delta that does
+    not follow the last frame read raises ValueError, as does a span naming an id the table lacks. A
     schema-2 frame (an agent from before hosts were named) is read as the schema-4 frame it would
     be: its host named by its hostname (else ``fallback_host``), every item tagged with it.
     """
