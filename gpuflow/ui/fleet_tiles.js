@@ -8,10 +8,11 @@
 // scale at least the view's (so it is drawn shrunk by at most half), with the tiles' text where
 // the view's scale makes it legible; a block is made when first seen and kept. Each frame a
 // block's tiles are compared with the hosts' tiles now (a host that changed is a new tile object,
-// fleet_stream.js), and only the changed ones are painted again, within PAINT_MS a frame (the
-// rest follow in the next frames, which it asks for), so a delta of hundreds of hosts is spread
-// over a few frames, not one; a block not yet made when the frame's time is spent is drawn from
-// the same tiles' block at another scale, when one is kept, until it is made. While the view
+// fleet_stream.js), and only the changed ones are painted again, at most PAINT_PER_FRAME's worth
+// a frame (the rest follow in the next frames, which it asks for), so a delta of hundreds of hosts
+// is spread over a few frames, not one; a block not yet made when the frame's budget is spent is
+// drawn from the same tiles' block at another scale, when one is kept, until it is made. Blocks
+// without text are made at most at PLAIN_LEVEL_MAX. While the view
 // zooms, blocks are drawn nearest-neighbour (a smoothed shrink costs about five times as much in
 // software); a still view is drawn smoothed. At most MAX_BLOCK_PIXELS are kept; the blocks drawn
 // longest ago go first.
@@ -26,9 +27,16 @@ export const TILE_W = 220, TILE_H = 92, GAP = 12;
 export const BAR_Y = 44, BAR_H = 26, MEM_Y = 76;
 const STEP_X = TILE_W + GAP, STEP_Y = TILE_H + GAP;
 export const BLOCK = 4;
-// what painting blocks may take of a frame, ms (the rest follows in the next frames)
-const PAINT_MS = 3;
-const MAX_BLOCK_PIXELS = 24e6;
+// what painting blocks may do in a frame (the rest follows in the next frames), in tiles with text
+// at one device pixel per world unit: a tile at scale L costs L^2 of one (its pixels), half that
+// without text, and at least an eighth (its shapes' own cost). Counted, not timed: the blocks are
+// rasterised when drawn, after the painting
+const PAINT_PER_FRAME = 12;
+// at most this many pixels of blocks are kept (4 bytes each)
+const MAX_BLOCK_PIXELS = 32e6;
+// text-less blocks are made at most at this scale (drawn enlarged up to 1.45x above it: flat
+// rectangles, and no text to blur), so that only the legible view keeps blocks at full scale
+const PLAIN_LEVEL_MAX = 0.5;
 // the largest device pixels per world unit drawn from blocks (above it, a screen holds few tiles,
 // drawn directly)
 export const BLOCKS_UP_TO = 1;
@@ -103,7 +111,8 @@ let blockPixels = 0, layoutKey = '', frameNo = 0, lastScale = 0;
 export function drawBlocks(ctx, order, tiles, cols, key, s, withText, vx0, vy0, vx1, vy1) {
   if (key !== layoutKey) { blocks.clear(); blockPixels = 0; layoutKey = key; }
   frameNo++;
-  const level = 2 ** Math.ceil(Math.log2(Math.max(1 / 1024, s * dpr)));
+  const level = Math.min(2 ** Math.ceil(Math.log2(Math.max(1 / 1024, s * dpr))), withText ? Infinity : PLAIN_LEVEL_MAX);
+  const tileCost = Math.max(1 / 8, level * level * (withText ? 1 : 0.5));
   const rows = Math.ceil(order.length / cols);
   const c0 = Math.max(0, Math.floor(vx0 / STEP_X)), c1 = Math.min(cols - 1, Math.floor(vx1 / STEP_X));
   const r0 = Math.max(0, Math.floor(vy0 / STEP_Y)), r1 = Math.min(rows - 1, Math.floor(vy1 / STEP_Y));
@@ -111,15 +120,14 @@ export function drawBlocks(ctx, order, tiles, cols, key, s, withText, vx0, vy0, 
   for (let r = r0; r <= r1; r++) {
     for (let c = c0; c <= c1; c++) { const name = order[r * cols + c]; if (name !== undefined) shown.push(name); }
   }
-  const deadline = performance.now() + PAINT_MS;
-  let behind = false;
+  let budget = PAINT_PER_FRAME, behind = false;
   const still = s === lastScale;
   lastScale = s;
   ctx.imageSmoothingEnabled = still;
   for (let br = Math.floor(r0 / BLOCK); br <= Math.floor(r1 / BLOCK); br++) {
     for (let bc = Math.floor(c0 / BLOCK); bc <= Math.floor(c1 / BLOCK); bc++) {
       const id = blockId(level, withText, bc, br);
-      if (!blocks.has(id) && performance.now() > deadline) {   // a new block past the budget: another
+      if (!blocks.has(id) && budget < tileCost * BLOCK * BLOCK) {   // a new block past the budget: another
         const other = standIn(level, bc, br);                   // scale's meanwhile, when one is kept
         if (other) { other.used = frameNo; drawBlock(ctx, other, bc, br); behind = true; continue; }
       }
@@ -132,7 +140,8 @@ export function drawBlocks(ctx, order, tiles, cols, key, s, withText, vx0, vy0, 
         const c = bc * BLOCK + (j % BLOCK), r = br * BLOCK + Math.floor(j / BLOCK);
         const name = c < cols ? order[r * cols + c] : undefined, t = name === undefined ? null : tiles.get(name) || null;
         if (b.slots[j] === t) continue;
-        if (!fresh && performance.now() > deadline) { behind = true; continue; }
+        if (!fresh && budget < tileCost) { behind = true; continue; }
+        budget -= tileCost;
         const x = c * STEP_X, y = r * STEP_Y;
         b.c.clearRect(x - GAP / 2, y - GAP / 2, STEP_X, STEP_Y);
         if (t) { const [used, total] = paintTile(P, t, x, y); if (withText) lines.push([t, x, y, used, total]); }
