@@ -28,6 +28,8 @@ export const SPAN_COLUMNS = ['seq', 'start_us', 'dur_ns', 'kind', 'name', 'grid_
   'block_z', 'bytes', 'direction'];
 const SERIES_COLUMNS = ['t', 'v', 'lo', 'hi', 'res'];
 function num(x) { return typeof x === 'number' && isFinite(x) ? x : NaN; }
+// a window's list of numbers: an array (the JSON form) or a column read from the columnar form
+function isList(x) { return Array.isArray(x) || x instanceof Float64Array; }
 
 // a growing list of numbers, one Float64Array at the end (`size`: how many it will hold, when known)
 function packer(size) {
@@ -43,8 +45,13 @@ function packer(size) {
   };
 }
 
-// the answer's text read for `kind` ('history', 'window', or anything else: as parsed)
+// the answer's text read for `kind` ('history', 'window', or anything else: as parsed); a window's
+// answer may be the columnar form's body instead (an ArrayBuffer: windowOfColumns)
 export function shapeAnswer(text, kind) {
+  if (typeof text !== 'string') {
+    if (kind !== 'window') throw new Error('did not answer JSON');
+    return shapeWindow(windowOfColumns(text));
+  }
   let doc;
   try { doc = JSON.parse(text); } catch (e) { throw new Error('did not answer JSON'); }
   return shapeParsed(doc, kind);
@@ -139,8 +146,8 @@ function shapeWindow(doc) {
 function windowNumbers(doc) {
   let k = 0;
   for (const p of (doc && doc.processes) || []) for (const L of p.lanes || []) {
-    if (L.spans) k += (SPAN_COLUMNS.length + 2) * (Array.isArray(L.spans.seq) ? L.spans.seq.length : 0) + 1;
-    else if (L.buckets) k += 2 * (Array.isArray(L.buckets.count) ? L.buckets.count.length : 0);
+    if (L.spans) k += (SPAN_COLUMNS.length + 2) * (isList(L.spans.seq) ? L.spans.seq.length : 0) + 1;
+    else if (L.buckets) k += 2 * (isList(L.buckets.count) ? L.buckets.count.length : 0);
   }
   return Math.max(1, k);
 }
@@ -148,8 +155,8 @@ function windowNumbers(doc) {
 // kernels (how many spans are kernels), end}. The buffer holds, from `at`, each of SPAN_COLUMNS (n
 // numbers each), then the kernel flags (n), then the running sums of durations in µs (n + 1).
 function exactLane(c, P, kernels, transfers) {
-  const n = Array.isArray(c.seq) ? c.seq.length : 0, names = (c.names || []).map(String);
-  const cols = SPAN_COLUMNS.map(f => (Array.isArray(c[f]) ? c[f] : []));
+  const n = isList(c.seq) ? c.seq.length : 0, names = (c.names || []).map(String);
+  const cols = SPAN_COLUMNS.map(f => (isList(c[f]) ? c[f] : []));
   const start = cols[1];
   let order = null;   // the drawing finds spans by start; the recorder lists them by seq, which follows it
   for (let i = 1; i < n; i++) if (num(start[i]) < num(start[i - 1])) { order = Array.from({ length: n }, (_, j) => j).sort((x, y) => num(start[x]) - num(start[y])); break; }
@@ -215,6 +222,52 @@ function laneTally() {
       }
     },
   };
+}
+
+// -- the columnar form -----------------------------------------------------------------------------
+// A window's answer in the columnar form (format=columns, docs/recorder.md; its one definition is
+// gpuflow/transport/window_columns.py): a 16-byte preamble (GFWC, version 1, the header's length),
+// the header (the JSON form's document, each lane's lists replaced by where their blocks lie), then
+// the columns as little-endian int64 blocks from the next multiple of 8. The JSON form's document
+// again, each list a Float64Array read from its block (every value of a window is a whole number
+// well inside 2^53): no decimal text to parse, for tens of thousands of numbers a drag asks each
+// frame. Every length and place is checked against the body before it is read.
+const COLUMNS_LAYOUT = ['format', 'dtype', 'span_columns', 'bucket_columns'];
+function windowOfColumns(body) {
+  const bad = (why) => new Error('answered a malformed columnar form: ' + why);
+  if (!(body instanceof ArrayBuffer) || body.byteLength < 16) throw bad('shorter than its preamble');
+  const bytes = new Uint8Array(body), view = new DataView(body);
+  if (String.fromCharCode(bytes[0], bytes[1], bytes[2], bytes[3]) !== 'GFWC' || view.getUint32(4, true) !== 1) throw bad('not GFWC version 1');
+  const headerEnd = 16 + view.getUint32(8, true);
+  if (headerEnd > body.byteLength) throw bad('its header runs past its end');
+  let doc;
+  try { doc = JSON.parse(new TextDecoder().decode(bytes.subarray(16, headerEnd))); } catch (e) { throw bad('its header is not JSON'); }
+  if (!doc || doc.format !== 'columns' || doc.dtype !== '<i8' || !Array.isArray(doc.span_columns) || !Array.isArray(doc.bucket_columns)) throw bad('its header');
+  const data = Math.ceil(headerEnd / 8) * 8, words = new Int32Array(body, Math.min(data, body.byteLength) & ~3, Math.max(0, body.byteLength - data) >> 2);
+  const spanAt = SPAN_COLUMNS.map(c => doc.span_columns.indexOf(c)), countAt = doc.bucket_columns.indexOf('count'), busyAt = doc.bucket_columns.indexOf('busy_ns');
+  if (spanAt.indexOf(-1) >= 0 || countAt < 0 || busyAt < 0) throw bad('its columns');
+  // block k of a lane of `rows` values at byte `offset` of the data, as numbers
+  const block = (where, columns, k) => {
+    const rows = where.rows, offset = where.offset;
+    if (!Number.isInteger(rows) || !Number.isInteger(offset) || rows < 0 || offset < 0 || offset % 8 ||
+      offset + 8 * rows * columns > 4 * words.length) throw bad('a lane\'s blocks lie outside it');
+    const out = new Float64Array(rows), w = (offset >> 2) + 2 * rows * k;
+    for (let i = 0; i < rows; i++) out[i] = words[w + 2 * i + 1] * 4294967296 + (words[w + 2 * i] >>> 0);
+    return out;
+  };
+  for (const p of doc.processes || []) for (const L of p.lanes || []) {
+    if (L.spans) {
+      const s = { names: L.spans.names };
+      SPAN_COLUMNS.forEach((c, i) => { s[c] = block(L.spans, doc.span_columns.length, spanAt[i]); });
+      L.spans = s;
+    } else if (L.buckets) {
+      const b = L.buckets;
+      L.buckets = { start_us: b.start_us, width_us: b.width_us, count: block(b, doc.bucket_columns.length, countAt),
+        busy_ns: block(b, doc.bucket_columns.length, busyAt) };
+    }
+  }
+  for (const k of COLUMNS_LAYOUT) delete doc[k];
+  return doc;
 }
 
 // -- on the page's side ----------------------------------------------------------------------------

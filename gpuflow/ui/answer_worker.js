@@ -6,7 +6,7 @@
 // thread, those answers took the frame's time, and their text never needs to reach it.
 //
 // Messages in: {port} (demo mode: a MessagePort answering {ask: {id, path, params}} with {id,
-// text} or {id, error}); {id, kind, path, params, token} per question, or {id, kind, path, text}
+// text}, {id, body} (a columnar window's ArrayBuffer, handed over) or {id, error}); {id, kind, path, params, token} per question, or {id, kind, path, text}
 // with the text the page already has. Out: {id, doc, buffer} or {id, error} (the error's message
 // as the page shows it); {ready} once, when its modules have loaded.
 //
@@ -29,7 +29,7 @@ function onPort(e) {
   const m = e.data, w = portAsked.get(m.id);
   if (!w) return;
   portAsked.delete(m.id);
-  if (m.error !== undefined) w.reject(new Error(m.error)); else w.resolve(m.text);
+  if (m.error !== undefined) w.reject(new Error(m.error)); else w.resolve(m.body !== undefined ? m.body : m.text);
 }
 
 self.postMessage({ ready: true });

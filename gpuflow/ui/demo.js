@@ -75,7 +75,7 @@ export function startDemo(variant, onFrame) {
     const q = asked.get(m.id);
     if (!q) return;
     asked.delete(m.id);
-    if (m.error !== undefined) q.reject(new Error(m.error)); else q.resolve(m.text);
+    if (m.error !== undefined) q.reject(new Error(m.error)); else q.resolve(m.body !== undefined ? m.body : m.text);
   };
   // a worker that could not start (its script refused): the page records and answers itself,
   // with a recording generator of the same start making the frames from the next one on

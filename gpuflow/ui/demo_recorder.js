@@ -1,7 +1,8 @@
 // The demo's flight recorder (?demo): what an agent's recorder would keep of the demo's frames,
 // answering the page's questions as the agent answers GET api/history and api/window
-// (docs/recorder.md), as JSON text, so the timeline, past moments and sparklines take the same
-// path in demo mode as live (recorder.js parses the text; past.js, spark.js, retained.js read it).
+// (docs/recorder.md), as JSON text (a window asked in the columnar form, format=columns, as that
+// form's body), so the timeline, past moments and sparklines take the same path in demo mode as
+// live (recorder.js reads the answers; past.js, spark.js, retained.js use them).
 //
 // It keeps every reading of every demo frame (and of the minutes the demo makes up before its
 // start, so the sparklines and the timeline have a past at once) for HISTORY_S seconds, and every
@@ -203,6 +204,57 @@ export function makeRecorder(retainS) {
     return out;
   }
 
+  // A window's answer in the columnar form (format=columns; gpuflow/transport/window_columns.py is
+  // its one definition): the preamble, the header (the JSON form's document, each lane's lists
+  // replaced by where their blocks lie), zeros to a multiple of 8, then each exact lane's 13 span
+  // columns, or a reduced lane's counts and busy times, as little-endian int64 blocks.
+  function windowColumns(q) {
+    const from = Number(q.from), to = Number(q.to), width = q.width ? Number(q.width) : null, pid = q.pid ? Number(q.pid) : null;
+    const lo = from * 1e6, hi = to * 1e6, processes = [], blocks = [];
+    let offset = 0;
+    for (const p of [...traced.values()].sort((a, b) => a.pid - b.pid)) {
+      if (pid !== null && p.pid !== pid) continue;
+      let rFrom = Infinity, rTo = -Infinity, complete = true;
+      const lanes = [];
+      for (const L of p.lanes.values()) {
+        const st = L.start_us;
+        if (st.n === st.lo) continue;
+        rFrom = Math.min(rFrom, st.a[st.lo]); rTo = Math.max(rTo, L.end);
+        if (L.evicted && st.a[st.lo] > lo) complete = false;
+        const a = first(st, lo), b = first(st, hi), n = b - a;
+        if (n <= 0) continue;
+        const head = { device: L.device, context: L.context, stream: L.stream, label: L.label, executions: n };
+        if (width !== null && n > width) {
+          const { start_us, width_us, count, busy } = bucketsOf(L, a, b, lo, hi, width);
+          head.buckets = { start_us, width_us, rows: width, offset };
+          blocks.push([count, 0, width], [busy, 0, width]);
+          offset += 16 * width;
+        } else {
+          head.spans = { rows: n, offset, names: L.names };
+          for (const f of SPAN_FIELDS) blocks.push([L[f].a, a, b]);
+          offset += 8 * n * SPAN_FIELDS.length;
+        }
+        lanes.push(head);
+      }
+      if (rFrom === Infinity) continue;
+      processes.push({ pid: p.pid, session: p.session, name: p.name, retained_from: rFrom / 1e6, retained_to: rTo / 1e6, complete, lanes });
+    }
+    const header = new TextEncoder().encode(JSON.stringify({ from, to, pid, width, sources: ['demo'], format: 'columns', dtype: '<i8',
+      span_columns: SPAN_FIELDS, bucket_columns: ['count', 'busy_ns'], processes, problems: [] }));
+    const data = Math.ceil((16 + header.length) / 8) * 8, body = new ArrayBuffer(data + offset), view = new DataView(body);
+    new Uint8Array(body).set([71, 70, 87, 67]);   // GFWC
+    view.setUint32(4, 1, true); view.setUint32(8, header.length, true);
+    new Uint8Array(body, 16, header.length).set(header);
+    const words = new Int32Array(body, data);
+    let w = 0;
+    for (const [col, a, b] of blocks) {
+      for (let i = a; i < b; i++) {
+        const v = col[i], high = Math.floor(v / 4294967296);
+        words[w++] = v - high * 4294967296; words[w++] = high;
+      }
+    }
+    return body;
+  }
   // A window's answer, written as its JSON text straight from the columns (the text JSON.stringify
   // makes of the answer's document, byte for byte): a drag asks one a frame, and making each
   // span's fields into arrays of numbers first, to stringify them, was most of the demo recorder's
@@ -236,6 +288,11 @@ export function makeRecorder(retainS) {
   }
   // a lane's per-pixel buckets [lo, hi) of spans [a, b), as the answer's text
   function buckets(L, a, b, lo, hi, width) {
+    const { start_us, width_us, count, busy } = bucketsOf(L, a, b, lo, hi, width);
+    return '{"start_us":' + json(start_us) + ',"width_us":' + json(width_us) + ',"count":' + numbersText(count, 0, width) + ',"busy_ns":' + numbersText(busy, 0, width) + '}';
+  }
+  // and as numbers: how many start in each bucket and how much of it is busy (ns, whole)
+  function bucketsOf(L, a, b, lo, hi, width) {
     const w = (hi - lo) / width, count = new Float64Array(width), busy = new Float64Array(width);
     const st = L.start_us.a, dur = L.dur_ns.a;
     for (let i = a; i < b; i++) {
@@ -251,7 +308,7 @@ export function makeRecorder(retainS) {
     }
     const most = Math.floor(w * 1000);
     for (let j = 0; j < width; j++) busy[j] = Math.min(Math.floor(busy[j]), most);
-    return '{"start_us":' + json(lo) + ',"width_us":' + json(w) + ',"count":' + numbersText(count, 0, width) + ',"busy_ns":' + numbersText(busy, 0, width) + '}';
+    return { start_us: lo, width_us: w, count, busy };
   }
 
   // recorder.js's answerer: (path, params) -> Promise of the JSON text the agent would send
@@ -259,7 +316,7 @@ export function makeRecorder(retainS) {
   function answer(path, params) {
     return new Promise((resolve, reject) => setTimeout(() => {
       if (path === 'api/history') resolve(JSON.stringify(history(params)));
-      else if (path === 'api/window') resolve(window_(params));
+      else if (path === 'api/window') resolve(params.format === 'columns' ? windowColumns(params) : window_(params));
       else reject(new Error('the demo has no ' + path));
     }, 0));
   }

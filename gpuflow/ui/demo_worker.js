@@ -7,8 +7,9 @@
 // Messages in: {start: variant, at: ms} once, first; {tick: ms} for each frame the page made, in
 // order; {ask: {id, path, params}} per question; {answerPort} once, a MessagePort on which the
 // page's answer reader (answer_worker.js) asks from then on, in the same form, so an answer's text
-// goes to the reader without passing the page's thread. Out: {ready} once started; {id, text} or
-// {id, error} per question (on the port for the port's questions).
+// goes to the reader without passing the page's thread. Out: {ready} once started; {id, text}, {id,
+// body} (a columnar window's ArrayBuffer, handed over) or {id, error} per question (on the port
+// for the port's questions).
 //
 // Constraints: a dedicated module worker of the page's own origin, started by demo.js in demo mode
 // only; it reaches nothing but the page that started it. Questions before `start` wait for it.
@@ -18,7 +19,7 @@ import { makeDemo } from './demo_source.js';
 let src = null;
 const early = [];   // [question, where its answer goes] asked before the start
 function answer(q, to) {
-  src.rec.answer(q.path, q.params).then((text) => to.postMessage({ id: q.id, text }),
+  src.rec.answer(q.path, q.params).then((r) => (typeof r === 'string' ? to.postMessage({ id: q.id, text: r }) : to.postMessage({ id: q.id, body: r }, [r])),
     (err) => to.postMessage({ id: q.id, error: err.message }));
 }
 function ask(q, to) { if (src === null) early.push([q, to]); else answer(q, to); }

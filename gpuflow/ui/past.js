@@ -12,7 +12,8 @@
 //   how they held a GPU are what the page saw in live frames (history keeps numbers only), "—"
 //   for one it never saw.
 // * Traced processes: GET api/window for the chosen window, [moment - window, moment], reduced to
-//   the strip's pixel width (exact once a lane has no more executions than pixels): per lane
+//   the strip's pixel width (exact once a lane has no more executions than pixels), in the
+//   columnar form (int64 blocks the reader maps, not decimal text it parses): per lane
 //   its exact spans or its per-pixel buckets, the window's own top kernels and transfers when it
 //   is exact, and whether retention already let part of it go.
 //
@@ -97,7 +98,7 @@ export function requestMoment() {
   const key = t + '|' + w + '|' + width;
   if (key === past.windowKey) return;
   past.windowKey = key;
-  const q = windowQuestion(t - w, t, width);
+  const q = windowQuestion(t - w, t, width, true);
   q.moment = t; q.windowS = w; q.askedAt = performance.now();
   windows.ask(q);
 }

@@ -11,7 +11,7 @@
 // thread, by a worker of the page's own (answer_worker.js), and come back without a copy: a drag
 // asks for a window of thousands of spans every frame, and fetched, parsed and built into objects
 // on the page's thread, those answers took the frame's time. In demo mode the answers come from
-// the demo's own recorder (demo_recorder.js), as the same JSON text the agent sends: through a
+// the demo's own recorder (demo_recorder.js), as the same answers the agent sends: through a
 // port the reader asks directly (setAnswerPort), or a function the page asks (setAnswerer) until
 // there is one. Until the worker has loaded (the page's first questions: what is retained, the
 // sparklines), and where none can start, the page asks and reads them itself, the same way.
@@ -24,7 +24,8 @@ import { agentText } from './answer_fetch.js';
 import { shapeAnswer, shapeParsed, unpackAnswer } from './answer_shape.js';
 import { token } from './login.js';
 
-// demo mode: (path, params) -> Promise of the answer's text; null: ask the agent
+// demo mode: (path, params) -> Promise of the answer's text (a columnar window's body: an
+// ArrayBuffer); null: ask the agent
 let answerer = null;
 export function setAnswerer(fn) { answerer = fn; }
 // demo mode: a MessagePort on which the demo's recorder answers (answer_worker.js's protocol);
@@ -129,9 +130,13 @@ export function historyQuestion(from, to, metrics, points) {
   if (points) params.points = String(points);
   return { path: 'api/history', params, from, to };
 }
-// a window question: [from, to), reduced to `width` pixels, every traced process
-export function windowQuestion(from, to, width) {
-  return { path: 'api/window', params: { from: String(from), to: String(to), width: String(width) }, from, to, width };
+// a window question: [from, to), reduced to `width` pixels, every traced process; `columns`: in the
+// columnar form (int64 blocks, for a channel of kind 'window'; a drag asks a window of thousands
+// of spans every frame, and their decimal text was most of reading it)
+export function windowQuestion(from, to, width, columns) {
+  const params = { from: String(from), to: String(to), width: String(width) };
+  if (columns) params.format = 'columns';
+  return { path: 'api/window', params, from, to, width };
 }
 
 // A parsed history answer's series by entity and metric: key 'device|<uuid>' or

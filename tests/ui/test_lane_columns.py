@@ -10,12 +10,15 @@ Chromium) hold what the lane's spans say.
 * A window answer shaped off the page's thread and made into a past lane (windowLane) gives, span
   for span, the objects the answer's columns say (spanAt), ordered by start when the recorder
   listed them otherwise, and the window's kernels and transfers as tallied from those spans.
+* A window the agent answers in the columnar form (format=columns, as the page asks) reads as the
+  same window's JSON form does.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import time
 
 import pytest
 
@@ -187,3 +190,46 @@ def test_a_window_answers_columns_make_the_spans_it_holds(module_page):
             x["bytes"] += s["bytes"]
             x["total_ns"] += s["dur_ns"]
     assert {x["direction"]: {f: x[f] for f in ("count", "bytes", "total_ns")} for x in proc["transfers"]} == transfers
+
+
+BOTH_FORMS = """async ([shapeUrl, windows]) => {
+  const shape = await import(shapeUrl), out = [];
+  for (const params of windows) {
+    const q = new URLSearchParams(params).toString();
+    const text = await (await fetch('api/window?' + q)).text();
+    const body = await (await fetch('api/window?' + q + '&format=columns')).arrayBuffer();
+    const a = shape.shapeAnswer(text, 'window'), b = shape.shapeAnswer(body, 'window');
+    const lanes = a.doc.processes.flatMap(p => p.lanes);
+    // what each process's head says of the recorder (retained_from, retained_to, complete) is as of
+    // each question; the lanes and their columns are the window's own
+    const lanesOf = (d) => JSON.stringify(d.processes.map(p => [p.pid, p.session, p.name, p.kernels, p.transfers, p.lanes]));
+    out.push({ same: lanesOf(a.doc) === lanesOf(b.doc) && a.doc.from === b.doc.from && a.doc.to === b.doc.to && a.doc.width === b.doc.width &&
+      a.buffer.length === b.buffer.length && a.buffer.every((x, i) => Object.is(x, b.buffer[i])),
+      exact: lanes.filter(L => L.spans).length, reduced: lanes.filter(L => L.buckets).length,
+      spans: lanes.reduce((n, L) => n + (L.spans ? L.spans.n : 0), 0) });
+  }
+  return out;
+}"""
+
+
+def test_a_window_in_the_columnar_form_reads_as_its_json_form(page, busy_agent):
+    # The page asks its windows in the columnar form (int64 blocks, format=columns): read from the
+    # agent's own encoder, each gives the page the very document and columns the JSON form gives,
+    # exact lanes and reduced ones alike (a block read at the wrong place, a sign or a high word
+    # lost, a column taken for another, would differ).
+    page.goto(busy_agent.url + "healthz")
+    deadline = time.monotonic() + 20
+    while True:
+        t = busy_agent.snapshot()["timestamp"]
+        exact = busy_agent.get("api/window", **{"from": t - 0.3, "to": t})
+        if sum(len(L["spans"]["seq"]) for p in exact["processes"] for L in p["lanes"] if "spans" in L) > 100:
+            break
+        assert time.monotonic() < deadline, "the busy agent recorded no spans"
+        time.sleep(0.5)
+    # windows the agent has finished recording (a span is recorded when it ends: one ending now would
+    # come between the two questions)
+    time.sleep(1.5)
+    windows = [{"from": t - 0.3, "to": t}, {"from": t - 2, "to": t, "width": 64}, {"from": t - 1, "to": t - 0.2, "width": 4096}]
+    got = page.evaluate(BOTH_FORMS, [busy_agent.url + "answer_shape.js", [{k: str(v) for k, v in w.items()} for w in windows]])
+    assert all(g["same"] for g in got), got
+    assert got[0]["spans"] > 100 and got[0]["reduced"] == 0 and got[1]["reduced"] > 0
