@@ -243,17 +243,19 @@ function windowOfColumns(body) {
   let doc;
   try { doc = JSON.parse(new TextDecoder().decode(bytes.subarray(16, headerEnd))); } catch (e) { throw bad('its header is not JSON'); }
   if (!doc || doc.format !== 'columns' || doc.dtype !== '<i8' || !Array.isArray(doc.span_columns) || !Array.isArray(doc.bucket_columns)) throw bad('its header');
-  const data = Math.ceil(headerEnd / 8) * 8, words = new Int32Array(body, Math.min(data, body.byteLength) & ~3, Math.max(0, body.byteLength - data) >> 2);
+  // every int64 of the data as a number, in one array (each block a view of it, made once)
+  const data = Math.ceil(headerEnd / 8) * 8, count = Math.max(0, body.byteLength - data) >> 3;
+  const words = new Int32Array(body, Math.min(data, body.byteLength), 2 * count), values = new Float64Array(count);
+  for (let i = 0; i < count; i++) values[i] = words[2 * i + 1] * 4294967296 + (words[2 * i] >>> 0);
   const spanAt = SPAN_COLUMNS.map(c => doc.span_columns.indexOf(c)), countAt = doc.bucket_columns.indexOf('count'), busyAt = doc.bucket_columns.indexOf('busy_ns');
   if (spanAt.indexOf(-1) >= 0 || countAt < 0 || busyAt < 0) throw bad('its columns');
-  // block k of a lane of `rows` values at byte `offset` of the data, as numbers
+  // block k of a lane of `rows` values at byte `offset` of the data
   const block = (where, columns, k) => {
     const rows = where.rows, offset = where.offset;
     if (!Number.isInteger(rows) || !Number.isInteger(offset) || rows < 0 || offset < 0 || offset % 8 ||
-      offset + 8 * rows * columns > 4 * words.length) throw bad('a lane\'s blocks lie outside it');
-    const out = new Float64Array(rows), w = (offset >> 2) + 2 * rows * k;
-    for (let i = 0; i < rows; i++) out[i] = words[w + 2 * i + 1] * 4294967296 + (words[w + 2 * i] >>> 0);
-    return out;
+      offset + 8 * rows * columns > 8 * count) throw bad('a lane\'s blocks lie outside it');
+    const at = offset / 8 + rows * k;
+    return values.subarray(at, at + rows);
   };
   for (const p of doc.processes || []) for (const L of p.lanes || []) {
     if (L.spans) {
