@@ -8,7 +8,10 @@
 # interval starts), and bounded otherwise: four configurations compared, a binary search and a move
 # of at most BUSY_INTERVALS_MAX intervals (16 KiB). Everything else runs at frame time.
 
-from libc.string cimport memmove
+from libc.string cimport memmove, memcpy
+
+cdef extern from *:
+    int __builtin_ctz(unsigned int x) nogil
 
 cdef extern from *:
     """
@@ -78,7 +81,8 @@ cdef DevAct *act_device_slow(State *s, uint32_t dev) noexcept nogil:
 
 
 cdef void busy_settle(Act *a, DevAct *d, uint64_t until) noexcept nogil:
-    """Fold every busy interval (or part of one) before ``until`` into ``busy``."""
+    """Fold every busy interval (or part of one) before ``until`` into ``busy`` (the runs are
+    empty: settling happens at merge points and between drain() calls)."""
     cdef uint32_t n = 0
     if until <= d.settled:
         return
@@ -94,52 +98,95 @@ cdef void busy_settle(Act *a, DevAct *d, uint64_t until) noexcept nogil:
     d.settled = until
 
 
-cdef void busy_add(State *s, DevAct *d, uint64_t start, uint64_t end) noexcept nogil:
-    """Merge [start, end) into the device's unsettled intervals: the general case (busy_note has
-    the usual ones); ``start`` is at or after ``d.settled``, ``end`` after ``start``."""
-    cdef uint32_t n = d.n_iv, i, j, lo, hi, mid, alloc
+cdef int iv_reserve(State *s, Interval **iv, uint32_t *alloc, uint32_t need) noexcept nogil:
+    """Room for ``need`` intervals in ``*iv`` (doubling from A_FIRST_INTERVALS); -1: out of memory."""
+    cdef uint32_t n = alloc[0]
     cdef void *p
-    if n == 0 or d.iv[n - 1].start <= start:
-        i = n                               # after every interval's start
+    if need <= n:
+        return 0
+    if n == 0:
+        n = A_FIRST_INTERVALS
+    while n < need:
+        n *= 2
+    p = realloc(iv[0], n * sizeof(Interval))
+    if p == NULL:
+        s.oom = 1
+        return -1
+    iv[0] = <Interval *>p
+    alloc[0] = n
+    return 0
+
+
+cdef void busy_merge_run(State *s, DevAct *d, const Interval *src, uint32_t m) noexcept nogil:
+    """Merge ``m`` intervals, sorted and none overlapping or touching, into the device's
+    unsettled ones (the same kind): the intervals ending before the first of them stay where they
+    are, the rest and these are merged into place."""
+    cdef Act *a = &s.act
+    cdef uint32_t n = d.n_iv, lo = 0, hi = d.n_iv, mid, k, i = 0, j = 0, out
+    cdef Interval cur, nxt
+    if iv_reserve(s, &d.iv, &d.iv_alloc, n + m) != 0:
+        return
+    while lo < hi:                          # lo = the first that ends at or after src[0] starts
+        mid = (lo + hi) >> 1
+        if d.iv[mid].end < src[0].start:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == n:                             # after all of them (the usual case): appended
+        memcpy(d.iv + n, src, m * sizeof(Interval))
+        d.n_iv = n + m
+        return
+    k = n - lo
+    if iv_reserve(s, &a.scratch, &a.scratch_alloc, k) != 0:
+        return
+    memcpy(a.scratch, d.iv + lo, k * sizeof(Interval))
+    out = lo
+    if a.scratch[0].start <= src[0].start:
+        cur = a.scratch[0]
+        i = 1
     else:
-        lo = 0                              # i = how many intervals start at or before it
-        hi = n - 1                          # (d.iv[n - 1].start > start)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if d.iv[mid].start <= start:
-                lo = mid + 1
-            else:
-                hi = mid
-        i = lo
-    if i and d.iv[i - 1].end >= start:      # overlaps or touches the one before
-        i -= 1
-        start = d.iv[i].start
-    j = i                                   # [i, j): the intervals it overlaps or touches
-    while j < n and d.iv[j].start <= end:
-        if d.iv[j].end > end:
-            end = d.iv[j].end
-        j += 1
-    if j == i:                              # a new interval at i
-        if n == d.iv_alloc:
-            alloc = d.iv_alloc * 2 if d.iv_alloc else A_FIRST_INTERVALS
-            if alloc > A_BUSY_INTERVALS_MAX + 1:
-                alloc = A_BUSY_INTERVALS_MAX + 1
-            p = realloc(d.iv, alloc * sizeof(Interval))
-            if p == NULL:
-                s.oom = 1
-                return
-            d.iv = <Interval *>p
-            d.iv_alloc = alloc
-        memmove(d.iv + i + 1, d.iv + i, (n - i) * sizeof(Interval))
-        n += 1
-    elif j > i + 1:                         # several became one
-        memmove(d.iv + i + 1, d.iv + j, (n - j) * sizeof(Interval))
-        n -= j - i - 1
-    d.iv[i].start = start
-    d.iv[i].end = end
-    d.n_iv = n
-    if n > A_BUSY_INTERVALS_MAX:            # settle the older half
-        busy_settle(&s.act, d, d.iv[A_BUSY_INTERVALS_MAX // 2 - 1].end)
+        cur = src[0]
+        j = 1
+    while i < k or j < m:
+        if j >= m or (i < k and a.scratch[i].start <= src[j].start):
+            nxt = a.scratch[i]
+            i += 1
+        else:
+            nxt = src[j]
+            j += 1
+        if nxt.start <= cur.end:            # overlaps or touches: one interval
+            if nxt.end > cur.end:
+                cur.end = nxt.end
+        else:
+            d.iv[out] = cur
+            out += 1
+            cur = nxt
+    d.iv[out] = cur
+    d.n_iv = out + 1
+
+
+cdef void busy_fold(State *s, DevAct *d) noexcept nogil:
+    """Merge every run into the unsettled intervals and empty the runs."""
+    cdef uint32_t r
+    for r in range(A_RUNS):
+        if d.run_n[r]:
+            d.any_timed = 1
+            if d.run[r][0].start < d.first:
+                d.first = d.run[r][0].start
+            if d.run[r][d.run_n[r] - 1].end > d.last:
+                d.last = d.run[r][d.run_n[r] - 1].end
+            busy_merge_run(s, d, d.run[r], d.run_n[r])
+            d.run_n[r] = 0
+            d.run_key[r] = 0
+
+
+cdef void busy_merge_point(State *s, DevAct *d) noexcept nogil:
+    """Every interval noted so far merged into the unsettled ones; more than BUSY_INTERVALS_MAX of
+    them: the older ones settle, the newest BUSY_INTERVALS_MAX // 2 + 1 stay."""
+    busy_fold(s, d)
+    d.noted = 0
+    if d.n_iv > A_BUSY_INTERVALS_MAX:
+        busy_settle(&s.act, d, d.iv[d.n_iv - A_BUSY_INTERVALS_MAX // 2 - 2].end)
 
 
 cdef void busy_late(Act *a, DevAct *d, uint64_t start, uint64_t end) noexcept nogil:
@@ -148,10 +195,42 @@ cdef void busy_late(Act *a, DevAct *d, uint64_t start, uint64_t end) noexcept no
     d.late_ns = a_sat_add(a, d.late_ns, (end if end < d.settled else d.settled) - start)
 
 
-cdef inline void busy_note(State *s, DevAct *d, uint64_t start, uint64_t end) noexcept nogil:
-    """A timed kernel on the device: its extremes, and its interval merged into the busy ones. The
-    usual kernel overlaps or follows the device's latest interval: a few compares here."""
+cdef void busy_place(State *s, DevAct *d, uint32_t best, uint64_t start, uint64_t end) noexcept nogil:
+    """[start, end) after the latest interval of run ``best`` (A_RUNS: no run's latest interval
+    starts at or before it: an empty run takes it, or if there is none the runs are folded
+    first), or extending that interval; a full run: the runs are folded first."""
+    cdef uint32_t j, n
     cdef Interval *last
+    if best == A_RUNS:
+        for j in range(A_RUNS):
+            if d.run_n[j] == 0:
+                best = j
+                break
+        else:                               # it starts before every run's latest interval
+            busy_fold(s, d)
+            best = 0
+    d.run_cur = best
+    n = d.run_n[best]
+    if n:
+        last = &d.run[best][n - 1]
+        if start <= last.end:
+            if end > last.end:
+                last.end = end
+            return
+        if n == A_RUN_MAX:
+            busy_fold(s, d)
+            n = 0
+    if iv_reserve(s, &d.run[best], &d.run_alloc[best], n + 1) != 0:
+        return
+    d.run[best][n].start = start
+    d.run[best][n].end = end
+    d.run_n[best] = n + 1
+    d.run_key[best] = start + 1
+
+
+cdef int busy_odd(State *s, DevAct *d, uint64_t start, uint64_t end) noexcept nogil:
+    """A kernel reaching back before what was settled, or of no time: its extremes, its lateness,
+    and what is left of it placed; 1 if something was."""
     d.any_timed = 1
     if start < d.first:
         d.first = start
@@ -161,14 +240,64 @@ cdef inline void busy_note(State *s, DevAct *d, uint64_t start, uint64_t end) no
         busy_late(&s.act, d, start, end)
         start = d.settled
     if end <= start:
-        return
-    if d.n_iv:
-        last = &d.iv[d.n_iv - 1]
-        if last.start <= start and start <= last.end:   # overlaps or touches the latest: grows it
-            if end > last.end:
-                last.end = end
+        return 0
+    busy_place(s, d, busy_best(d, start), start, end)
+    return 1
+
+
+cdef inline uint32_t busy_best(const DevAct *d, uint64_t start) noexcept nogil:
+    """The run whose latest interval starts latest at or before ``start``; A_RUNS: none (an empty
+    run's key 0 wraps to the greatest value, so it never is)."""
+    cdef uint64_t k0 = d.run_key[0], k1 = d.run_key[1], k2 = d.run_key[2], k3 = d.run_key[3]
+    cdef uint64_t bk
+    cdef uint32_t b = 0
+    k0 = k0 if k0 - 1 <= start else 0
+    k1 = k1 if k1 - 1 <= start else 0
+    k2 = k2 if k2 - 1 <= start else 0
+    k3 = k3 if k3 - 1 <= start else 0
+    bk = k0
+    if k1 > bk:
+        bk = k1
+        b = 1
+    if k2 > bk:
+        bk = k2
+        b = 2
+    if k3 > bk:
+        bk = k3
+        b = 3
+    return b if bk else A_RUNS
+
+
+cdef inline void busy_note(State *s, DevAct *d, uint64_t start, uint64_t end) noexcept nogil:
+    """A timed kernel on the device: its interval noted in a run (the runs' extremes are the
+    device's first start and last end, taken when they are folded). The usual kernel overlaps or
+    touches the latest interval of the run the kernel before it went to, or follows it when that
+    is the only run: a few compares here."""
+    cdef uint32_t i = d.run_cur, n
+    cdef Interval *last
+    if start < d.settled or end <= start:
+        if not busy_odd(s, d, start, end):
             return
-    busy_add(s, d, start, end)
+    else:
+        n = d.run_n[i]
+        if n and d.run_key[i] <= start + 1 and start <= d.run[i][n - 1].end:
+            last = &d.run[i][n - 1]             # overlaps or touches the latest interval of the run
+            if end > last.end:                  # the kernel before went to: grows it
+                last.end = end
+        else:
+            i = busy_best(d, start)
+            n = d.run_n[i] if i < A_RUNS else 0
+            if n and start > d.run[i][n - 1].end and n < d.run_alloc[i]:   # follows its latest
+                d.run[i][n].start = start
+                d.run[i][n].end = end
+                d.run_n[i] = n + 1
+                d.run_key[i] = start + 1
+                d.run_cur = i
+            else:
+                busy_place(s, d, i, start, end)
+    d.noted += 1
+    if d.noted >= A_BUSY_MERGE_KERNELS:
+        busy_merge_point(s, d)
 
 
 cdef KCfgSet *act_cfgs_grow(State *s, uint32_t idx) noexcept nogil:
@@ -195,69 +324,51 @@ cdef inline void config_stamp(Act *a, KCfgSet *cs) noexcept nogil:
     cs.stamp = a.stamp
 
 
-cdef void config_grid(Act *a, KCfgSet *cs, KCfg *c, uint64_t grid) noexcept nogil:
-    """A launch with another grid than the configuration's latest: its extremes, if it is one."""
-    cdef uint64_t blocks = grid_blocks(grid)
-    c.grid = grid
-    if blocks < c.grid_min or blocks > c.grid_max:
-        if blocks < c.grid_min:
-            c.grid_min = blocks
-        else:
-            c.grid_max = blocks
-        config_stamp(a, cs)
+cdef void config_extreme(Act *a, KCfgSet *cs, KCfg *c, uint64_t blocks) noexcept nogil:
+    """A launch with fewer or more blocks than any of its configuration before."""
+    if blocks < c.grid_min:
+        c.grid_min = blocks
+    if blocks > c.grid_max:
+        c.grid_max = blocks
+    config_stamp(a, cs)
 
 
-cdef void config_switch(Act *a, KCfgSet *cs, const KStat *k, uint64_t key0, uint64_t key1,
-                        uint64_t grid) noexcept nogil:
-    """A launch whose configuration is not the current run's: the run closes (its launches, the
-    name's since the run began, go to its configuration), and one begins with this launch's
-    configuration: found, added (the first CONFIGS_PER_NAME), or a further one."""
-    cdef uint8_t i, found = A_MORE
+cdef void config_other(Act *a, KCfgSet *cs, uint32_t dev, uint64_t key0, uint64_t key1, uint64_t blocks,
+                       int timed, uint64_t dur) noexcept nogil:
+    """A launch in none of the name's configurations: a new one (the first CONFIGS_PER_NAME), or
+    a further one, counted in "more"."""
     cdef KCfg *c
-    if cs.cur < cs.n:
-        c = &cs.cfg[cs.cur]
-        c.count += k.count - cs.mark_count
-        c.timed += k.timed - cs.mark_timed
-        c.total += k.total - cs.mark_total
-    elif cs.cur == A_MORE:
-        cs.more_count += k.count - cs.mark_count
-        cs.more_timed += k.timed - cs.mark_timed
-        cs.more_total += k.total - cs.mark_total
-    cs.mark_count = k.count
-    cs.mark_timed = k.timed
-    cs.mark_total = k.total
-    for i in range(cs.n):
-        if cs.cfg[i].key0 == key0 and cs.cfg[i].key1 == key1:
-            found = i
-            break
-    if found == A_MORE and cs.n < A_CONFIGS_PER_NAME:
-        found = cs.n
-        c = &cs.cfg[found]
-        memset(c, 0, sizeof(KCfg))
-        c.key0 = key0
-        c.key1 = key1
-        c.grid = grid
-        c.grid_min = c.grid_max = grid_blocks(grid)
+    if cs.n < A_CONFIGS_PER_NAME:
+        cs.hit[dev & 7] = cs.n
+        cs.key0[cs.n] = key0
+        cs.key1[cs.n] = key1
+        c = &cs.cfg[cs.n]
+        c.count = 1
+        c.timed = timed
+        c.total = dur
+        c.grid_min = c.grid_max = blocks
         cs.n += 1
         config_stamp(a, cs)
-    elif found == A_MORE:
-        if cs.cur != A_MORE and cs.more_count == 0:
-            config_stamp(a, cs)       # the first launch in a further configuration
-    elif cs.cfg[found].grid != grid:
-        config_grid(a, cs, &cs.cfg[found], grid)
-    cs.cur = found
+        return
+    if cs.more_count == 0:
+        config_stamp(a, cs)
+    cs.more_count += 1
+    cs.more_timed += timed
+    cs.more_total = a_sat_add(a, cs.more_total, dur)
 
 
 cdef inline void act_kernel(State *s, int32_t idx, const gpuflow_record *r, int timed,
-                            const KStat *k) noexcept nogil:
+                            uint64_t dur) noexcept nogil:
     """A valid kernel record of the name at dense index ``idx`` (-1: a name beyond max_names),
-    whose counters ``k`` do not count it yet. The usual launch has the configuration and the grid
-    of its name's launch before it: two keys and a grid compared, and its interval noted."""
+    ``dur`` its time (0 untimed). Its configuration is found by comparing the four kept keys at
+    once, counted there, and its grid compared with the configuration's extremes; its interval
+    is noted on its device."""
     cdef Act *a = &s.act
     cdef KCfgSet *cs
     cdef KCfg *c
     cdef DevAct *d
-    cdef uint64_t key0, key1, grid
+    cdef uint64_t key0, key1, grid, blocks
+    cdef uint32_t m, h
     if idx < 0:
         cs = &a.other
     elif <uint32_t>idx < a.cfgs_alloc:
@@ -268,22 +379,53 @@ cdef inline void act_kernel(State *s, int32_t idx, const gpuflow_record *r, int 
             return
     memcpy(&key0, <const char *>r + 48, 8)
     memcpy(&grid, <const char *>r + 40, 8)
-    key1 = r.body.act.u.kernel.launch_id | (<uint64_t>r.device << 32)
-    if cs.cur < cs.n:
-        c = &cs.cfg[cs.cur]
-        if c.key0 == key0 and c.key1 == key1:
-            if c.grid != grid:
-                config_grid(a, cs, c, grid)
-        else:
-            config_switch(a, cs, k, key0, key1, grid)
+    key1 = r.body.act.u.kernel.launch_id | (<uint64_t>r.device << 20) | A_KEY_USED
+    blocks = grid_blocks(grid)
+    h = cs.hit[r.device & 7]
+    c = &cs.cfg[h]
+    if cs.key0[h] == key0 and cs.key1[h] == key1:   # the configuration of the device's launch before
+        c.count += 1
+        c.timed += <uint64_t>timed
+        c.total = a_sat_add(a, c.total, dur)
+        if blocks < c.grid_min or blocks > c.grid_max:
+            config_extreme(a, cs, c, blocks)
+        busy_kernel(s, r, timed)
+        return
+    m = ((<uint32_t>(cs.key0[0] == key0) & <uint32_t>(cs.key1[0] == key1))
+         | ((<uint32_t>(cs.key0[1] == key0) & <uint32_t>(cs.key1[1] == key1)) << 1)
+         | ((<uint32_t>(cs.key0[2] == key0) & <uint32_t>(cs.key1[2] == key1)) << 2)
+         | ((<uint32_t>(cs.key0[3] == key0) & <uint32_t>(cs.key1[3] == key1)) << 3))
+    if m:
+        h = __builtin_ctz(m)
+        cs.hit[r.device & 7] = h
+        c = &cs.cfg[h]
+        c.count += 1
+        c.timed += <uint64_t>timed
+        c.total = a_sat_add(a, c.total, dur)
+        if blocks < c.grid_min or blocks > c.grid_max:
+            config_extreme(a, cs, c, blocks)
     else:
-        config_switch(a, cs, k, key0, key1, grid)
+        config_other(a, cs, r.device, key0, key1, blocks, timed, dur)
+    busy_kernel(s, r, timed)
+
+
+cdef inline void busy_kernel(State *s, const gpuflow_record *r, int timed) noexcept nogil:
+    cdef Act *a = &s.act
+    cdef DevAct *d
     if timed:
         d = act_device(s, r.device)
         if d != NULL:
             busy_note(s, d, r.body.act.start, r.body.act.end)
     elif a.cache_dev[r.device & (A_DEVICE_CACHE - 1)] != r.device or not a.cache_slot[r.device & (A_DEVICE_CACHE - 1)]:
         act_device(s, r.device)   # an untimed kernel's device is known too (or counted in overflow)
+
+
+cdef void act_pass_end(State *s) noexcept nogil:
+    """The end of a drain() call: a merge point for every device that noted a kernel."""
+    cdef uint32_t i
+    for i in range(s.act.n_devs):
+        if s.act.devs[i].noted:
+            busy_merge_point(s, &s.act.devs[i])
 
 
 cdef inline void act_copy(State *s, const gpuflow_record *r, int direction, int timed) noexcept nogil:
@@ -308,39 +450,33 @@ cdef inline void act_copy(State *s, const gpuflow_record *r, int direction, int 
 
 
 cdef void act_free(Act *a) noexcept nogil:
-    cdef uint32_t i
+    cdef uint32_t i, r
     for i in range(a.n_devs):
         free(a.devs[i].iv)
+        for r in range(A_RUNS):
+            free(a.devs[i].run[r])
     free(a.devs)
     free(a.devs_keys)
     free(a.dev_map.slots)
     free(a.cfgs)
+    free(a.scratch)
     memset(a, 0, sizeof(Act))
 
 
 # -- accessors (frame time, with the GIL) ------------------------------------------------------
-cdef tuple act_config_tuples(const KCfgSet *cs, const KStat *k):
-    """A name's configurations, its current run counted in (``k``: the name's counters)."""
-    cdef uint8_t i
+cdef tuple act_config_tuples(const KCfgSet *cs):
+    """A name's configurations and its launches in further ones."""
+    cdef uint32_t i
     cdef const KCfg *c
-    cdef uint64_t count, timed, total
+    cdef uint64_t key0, key1
     out = []
     for i in range(cs.n):
         c = &cs.cfg[i]
-        count, timed, total = c.count, c.timed, c.total
-        if cs.cur == i:                     # its current run
-            count += k.count - cs.mark_count
-            timed += k.timed - cs.mark_timed
-            total += k.total - cs.mark_total
-        out.append(AL.KernelConfig(<uint32_t>(c.key1 >> 32), (<uint16_t>c.key0, <uint16_t>(c.key0 >> 16),
-                                                             <uint16_t>(c.key0 >> 32)), <uint16_t>(c.key0 >> 48),
-                                   <uint32_t>c.key1, count, timed, total, c.grid_min, c.grid_max))
-    count, timed, total = cs.more_count, cs.more_timed, cs.more_total
-    if cs.cur == A_MORE:
-        count += k.count - cs.mark_count
-        timed += k.timed - cs.mark_timed
-        total += k.total - cs.mark_total
-    return (tuple(out), (count, timed, total))
+        key0, key1 = cs.key0[i], cs.key1[i]
+        out.append(AL.KernelConfig(<uint32_t>(key1 >> 20), (<uint16_t>key0, <uint16_t>(key0 >> 16),
+                                                           <uint16_t>(key0 >> 32)), <uint16_t>(key0 >> 48),
+                                   <uint32_t>(key1 & 0xFFFFF), c.count, c.timed, c.total, c.grid_min, c.grid_max))
+    return (tuple(out), (cs.more_count, cs.more_timed, cs.more_total))
 
 
 cdef tuple act_configs(const State *s, uint64_t since):
@@ -351,10 +487,10 @@ cdef tuple act_configs(const State *s, uint64_t since):
     out = []
     for i in range(n):
         if s.act.cfgs[i].stamp > since:
-            out.append((s.names[i].id, *act_config_tuples(&s.act.cfgs[i], &s.kstats[i])))
+            out.append((s.names[i].id, *act_config_tuples(&s.act.cfgs[i])))
     out.sort(key=_first)
     if s.act.other.stamp > since:
-        out.append((OTHER_NAME_ID, *act_config_tuples(&s.act.other, &s.other)))
+        out.append((OTHER_NAME_ID, *act_config_tuples(&s.act.other)))
     return (s.act.stamp, out)
 
 
@@ -381,3 +517,7 @@ cdef void act_settle(State *s, uint64_t until) noexcept nogil:
     cdef uint32_t i
     for i in range(s.act.n_devs):
         busy_settle(&s.act, &s.act.devs[i], until)
+
+
+ACTIVITY_LIMITS = {"CONFIGS_PER_NAME": A_CONFIGS_PER_NAME, "BUSY_INTERVALS_MAX": A_BUSY_INTERVALS_MAX,
+                   "BUSY_MERGE_KERNELS": A_BUSY_MERGE_KERNELS, "N_MEMORY": A_N_MEMORY}

@@ -10,8 +10,10 @@ configurations and busy time"):
 * per device a record's ``device`` names, the timed copies by (direction, host memory), for the
   achieved bandwidth: count, bytes, time;
 * per device, the union of the timed kernels' intervals (GPU busy time): intervals not yet
-  settled are kept merged and sorted (at most :data:`BUSY_INTERVALS_MAX`); settling up to a
-  time folds them into the busy total. A kernel reaching back before what was settled is
+  settled are kept merged and sorted; kernels are merged into them at merge points (every
+  :data:`BUSY_MERGE_KERNELS` kernels noted on the device, and at the end of each drain() call),
+  where more than :data:`BUSY_INTERVALS_MAX` intervals left settles the older ones; settling up
+  to a time folds them into the busy total. A kernel reaching back before what was settled is
   "late": the part before is not added (it may overlap time already counted) and is reported.
 
 Also the DEVICE record's facts (UUID, SM count, compute capability), which both twins turn into
@@ -31,8 +33,12 @@ from gpuflow.collectors.cupti._layout import DIR_D2H, DIR_H2D, U64_MAX
 #: launch configurations kept per kernel name (by first appearance); the launches of further ones
 #: count together as "more"
 CONFIGS_PER_NAME = 4
-#: unsettled busy intervals kept per device (16 bytes each); when full, the older half is settled
+#: unsettled busy intervals kept per device (16 bytes each) at a merge point; more: the older ones
+#: are settled, the newest BUSY_INTERVALS_MAX // 2 + 1 stay
 BUSY_INTERVALS_MAX = 1024
+#: a device's kernels are merged into its intervals every this many kernels noted on it (and at the
+#: end of each drain() call): the merge points, which both twins keep alike
+BUSY_MERGE_KERNELS = 2048
 #: host memory of a copy (CUpti_ActivityMemoryKind of its host side: 1 pageable, 2 pinned)
 MEMORY_CLASSES = ("pageable", "pinned", "other")
 MEM_PAGEABLE, MEM_PINNED, MEM_OTHER = range(3)

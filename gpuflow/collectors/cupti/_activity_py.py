@@ -6,8 +6,12 @@ direction and host memory; each device's GPU busy time as the union of its timed
 intervals. :mod:`._activity_layout` describes them and their bounds.
 
 The busy intervals are kept canonical: sorted, and no two overlap or touch (an interval that
-overlaps or touches another is merged with it), so both twins hold the same list whatever order
-the kernels come in, and settle the older half at the same moment when it is full.
+overlaps or touches another is merged with it). A device's kernels are noted as they come and
+merged into its intervals at merge points: every BUSY_MERGE_KERNELS kernels noted on the device,
+and at the end of each drain() call (:meth:`Activity.end_pass`). There, if more than
+BUSY_INTERVALS_MAX intervals are left, the older ones are settled. So both twins hold the same
+list and settle at the same moments whatever order the kernels come in, however each keeps what it
+noted in between (here a list, sorted at the merge; the compiled twin's sorted runs).
 
 Constraints: called once per kernel and copy record by ``_decoder_py`` (slow, like the rest of
 that twin); memory bounded by the caps (devices: ``max_devices``; intervals:
@@ -23,16 +27,13 @@ from gpuflow.collectors.cupti import _activity_layout as A
 from gpuflow.collectors.cupti import _layout as L
 
 
-#: a kernel name's current run is in a configuration beyond the CONFIGS_PER_NAME kept
-_MORE = object()
-
-
 class _Device:
-    __slots__ = ("starts", "ends", "settled", "busy", "late", "late_ns", "first", "last", "copies")
+    __slots__ = ("starts", "ends", "noted", "settled", "busy", "late", "late_ns", "first", "last", "copies")
 
     def __init__(self) -> None:
         self.starts: list[int] = []   # the unsettled intervals, canonical (module docstring)
         self.ends: list[int] = []
+        self.noted: list[tuple[int, int]] = []   # kernels noted since the last merge point
         self.settled = 0
         self.busy = 0
         self.late = 0
@@ -72,46 +73,36 @@ class Activity:
         return d
 
     # -- per record --------------------------------------------------------------------------
-    def kernel(self, name_id: int, counters: list[Any], dev: int, grid: tuple[int, int, int],
-               block: tuple[int, int, int], registers: int, launch_id: int, timed: bool, start: int,
-               end: int) -> None:
-        """A valid kernel record of ``name_id``, whose counters (``[count, timed, total, ...]``,
-        the decoder's) do not count it yet.
+    def kernel(self, name_id: int, dev: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+               registers: int, launch_id: int, timed: bool, start: int, end: int) -> None:
+        """A valid kernel record of ``name_id`` (OTHER_NAME_ID: a name beyond max_names).
 
-        A name's launches come in runs of one configuration: a run's launches are the name's
-        counters since the run began (``mark``), given to its configuration when it ends, so a
-        launch with the configuration of the one before it changes nothing here but the grid's
-        extremes. A configuration is one of the first CONFIGS_PER_NAME, or a further one ("more")."""
+        Its configuration is one of the name's first CONFIGS_PER_NAME, counted there, or a further
+        one, counted in "more"; a change (kernel_configs' stamp) is a configuration or "more"
+        appearing, or a launch with fewer or more blocks than its configuration had."""
         entry = self._configs.get(name_id)
         if entry is None:   # [configurations (key -> [count, timed, total, grid min, grid max]),
-            #                 more, stamp of its latest change, current run's key (MORE: a further
-            #                 one), mark: the name's counters when the run began]
-            entry = self._configs[name_id] = [{}, [0, 0, 0], 0, None, (0, 0, 0)]
-        configs, more = entry[0], entry[1]
+            #                 more (count, timed, total), stamp of its latest change]
+            entry = self._configs[name_id] = [{}, [0, 0, 0], 0]
+        configs = entry[0]
         key = (dev, block, registers, launch_id)
         blocks = grid[0] * grid[1] * grid[2]
-        changed = False
-        if key != entry[3]:
-            run = configs.get(entry[3]) if entry[3] is not None else None
-            if entry[3] is _MORE:
-                run = more
-            if run is not None:   # the run ends: its launches go to its configuration
-                for i in range(3):
-                    run[i] += counters[i] - entry[4][i]
-            entry[4] = (counters[0], counters[1], counters[2])
-            if key not in configs and len(configs) < A.CONFIGS_PER_NAME:
-                configs[key] = [0, 0, 0, blocks, blocks]
-                changed = True
-            if key in configs:
-                entry[3] = key
-            else:
-                changed = entry[3] is not _MORE and more[0] == 0
-                entry[3] = _MORE
+        dur = end - start if timed else 0
         c = configs.get(key)
-        if c is not None and not c[3] <= blocks <= c[4]:
+        changed = False
+        if c is None and len(configs) < A.CONFIGS_PER_NAME:
+            c = configs[key] = [0, 0, 0, blocks, blocks]
+            changed = True
+        if c is None:
+            c = entry[1]
+            changed = c[0] == 0
+        elif not c[3] <= blocks <= c[4]:
             c[3] = min(c[3], blocks)
             c[4] = max(c[4], blocks)
             changed = True
+        c[0] += 1
+        c[1] += bool(timed)
+        c[2] = self._add(c[2], dur)
         if changed:
             self._stamp += 1
             entry[2] = self._stamp
@@ -141,20 +132,23 @@ class Activity:
             start = d.settled
         if end <= start:
             return
-        starts, ends = d.starts, d.ends
-        i = bisect_right(starts, start)        # intervals [0, i) start at or before it
-        if i and ends[i - 1] >= start:         # overlaps or touches the one before
-            i -= 1
-            start = starts[i]
-        j = i                                  # [i, j): the intervals it overlaps or touches
-        while j < len(starts) and starts[j] <= end:
-            end = max(end, ends[j])
-            j += 1
-        starts[i:j] = [start]
-        ends[i:j] = [end]
-        if len(starts) > A.BUSY_INTERVALS_MAX:   # settle the older half
-            half = A.BUSY_INTERVALS_MAX // 2
-            self._settle(d, ends[half - 1])
+        d.noted.append((start, end))
+        if len(d.noted) >= A.BUSY_MERGE_KERNELS:
+            self._merge(d)
+
+    def _merge(self, d: _Device) -> None:
+        """A merge point: the kernels noted merged into the intervals; more than BUSY_INTERVALS_MAX
+        of them: the older ones settle, the newest BUSY_INTERVALS_MAX // 2 + 1 stay."""
+        starts, ends = [], []
+        for start, end in sorted([*zip(d.starts, d.ends), *d.noted]):
+            if ends and start <= ends[-1]:     # overlaps or touches the one before
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+        d.starts, d.ends, d.noted = starts, ends, []
+        if len(starts) > A.BUSY_INTERVALS_MAX:
+            self._settle(d, ends[len(starts) - A.BUSY_INTERVALS_MAX // 2 - 2])
 
     def _settle(self, d: _Device, until: int) -> None:
         """Fold every interval (or part of one) before ``until`` into the busy total."""
@@ -171,6 +165,12 @@ class Activity:
         del starts[:n], ends[:n]
         d.settled = until
 
+    def end_pass(self) -> None:
+        """The end of a drain() call: a merge point for every device that noted a kernel."""
+        for d in self._devices.values():
+            if d.noted:
+                self._merge(d)
+
     # -- at frame time -----------------------------------------------------------------------
     def settle(self, until_ns: int) -> None:
         """Settle every device's busy time up to ``until_ns`` (CUPTI clock)."""
@@ -185,21 +185,13 @@ class Activity:
             out.append(A.DeviceActivity(dev, d.settled, d.busy, d.late, d.late_ns, d.first, d.last, copies))
         return out
 
-    def configs(self, since: int, counters: dict[int, list[Any]]) -> tuple[int, list[tuple[int, tuple[A.KernelConfig, ...],
-                                                                                    tuple[int, int, int]]]]:
-        """The names whose configurations changed after stamp ``since``, each current run counted
-        in (``counters``: the decoder's per name)."""
+    def configs(self, since: int) -> tuple[int, list[tuple[int, tuple[A.KernelConfig, ...], tuple[int, int, int]]]]:
+        """The names whose configurations changed after stamp ``since``."""
         out = []
         for name_id in sorted(self._configs):
-            configs, more, stamp, cur, mark = self._configs[name_id]
+            configs, more, stamp = self._configs[name_id]
             if stamp <= since:
                 continue
-            now = counters[name_id]
-            run = tuple(now[i] - mark[i] for i in range(3))
-            kept = []
-            for key, c in configs.items():
-                count, timed, total = (c[i] + run[i] for i in range(3)) if key == cur else c[:3]
-                kept.append(A.KernelConfig(*key, count, timed, total, c[3], c[4]))
-            further = tuple(more[i] + run[i] for i in range(3)) if cur is _MORE else tuple(more)
-            out.append((name_id, tuple(kept), further))
+            kept = tuple(A.KernelConfig(*key, *c) for key, c in configs.items())
+            out.append((name_id, kept, tuple(more)))
         return self._stamp, out

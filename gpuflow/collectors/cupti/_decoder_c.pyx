@@ -827,13 +827,13 @@ cdef inline uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t 
             else:                   # a name beyond max_names: the other kernels
                 k = &s.other
                 r.body.act.u.kernel.name_id = OTHER_NAME_ID
-            act_kernel(s, idx, &r, timed, k)
+            dur = r.body.act.end - r.body.act.start if timed else 0
+            act_kernel(s, idx, &r, timed, dur)
             k.count += 1
             if lid != 0:
                 k.launch_id = lid
                 k.registers = r.body.act.u.kernel.registers
             if timed:
-                dur = r.body.act.end - r.body.act.start
                 if k.timed == 0:
                     k.min = dur
                     k.max = dur
@@ -1115,6 +1115,7 @@ cdef class RingDecoder:
                     done = drain_retaining(&self.st, self.recs, self._capacity - 1, tail, n)
                 else:
                     done = drain_plain(&self.st, self.recs, self._capacity - 1, tail, n)
+                act_pass_end(&self.st)
                 r_publish(&self.st.store)
         finally:
             self.st.store.writing = 0

@@ -173,6 +173,7 @@ class RingDecoder:
             for seq in range(tail, tail + n):
                 record(mv, base + (seq & mask) * size, seq)
         finally:
+            self._activity.end_pass()
             if store is not None:
                 store.publish()
                 store.writing = False
@@ -251,7 +252,7 @@ class RingDecoder:
             st = self._kstats.get(name_id)
             if st is None:
                 st = self._kstats[name_id] = [0, 0, 0, None, None]
-            self._activity.kernel(name_id, st, dev, (gx, gy, gz), (bx, by, bz), regs, launch_id, timed, start, end)
+            self._activity.kernel(name_id, dev, (gx, gy, gz), (bx, by, bz), regs, launch_id, timed, start, end)
             st[0] += 1
             if timed:
                 dur = end - start
@@ -548,7 +549,7 @@ class RingDecoder:
         configurations (at most CONFIGS_PER_NAME, first seen first) and (count, timed, total ns) of
         its launches in further ones (_activity_layout). A change is a configuration, a fewest or
         most grid blocks, or a first launch in a further configuration: not a launch's counts."""
-        return self._activity.configs(A.check_stamp(since), self._kstats)
+        return self._activity.configs(A.check_stamp(since))
 
     def activity(self) -> dict[str, Any]:
         """Per device a kernel or copy record named: busy time, late kernels, timed copies
