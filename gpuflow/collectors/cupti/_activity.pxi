@@ -122,7 +122,7 @@ cdef void busy_merge_run(State *s, DevAct *d, const Interval *src, uint32_t m) n
     unsettled ones (the same kind): the intervals ending before the first of them stay where they
     are, the rest and these are merged into place."""
     cdef Act *a = &s.act
-    cdef uint32_t n = d.n_iv, lo = 0, hi = d.n_iv, mid, k, i = 0, j = 0, out
+    cdef uint32_t n = d.n_iv, lo = 0, hi = d.n_iv, mid, k, i = 0, j = 0, out, take
     cdef Interval cur, nxt
     if iv_reserve(s, &d.iv, &d.iv_alloc, n + m) != 0:
         return
@@ -137,23 +137,21 @@ cdef void busy_merge_run(State *s, DevAct *d, const Interval *src, uint32_t m) n
         d.n_iv = n + m
         return
     k = n - lo
-    if iv_reserve(s, &a.scratch, &a.scratch_alloc, k) != 0:
+    if iv_reserve(s, &a.scratch, &a.scratch_alloc, k + 1) != 0:
         return
     memcpy(a.scratch, d.iv + lo, k * sizeof(Interval))
     out = lo
+    a.scratch[k].start = UINT64_MAX         # a sentinel after the copy: i never passes k
+    cur = a.scratch[0] if a.scratch[0].start <= src[0].start else src[0]
     if a.scratch[0].start <= src[0].start:
-        cur = a.scratch[0]
         i = 1
     else:
-        cur = src[0]
         j = 1
-    while i < k or j < m:
-        if j >= m or (i < k and a.scratch[i].start <= src[j].start):
-            nxt = a.scratch[i]
-            i += 1
-        else:
-            nxt = src[j]
-            j += 1
+    while i + j < k + m:
+        take = j >= m or a.scratch[i].start <= src[j].start
+        nxt = a.scratch[i] if take else src[j]
+        i += take
+        j += 1 - take
         if nxt.start <= cur.end:            # overlaps or touches: one interval
             if nxt.end > cur.end:
                 cur.end = nxt.end
@@ -217,10 +215,10 @@ cdef void busy_place(State *s, DevAct *d, uint32_t best, uint64_t start, uint64_
             if end > last.end:
                 last.end = end
             return
-        if n == A_RUN_MAX:
+        if n + 1 >= A_RUN_MAX:
             busy_fold(s, d)
             n = 0
-    if iv_reserve(s, &d.run[best], &d.run_alloc[best], n + 1) != 0:
+    if iv_reserve(s, &d.run[best], &d.run_alloc[best], n + 2) != 0:
         return
     d.run[best][n].start = start
     d.run[best][n].end = end
@@ -270,31 +268,32 @@ cdef inline uint32_t busy_best(const DevAct *d, uint64_t start) noexcept nogil:
 
 cdef inline void busy_note(State *s, DevAct *d, uint64_t start, uint64_t end) noexcept nogil:
     """A timed kernel on the device: its interval noted in a run (the runs' extremes are the
-    device's first start and last end, taken when they are folded). The usual kernel overlaps or
-    touches the latest interval of the run the kernel before it went to, or follows it when that
-    is the only run: a few compares here."""
-    cdef uint32_t i = d.run_cur, n
+    device's first start and last end, taken when they are folded). The usual kernel overlaps,
+    touches or follows the latest interval of the run busy_best picks (no branch on which): a few
+    compares here."""
+    cdef uint32_t i, n
     cdef Interval *last
     if start < d.settled or end <= start:
         if not busy_odd(s, d, start, end):
             return
     else:
-        n = d.run_n[i]
-        if n and d.run_key[i] <= start + 1 and start <= d.run[i][n - 1].end:
-            last = &d.run[i][n - 1]             # overlaps or touches the latest interval of the run
-            if end > last.end:                  # the kernel before went to: grows it
-                last.end = end
-        else:
-            i = busy_best(d, start)
-            n = d.run_n[i] if i < A_RUNS else 0
-            if n and start > d.run[i][n - 1].end and n < d.run_alloc[i]:   # follows its latest
-                d.run[i][n].start = start
-                d.run[i][n].end = end
+        i = busy_best(d, start)
+        n = d.run_n[i] if i < A_RUNS else 0
+        if n:
+            last = &d.run[i][n - 1]
+            if start <= last.end:               # overlaps or touches its latest: grows it
+                if end > last.end:
+                    last.end = end
+            elif n + 1 < d.run_alloc[i]:        # follows its latest (a slot stays spare: the
+                                                # merge may read one past a run)
+                last[1].start = start
+                last[1].end = end
                 d.run_n[i] = n + 1
                 d.run_key[i] = start + 1
-                d.run_cur = i
             else:
                 busy_place(s, d, i, start, end)
+        else:
+            busy_place(s, d, i, start, end)
     d.noted += 1
     if d.noted >= A_BUSY_MERGE_KERNELS:
         busy_merge_point(s, d)
