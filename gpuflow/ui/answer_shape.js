@@ -1,7 +1,8 @@
 // The recorder's answers (GET api/history and api/window, docs/recorder.md) read from their JSON
-// text into the form the page draws from: numbers in typed arrays, every array of an answer in
-// one buffer, so an answer crosses from the worker that reads it (answer_worker.js) to the page by
-// handing the buffer over, not by copying it, and the page makes no object per reading or per span.
+// text (a window's also from the columnar form's body, below) into the form the page draws from:
+// numbers in typed arrays, every array of an answer in one buffer, so an answer crosses from the
+// worker that reads it (answer_worker.js) to the page by handing the buffer over, not by copying
+// it, and the page makes no object per reading or per span.
 //
 // * A history answer: its series by entity and metric, each (entity, metric)'s series of several
 //   resolutions (roll-ups, then samples at the polling rate) joined, oldest first: t, v, lo, hi
