@@ -204,14 +204,12 @@ export function makeRecorder(retainS) {
     return out;
   }
 
-  // A window's answer in the columnar form (format=columns; gpuflow/transport/window_columns.py is
-  // its one definition): the preamble, the header (the JSON form's document, each lane's lists
-  // replaced by where their blocks lie), zeros to a multiple of 8, then each exact lane's 13 span
-  // columns, or a reduced lane's counts and busy times, as little-endian int64 blocks.
-  function windowColumns(q) {
+  // What a window question selects, for both of its answers' forms: the question's figures, and
+  // per traced process (by pid) its retained range, whether the window is whole, and each lane
+  // with spans in [lo, hi): the lane and its span range [a, b).
+  function windowSelection(q) {
     const from = Number(q.from), to = Number(q.to), width = q.width ? Number(q.width) : null, pid = q.pid ? Number(q.pid) : null;
-    const lo = from * 1e6, hi = to * 1e6, processes = [], blocks = [];
-    let offset = 0;
+    const lo = from * 1e6, hi = to * 1e6, processes = [];
     for (const p of [...traced.values()].sort((a, b) => a.pid - b.pid)) {
       if (pid !== null && p.pid !== pid) continue;
       let rFrom = Infinity, rTo = -Infinity, complete = true;
@@ -221,8 +219,26 @@ export function makeRecorder(retainS) {
         if (st.n === st.lo) continue;
         rFrom = Math.min(rFrom, st.a[st.lo]); rTo = Math.max(rTo, L.end);
         if (L.evicted && st.a[st.lo] > lo) complete = false;
-        const a = first(st, lo), b = first(st, hi), n = b - a;
-        if (n <= 0) continue;
+        const a = first(st, lo), b = first(st, hi);
+        if (b > a) lanes.push({ L, a, b });
+      }
+      if (rFrom !== Infinity) processes.push({ p, rFrom, rTo, complete, lanes });
+    }
+    return { from, to, width, pid, lo, hi, processes };
+  }
+
+  // A window's answer in the columnar form (format=columns; gpuflow/transport/window_columns.py is
+  // its one definition): the preamble, the header (the JSON form's document, each lane's lists
+  // replaced by where their blocks lie), zeros to a multiple of 8, then each exact lane's 13 span
+  // columns, or a reduced lane's counts and busy times, as little-endian int64 blocks.
+  function windowColumns(q) {
+    const { from, to, width, pid, lo, hi, processes: selected } = windowSelection(q);
+    const processes = [], blocks = [];
+    let offset = 0;
+    for (const { p, rFrom, rTo, complete, lanes: chosen } of selected) {
+      const lanes = [];
+      for (const { L, a, b } of chosen) {
+        const n = b - a;
         const head = { device: L.device, context: L.context, stream: L.stream, label: L.label, executions: n };
         if (width !== null && n > width) {
           const { start_us, width_us, count, busy } = bucketsOf(L, a, b, lo, hi, width);
@@ -236,7 +252,6 @@ export function makeRecorder(retainS) {
         }
         lanes.push(head);
       }
-      if (rFrom === Infinity) continue;
       processes.push({ pid: p.pid, session: p.session, name: p.name, retained_from: rFrom / 1e6, retained_to: rTo / 1e6, complete, lanes });
     }
     const header = new TextEncoder().encode(JSON.stringify({ from, to, pid, width, sources: ['demo'], format: 'columns', dtype: '<i8',
@@ -260,26 +275,18 @@ export function makeRecorder(retainS) {
   // span's fields into arrays of numbers first, to stringify them, was most of the demo recorder's
   // time and of its garbage.
   function window_(q) {
-    const from = Number(q.from), to = Number(q.to), width = q.width ? Number(q.width) : null, pid = q.pid ? Number(q.pid) : null;
-    const lo = from * 1e6, hi = to * 1e6, processes = [];
-    for (const p of [...traced.values()].sort((a, b) => a.pid - b.pid)) {
-      if (pid !== null && p.pid !== pid) continue;
-      let rFrom = Infinity, rTo = -Infinity, complete = true;
+    const { from, to, width, pid, lo, hi, processes: selected } = windowSelection(q);
+    const processes = [];
+    for (const { p, rFrom, rTo, complete, lanes: chosen } of selected) {
       const lanes = [];
-      for (const L of p.lanes.values()) {
-        const st = L.start_us;
-        if (st.n === st.lo) continue;
-        rFrom = Math.min(rFrom, st.a[st.lo]); rTo = Math.max(rTo, L.end);
-        if (L.evicted && st.a[st.lo] > lo) complete = false;
-        const a = first(st, lo), b = first(st, hi), n = b - a;
-        if (n <= 0) continue;
+      for (const { L, a, b } of chosen) {
+        const n = b - a;
         let body;
         if (width !== null && n > width) body = '"buckets":' + buckets(L, a, b, lo, hi, width);
         else body = '"spans":{"names":' + JSON.stringify(L.names) + SPAN_FIELDS.map(f => ',"' + f + '":' + numbersText(L[f].a, a, b)).join('') + '}';
         lanes.push('{"device":' + json(L.device) + ',"context":' + json(L.context) + ',"stream":' + json(L.stream) + ',"label":' + json(L.label) +
           ',"executions":' + n + ',' + body + '}');
       }
-      if (rFrom === Infinity) continue;
       processes.push('{"pid":' + json(p.pid) + ',"session":' + json(p.session) + ',"name":' + json(p.name) + ',"retained_from":' + json(rFrom / 1e6) +
         ',"retained_to":' + json(rTo / 1e6) + ',"complete":' + complete + ',"lanes":[' + lanes.join(',') + ']}');
     }
