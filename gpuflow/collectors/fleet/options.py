@@ -58,38 +58,40 @@ def targets_file(value: Any) -> str | None:
     return path
 
 
-def target_urls(value: Any) -> tuple[Target, ...]:
-    """Agents' URLs: a list (a repeated flag), or text with URLs separated by commas."""
+def _listed(value: Any, kind: type, what: str) -> list:
+    """A repeated flag's values: ``kind`` objects as given, and every comma-separated text of a
+    list (or of one text); anything else is refused as not ``what``."""
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)):
-        raise ValueError("expected agents' URLs")
+        raise ValueError(f"expected {what}")
     found = []
     for item in value:
+        if isinstance(item, kind):
+            found.append(item)
+        else:
+            found += [text.strip() for text in str(item).split(",") if text.strip()]
+    return found
+
+
+def target_urls(value: Any) -> tuple[Target, ...]:
+    """Agents' URLs: a list (a repeated flag), or text with URLs separated by commas."""
+    found = []
+    for item in _listed(value, Target, "agents' URLs"):
         if isinstance(item, Target):
             found.append(item)
             continue
-        for text in str(item).split(","):
-            if text.strip():
-                try:
-                    found.append(parse_url(text.strip(), "target"))
-                except TargetError as exc:
-                    raise ValueError(str(exc).removeprefix("target: ")) from None
+        try:
+            found.append(parse_url(item, "target"))
+        except TargetError as exc:
+            raise ValueError(str(exc).removeprefix("target: ")) from None
     return unique(found)
 
 
 def srv_names(value: Any) -> tuple[SrvName, ...]:
     """DNS SRV names: a list (a repeated flag), or text with names separated by commas."""
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)):
-        raise ValueError("expected DNS SRV names such as _gpuflow._tcp.example.org")
-    found = []
-    for item in value:
-        if isinstance(item, SrvName):
-            found.append(item)
-            continue
-        found += [parse_srv_name(text) for text in str(item).split(",") if text.strip()]
+    found = [item if isinstance(item, SrvName) else parse_srv_name(item)
+             for item in _listed(value, SrvName, "DNS SRV names such as _gpuflow._tcp.example.org")]
     return tuple(dict.fromkeys(found))
 
 
