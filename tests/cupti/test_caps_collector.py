@@ -8,7 +8,8 @@
 * every cap and budget the decoders and the builder count has its Problem (``caps.problems``);
 * a ring that lies in its header (head beyond the capacity, head going back, the agent's tail
   rewritten, the capacity rewritten) costs the agent that ring's tracing at most, and a ring 64
-  times the agent's own is drained at most a ring of the agent's size per pass.
+  times the agent's own is drained at most a ring of the agent's size per pass, yet to its head,
+  pass after pass, once its process is gone or the agent stops (nothing published is left behind).
 """
 
 from __future__ import annotations
@@ -165,3 +166,36 @@ def test_a_ring_far_larger_than_the_agents_is_drained_a_ring_of_the_agents_size_
     assert p.tail == 1024                       # one pass: at most drain_max_records
     part = poll_until(c, lambda part: part.traced and part.traced[0].records == 1 << 14)
     assert sum(k.count for k in part.traced[0].kernels) == (1 << 14) - 1
+
+
+def full_ring(rings, capacity: int):
+    """A ring of ``capacity`` records, every one published: a kernel name and kernels of it."""
+    p = rings.producer(capacity=capacity)
+    p.set_status(1, "")
+    p.kernel(0, 1, 13, 10, 20, "_Z1kv")
+    for _ in range(capacity - p.head):
+        p.push_raw(F.kernel(0))
+    return p
+
+
+def test_a_gone_process_is_drained_to_its_head_however_far_behind_the_agent_was(collector_factory, rings):
+    # more than a pass behind when its process exits (an agent short of CPU, or paused): its final
+    # drain takes every record published, in passes, and its counts are complete
+    p = full_ring(rings, 1 << 14)
+    p.mark_exited()
+    pid = rings.gone(p)
+    c = collector_factory(drain_max_records=1000)
+    part = poll_until(c, lambda part: part.traced and part.traced[0].state == "exited")
+    t = part.traced[0]
+    assert (t.pid, p.tail, t.records) == (pid, 1 << 14, 1 << 14)
+    assert sum(k.count for k in t.kernels) == (1 << 14) - 1 and not t.truncated
+
+
+def test_an_agent_stopping_drains_every_ring_to_its_head(collector_factory, rings):
+    p = full_ring(rings, 1 << 13)
+    rings.courier(p)
+    c = collector_factory(drain_max_records=1000)
+    c.poll()
+    assert p.tail == 1000                       # a running process: one pass
+    c.stop()
+    assert p.tail == 1 << 13 and c.part().traced[0].records == 1 << 13

@@ -227,7 +227,7 @@ class CuptiCollector:
             now = time.monotonic()
             for ring in list(self._rings.values()):
                 if not ring.finished and ring.mapped is not None:
-                    changed |= self._drain(ring)
+                    changed |= self._drain(ring, final)
             changed |= self._apply_exit_statuses()
             if changed:
                 self._dirty = True
@@ -308,8 +308,13 @@ class CuptiCollector:
                       f"the last: {refusal.detail}")
         return True
 
-    def _drain(self, ring: _Ring) -> bool:
+    def _passes(self, capacity: int) -> int:
+        """The most passes that drain a ring of ``capacity`` records to its head."""
+        return 1 if self._drain_max is None else -(-capacity // self._drain_max) + 1
+
+    def _drain(self, ring: _Ring, final: bool = False) -> bool:
         """Drain one ring; finish it if its producer is gone. True if anything changed.
+        ``final``: the agent is stopping; everything published is drained.
 
         A ring that turned unreadable is no longer drained but still watched: the process may
         run on, and its exit still ends the ring.
@@ -324,10 +329,17 @@ class CuptiCollector:
             try:
                 # one call takes everything published so far (head - tail <= capacity), up to
                 # drain_max_records (a ring far larger than ours would hold that much resident per
-                # pass); records published meanwhile wait for the next pass, 20 ms later
-                changed = dec.drain(self._drain_max) > 0
-                if changed:
-                    mapped.release_consumed(dec.tail)
+                # pass); records published meanwhile wait for the next pass, 20 ms later. A ring
+                # whose process is gone, or drained by an agent stopping, has no next pass: it is
+                # drained to its head, pass after pass, at most its capacity and a pass more in
+                # all (a process the ring was shared with cannot keep this drain going)
+                for _ in range(self._passes(dec.capacity) if gone or final else 1):
+                    taken = dec.drain(self._drain_max)
+                    if taken:
+                        changed = True
+                        mapped.release_consumed(dec.tail)
+                    if self._drain_max is None or taken < self._drain_max:
+                        break
                 if ring.recorded is not None:
                     Recorder.note_clock(ring.recorded, dec.clock())
             except RingFormatError as exc:
