@@ -14,8 +14,10 @@ a thread of the agent calling ``to_json_dict()`` on the latest snapshot 10 times
 
 Each simulated traced process is a separate process: a small C driver (below, compiled here) that
 dlopens the compiled test producer (built by running tests/support/ringproducer.py: the same
-ring_producer.c and ring_handover.c as libgpuflow_inject.so), creates its own ring with the ring
-size ``gpuflow run`` uses, hands it to the agent's socket from its own pid, and writes a realistic mix at a paced rate: kernels on 4 named streams
+ring_producer.c and ring_handover.c as libgpuflow_inject.so), creates its own ring of
+``--capacity`` records (the injected library's own default, four times what ``gpuflow run`` asks
+for), hands it to the agent's socket from its own pid, and writes a realistic mix at a paced
+rate: kernels on 4 named streams
 (~200 distinct long mangled C++ names, a few hot), host/device copies on the null stream, some
 memsets, a clock sync every second. When its time is up it does the exit flush and exits.
 
@@ -342,7 +344,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--processes", type=int, default=8)
     ap.add_argument("--rate", type=float, default=100_000.0, help="records/s per process")
-    ap.add_argument("--capacity", type=int, default=262_144, help="ring capacity (gpuflow run's default)")
+    ap.add_argument("--capacity", type=int, default=262_144, help="ring capacity (the injected library's own default; gpuflow run asks for 65,536, and the "
+                    "agent drains at most that many a pass)")
     ap.add_argument("--client", choices=("sse", "json"), default="sse",
                     help="a real SSE client (a process of its own), or the to_json_dict stand-in thread")
     ap.add_argument("--retain-mb", type=int, default=256, help="the flight recorder's budget (0: none)")
