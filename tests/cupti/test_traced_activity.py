@@ -122,3 +122,30 @@ def test_copies_have_their_bandwidth_by_host_memory(decoder_impl):
     rates = {(c.direction, c.memory): c.bytes_per_s for c in d.copies}
     assert rates == {("h2d", "pinned"): pytest.approx((64 << 20) / 2e-3), ("h2d", "pageable"): pytest.approx((64 << 20) / 8e-3)}
     assert d.busy_pct is None and d.kernel_span_ns is None
+
+
+def test_a_names_entry_follows_its_main_configuration_and_is_made_again_only_when_it_can_change(decoder_impl,
+                                                                                              monkeypatch):
+    from gpuflow.collectors.cupti import traced_activity
+    made = []
+    real = traced_activity.ActivityBuilder._kernel_launch
+    monkeypatch.setattr(traced_activity.ActivityBuilder, "_kernel_launch",
+                        lambda self, *a: made.append(a[1].mangled) or real(self, *a))
+    small = F.kernel(2, start=0, end=10, block=(64, 1, 1), registers=32, launch_id=2)
+    big = F.kernel(2, start=0, end=100, block=(1024, 1, 1), registers=32, launch_id=2)
+    gemm = F.kernel(1, start=0, end=50, block=(256, 1, 1), registers=64, launch_id=1, grid=(132, 1, 1))
+    ring = Ring(decoder_impl.cls, head() + [small, big, gemm])
+    first = ring.build(WALL)
+    assert [x.block_threads for x in first.kernel_launches] == [1024, 256] and sorted(made) == ["_Z3addPf", "_Z4gemmPfi"]
+    made.clear()
+    ring.add([small] * 20 + [gemm] * 5)        # the small configuration now has the most time
+    later = ring.build(WALL + 2 * 10**9)     # the full look, a second later
+    add, gemm_entry = later.kernel_launches
+    assert add.block_threads == 64 and add.occupancy_pct == round(expected((64, 1, 1), 32, (0, 1 << 17, 0, 1), 1)
+                                                                 .occupancy * 100, 3)
+    assert gemm_entry is first.kernel_launches[1] and made == ["_Z3addPf"]   # gemm's inputs did not move
+    made.clear()
+    ring.add([F.kernel(1, start=0, end=50, block=(256, 1, 1), registers=64, launch_id=1, grid=(1320, 1, 1))])
+    wider = ring.build(WALL + 2 * 10**9 + 1)  # a grid extreme moved: its waves, at once
+    assert made == ["_Z4gemmPfi"] and wider.kernel_launches[1].waves_max == round(
+        expected((256, 1, 1), 64, (8192, 32768), 1320).waves, 4)

@@ -88,6 +88,8 @@ class ActivityBuilder:
         self._full_at = -FULL_EVERY_NS
         self._shown = 0            # how many kernels were shown by name then
         self._by_id: dict[int, KernelLaunch] = {}
+        #: name id -> what its KernelLaunch in _by_id was made from (_launch_inputs)
+        self._inputs: dict[int, tuple[Any, ...]] = {}
         self._table: tuple[KernelLaunch, ...] = ()
 
     # -- devices -----------------------------------------------------------------------------
@@ -146,22 +148,31 @@ class ActivityBuilder:
         -> KernelStat), by (name, mangled). Only the names whose configurations changed since the
         last build are looked at (``kernel_configs(since)``: a configuration, a grid extreme), and
         every name once a second (the main configuration is the one with the most time, which moves
-        with the launches), when a name was added to ``shown``, and when the device facts changed."""
+        with the launches), when a name was added to ``shown``, and when the device facts changed.
+        Of those, only a name whose entry's inputs moved (``_launch_inputs``) is made again."""
         full = (now_ns - self._full_at >= FULL_EVERY_NS or now_ns < self._full_at
                 or len(shown) != self._shown or self._facts_changed)
         stamp, entries = decoder.kernel_configs(0 if full else self._stamp)
         if not entries and not full:
             return self._table
+        if self._facts_changed:   # every figure is computed again
+            self._inputs.clear()
         self._stamp, self._facts_changed, self._shown = stamp, False, len(shown)
         if full:
             self._full_at = now_ns
         changed = False
+        inputs_of, made = self._inputs, self._by_id
         for name_id, configs, more in entries:
             stat = shown.get(name_id)
             if stat is None or not configs:
                 continue
-            launch = self._kernel_launch(decoder, stat, configs, more)
-            if self._by_id.get(name_id) != launch:
+            main = 0 if len(configs) == 1 else _main(configs)
+            inputs = _launch_inputs(stat, configs, main, more)
+            if inputs_of.get(name_id) == inputs and name_id in made:
+                continue   # the same entry as the last one made (most names, at the full look)
+            inputs_of[name_id] = inputs
+            launch = self._kernel_launch(decoder, stat, configs, more, main)
+            if made.get(name_id) != launch:
                 self._by_id[name_id] = launch
                 changed = True
         if changed:
@@ -170,10 +181,9 @@ class ActivityBuilder:
         return self._table
 
     def _kernel_launch(self, decoder: RingDecoder, stat: KernelStat, configs: tuple[A.KernelConfig, ...],
-                       more: tuple[int, int, int]) -> KernelLaunch:
-        """One kernel name's KernelLaunch (docs/snapshot.md)."""
+                       more: tuple[int, int, int], main: int) -> KernelLaunch:
+        """One kernel name's KernelLaunch (docs/snapshot.md); ``main``: its main configuration's index."""
         figures = [self._figure(decoder.launch_config, c) for c in configs]
-        main = max(range(len(configs)), key=lambda i: (configs[i].total_ns, configs[i].count, -i))
         c, fig = configs[main], figures[main]
         launch = self._launch(decoder.launch_config, c.launch_id)
         fields: dict[str, Any] = dict(
@@ -217,6 +227,21 @@ class ActivityBuilder:
                                        c.registers, config)
             self._occupancy[key] = fig
         return fig
+
+
+def _main(configs: tuple[A.KernelConfig, ...]) -> int:
+    """The main configuration's index: the most time, else the most launches, else the first seen."""
+    return max(range(len(configs)), key=lambda i: (configs[i].total_ns, configs[i].count, -i))
+
+
+def _launch_inputs(stat: KernelStat, configs: tuple[A.KernelConfig, ...], main: int,
+                   more: tuple[int, int, int]) -> tuple[Any, ...]:
+    """Everything a name's KernelLaunch is made of, with the device facts (ActivityBuilder forgets
+    them all when those change): its name, each configuration's shape (device, block, registers,
+    launch id: its occupancy), which one is main and that one's grid extremes (its waves), and the
+    launches in further configurations; not the launches' counts and times, which move with every
+    launch and which the entry does not carry."""
+    return stat.mangled, main, more[0], configs[main][7:], tuple([c[:4] for c in configs])
 
 
 def _waves(grid_blocks: int, fig: Occupancy, sm_count: int | None) -> float | None:
