@@ -119,7 +119,11 @@ def produce_snapshot(context: CollectorContext) -> SnapshotPart | None:
     * ``problems``: concatenated in source order;
     * every key above includes the item's ``host``: the agent tags the items of a part that lists
       no ``hosts`` with its own host's name; a part that lists ``hosts`` (a hub's fleet
-      collector) tags its items itself, and its hosts join the snapshot's ``hosts``.
+      collector) tags its items itself, and its hosts join the snapshot's ``hosts``;
+    * a part that sets ``in_merge_order`` promises its items are already as these rules leave them
+      (each key once, in the snapshot's order: devices by host, index, uuid; processes by host,
+      pid, their attachments by device index, uuid; traced by host, pid, session; roll-ups by
+      host, session): when no other part has items, they are taken as they are (a hub's fleet).
 
     The result is therefore the same whatever order the plugins were registered in.
 

@@ -48,7 +48,8 @@ def _host_key(name: str | None) -> str:
 def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float,
                 identity: Identity | None = None, interval_s: float | None = None) -> Snapshot:
     """One snapshot of ``parts``; ``identity`` and ``interval_s`` are the agent's own (its host
-    entry is made only when they are given)."""
+    entry is made only when they are given). The items of a part ``in_merge_order`` are taken as
+    they are when no other part has items (what keying and sorting them would give again)."""
     ordered = sorted(parts, key=lambda p: p.source)
     host_values: dict[str, object] = {}
     devices: dict[tuple[str, str], object] = {}
@@ -57,21 +58,16 @@ def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float,
     retired: dict[tuple[str, str], object] = {}
     hosts: dict[str, FleetHost] = {}
     problems, own_problems, local = [], [], False
+    with_items = [p for p in ordered if p.devices or p.processes or p.traced or p.traced_retired]
+    as_they_are = with_items[0] if len(with_items) == 1 and with_items[0].in_merge_order else None
     for part in ordered:
         if part.host is not None:
             for f in fields(HostInfo):
                 value = getattr(part.host, f.name)
                 if value is not None and host_values.get(f.name) is None:
                     host_values[f.name] = value
-        for device in part.devices:
-            devices.setdefault((_host_key(device.host), device.uuid), device)
-        for proc in part.processes:
-            key = (_host_key(proc.host), proc.pid)
-            processes[key] = _merge_process(processes.get(key), proc)
-        for t in part.traced:
-            traced.setdefault((_host_key(t.host), t.session, t.pid), t)
-        for r in part.traced_retired:
-            retired.setdefault((_host_key(r.host), r.session), r)
+        if part is not as_they_are:
+            _key_items(part, devices, processes, traced, retired)
         for h in part.hosts:
             if h.name is not None:
                 hosts.setdefault(h.name, h)
@@ -84,27 +80,47 @@ def merge_parts(parts: Iterable[SnapshotPart], seq: int, timestamp: float,
     host = HostInfo(**host_values)  # type: ignore[arg-type]
     if identity is not None and local:
         hosts[identity.name] = FleetHost(info=host, problems=tuple(own_problems))
+    if as_they_are is not None:
+        items = (as_they_are.devices, as_they_are.processes, as_they_are.traced, as_they_are.traced_retired)
+    else:
+        items = (
+            tuple(devices[k] for k in sorted(devices, key=lambda k: (
+                k[0], devices[k].index, k[1]))),  # type: ignore[attr-defined]
+            tuple(processes[k] for k in sorted(processes)),
+            tuple(traced[k] for k in sorted(traced, key=lambda k: (k[0], k[2], k[1]))),  # type: ignore[misc]
+            tuple(retired[k] for k in sorted(retired)))  # type: ignore[misc]
     return Snapshot(
         seq=seq,
         timestamp=timestamp,
         host=host,
         problems=tuple(problems),
-        devices=tuple(devices[k] for k in sorted(devices, key=lambda k: (
-            k[0], devices[k].index, k[1]))),  # type: ignore[attr-defined]
-        processes=tuple(processes[k] for k in sorted(processes)),
-        traced=tuple(traced[k] for k in sorted(traced, key=lambda k: (k[0], k[2], k[1]))),  # type: ignore[misc]
+        devices=items[0],
+        processes=items[1],
+        traced=items[2],
         sources=tuple(p.source for p in ordered),
-        traced_retired=tuple(retired[k] for k in sorted(retired)),  # type: ignore[misc]
+        traced_retired=items[3],
         hosts=tuple(hosts[name] for name in sorted(hosts)),
     )
 
 
+def _key_items(part: SnapshotPart, devices: dict, processes: dict, traced: dict, retired: dict) -> None:
+    """``part``'s items into the merge's dicts by key, the first part's winning."""
+    for device in part.devices:
+        devices.setdefault((_host_key(device.host), device.uuid), device)
+    for proc in part.processes:
+        key = (_host_key(proc.host), proc.pid)
+        processes[key] = _merge_process(processes.get(key), proc)
+    for t in part.traced:
+        traced.setdefault((_host_key(t.host), t.session, t.pid), t)
+    for r in part.traced_retired:
+        retired.setdefault((_host_key(r.host), r.session), r)
+
+
 def _merge_process(known: Process | None, new: Process) -> Process:
-    if known is None:   # the usual case: one part knows the process (a hub's: thousands of them)
-        attachments = new.attachments
-        if all(_order(a) <= _order(b) for a, b in zip(attachments, attachments[1:])):
+    if known is None:   # the usual case: one part knows the process
+        if attachments_in_order(new.attachments):
             return new
-        return replace(new, attachments=_sorted_attachments(attachments))
+        return replace(new, attachments=sorted_attachments(new.attachments))
     by_uuid: dict[str, Attachment] = {a.device_uuid: a for a in known.attachments}
     for a in new.attachments:
         by_uuid.setdefault(a.device_uuid, a)
@@ -113,7 +129,7 @@ def _merge_process(known: Process | None, new: Process) -> Process:
         name=known.name if known.name is not None else new.name,
         user=known.user if known.user is not None else new.user,
         cmdline=known.cmdline if known.cmdline is not None else new.cmdline,
-        attachments=_sorted_attachments(by_uuid.values()),
+        attachments=sorted_attachments(by_uuid.values()),
         workload=known.workload if known.workload is not None else new.workload,
     )
 
@@ -122,5 +138,10 @@ def _order(a: Attachment) -> tuple[int, str]:
     return (a.device_index, a.device_uuid)
 
 
-def _sorted_attachments(items: Iterable[Attachment]) -> tuple[Attachment, ...]:
+def attachments_in_order(items: tuple[Attachment, ...]) -> bool:
+    """Whether a process's attachments are in the snapshot's order (device index, uuid)."""
+    return all(_order(a) <= _order(b) for a, b in zip(items, items[1:]))
+
+
+def sorted_attachments(items: Iterable[Attachment]) -> tuple[Attachment, ...]:
     return tuple(sorted(items, key=_order))

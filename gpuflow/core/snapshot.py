@@ -448,6 +448,10 @@ class SnapshotPart:
     A part of this agent's own host leaves ``hosts`` empty: the agent tags its items with its own
     host name. A part about other hosts (a hub's fleet collector) lists them in ``hosts`` and tags
     every item itself.
+
+    ``in_merge_order``: the part's items are already as the merge would leave them, each key once
+    and in the snapshot's order (gpuflow.core.merge); when no other part has items, the merge
+    then takes them as they are (a hub's thousands of items, at every snapshot).
     """
 
     source: str
@@ -458,6 +462,7 @@ class SnapshotPart:
     problems: tuple[Problem, ...] = ()
     traced_retired: tuple[RetiredTraced, ...] = ()
     hosts: tuple[FleetHost, ...] = ()
+    in_merge_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ DEVICE = (3, "GPU-1", "NVIDIA H200", "00000000:19:00.0", False, 87, 41, 1 << 34,
     (Attachment, (0, "GPU-1", "compute+graphics", None, 99, None)),
     (Process, (42, "python", "alice", "python", (Attachment(0, "GPU-1"),), "gpu-node-3",
                Workload(container_id="ab" * 32, pod_uid="5a1c3e2f-8b4d-4f0e-9c6a-1d2e3f405161"))),
-    (SnapshotPart, ("nvml", None, (Device(0, "GPU-0"),), (), (), (), (), ())),
+    (SnapshotPart, ("nvml", None, (Device(0, "GPU-0"),), (), (), (), (), (), False)),
 ])
 def test_same_object_as_the_constructor(cls, values):
     make = positional_constructor(cls)

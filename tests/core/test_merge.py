@@ -72,3 +72,37 @@ def test_span_json_has_every_field_of_span():
     expected = asdict(span)
     expected["grid"] = [1, 2, 3]
     assert encoded == expected
+
+
+def fleet_part(in_merge_order: bool) -> SnapshotPart:
+    """A hub's part: two hosts' items, each host's in the snapshot's order, the hosts by name."""
+    items = []
+    for host in ("gpu-a", "gpu-b"):
+        items.append((
+            (Device(index=0, uuid=f"{host}-0", host=host), Device(index=1, uuid=f"{host}-1", host=host)),
+            (Process(pid=7, host=host, attachments=(Attachment(0, f"{host}-0"), Attachment(1, f"{host}-1"))),
+             Process(pid=40, host=host)),
+            (TracedProcess(pid=7, session="r", host=host), TracedProcess(pid=7, session="s", host=host)),
+        ))
+    return SnapshotPart(source="fleet", devices=tuple(d for i in items for d in i[0]),
+                        processes=tuple(p for i in items for p in i[1]),
+                        traced=tuple(t for i in items for t in i[2]),
+                        problems=(Problem("fleet", "one down"),), in_merge_order=in_merge_order)
+
+
+def test_a_part_in_merge_order_is_taken_as_it_is_and_gives_what_merging_it_gives():
+    taken = merge_parts([fleet_part(True)], 3, 1.0)
+    merged = merge_parts([fleet_part(False)], 3, 1.0)
+    assert taken == merged
+    part = fleet_part(True)
+    taken = merge_parts([part, SnapshotPart(source="nvml", problems=(Problem("nvml", "x"),))], 3, 1.0)
+    assert taken.devices is part.devices and taken.processes is part.processes and taken.traced is part.traced
+    assert [p.message for p in taken.problems] == ["one down", "x"]
+
+
+def test_a_part_in_merge_order_is_merged_with_another_that_has_items():
+    other = SnapshotPart(source="extra", devices=(Device(index=5, uuid="gpu-a-0", name="shadow", host="gpu-a"),
+                                                  Device(index=0, uuid="gpu-0", host="gpu-0")))
+    snap = merge_parts([fleet_part(True), other], 1, 0.0)
+    assert snap == merge_parts([fleet_part(False), other], 1, 0.0)
+    assert [d.uuid for d in snap.devices][:3] == ["gpu-0", "gpu-a-1", "gpu-a-0"] and snap.devices[2].name == "shadow"

@@ -24,9 +24,10 @@ agents do not all come back at the same instant, and never sooner than the agent
 **What an agent cannot do** (it is untrusted): make the hub follow a redirect (refused), send a
 line or an event over the frame bound (the connection is dropped, the host gets a problem saying
 so), hold a connection slot (the answer's head must come within 15 s of dialling), put items
-under another host's name (each item is tagged by the hub, parse.py), take another target's
-name (HostTable.claim), or put text of its own into the hub's problem lines (they say what
-was wrong, never what was sent).
+under another host's name (each item is tagged by the hub, parse.py), list an item twice (its
+frame is refused; the hub keeps each host's items in the snapshot's order, host_order.py), take
+another target's name (HostTable.claim), or put text of its own into the hub's problem lines
+(they say what was wrong, never what was sent).
 
 Constraints: runs on the hub's event loop only; the published views are immutable; every await
 is bounded or cancellable.
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import orjson
 
-from gpuflow.collectors.fleet import parse
+from gpuflow.collectors.fleet import host_order, parse
 from gpuflow.collectors.fleet.host_table import SOURCE, HostView
 from gpuflow.collectors.fleet.kernel_tables import CheckedTables
 from gpuflow.collectors.fleet.lane_columns import read_rows
@@ -278,16 +279,16 @@ class Link:
             info = replace(info, name=name, boot_epoch=epoch)
         renamed = name != self.name
         parts = {}
-        for key, convert, made in (("devices", parse.devices, self.devices),
-                                   ("processes", parse.processes, self.processes),
-                                   ("traced_retired", parse.retired, self.retired)):
+        for key, convert, ordered, made in (("devices", parse.devices, host_order.devices, self.devices),
+                                            ("processes", parse.processes, host_order.processes, self.processes),
+                                            ("traced_retired", parse.retired, host_order.retired, self.retired)):
             if renamed or plain.get(key) is not raw.get(key):
                 value = plain.get(key, [])
                 if value is KEPT:   # renamed, and the part left out: the objects, under the new name
                     parts[key] = tuple(replace(o, host=name) for o in made)
-                else:
-                    parts[key] = convert(value, name)
-        traced = parse.traced(plain.get("traced", []), name)
+                else:   # in the snapshot's order, each key once (host_order.py)
+                    parts[key] = ordered(convert(value, name))
+        traced = host_order.traced(parse.traced(plain.get("traced", []), name))
         # every part read: the frame is taken whole
         if detail == SUMMARY:
             self.lanes.clear()

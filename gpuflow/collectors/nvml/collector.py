@@ -483,7 +483,7 @@ class NvmlCollector:
         self._built_host = h = self._host
         host = HostInfo(h.hostname, h.driver_version, h.nvml_version, h.cuda_driver_version, True,
                         self.polls, self.last_poll_s, self.poll_errors)
-        self._built = part = make_part(SOURCE, host, tuple(devices), processes, (), problems_t, (), ())
+        self._built = part = make_part(SOURCE, host, tuple(devices), processes, (), problems_t, (), (), False)
         return part, new
 
     def _no_processes(self) -> tuple[Process, ...]:

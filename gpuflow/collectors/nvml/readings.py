@@ -140,7 +140,7 @@ _ATTACHMENT_FIELDS = ("device_index", "device_uuid", "kind", "memory_used_bytes"
                       "mem_util_pct")
 _PROCESS_FIELDS = ("pid", "name", "user", "cmdline", "attachments", "host", "workload")
 _PART_FIELDS = ("source", "host", "devices", "processes", "traced", "problems", "traced_retired",
-                "hosts")
+                "hosts", "in_merge_order")
 for _cls, _names in ((Device, _DEVICE_FIELDS), (Attachment, _ATTACHMENT_FIELDS),
                      (Process, _PROCESS_FIELDS), (SnapshotPart, _PART_FIELDS),
                      (HealthReadings, _HEALTH_FIELDS), (LinkReadings, _LINK_FIELDS)):
