@@ -153,8 +153,9 @@ def extensions() -> list[Extension]:
     """The compiled twins: the ring decoder, the export's slice encoder (gpuflow/export), the
     window answer's integer-column writer (gpuflow/transport/json_ints.py), the stream's span
     row and kernel entry writer (gpuflow/transport/wire_text.py), the snapshot builder's kernel
-    table helper (gpuflow/collectors/cupti/kernel_table.py) and a hub's span row reader
-    (gpuflow/collectors/fleet/lane_columns.py)."""
+    table helper (gpuflow/collectors/cupti/kernel_table.py), a hub's span row reader
+    (gpuflow/collectors/fleet/lane_columns.py) and the snapshot objects' positional constructor
+    (gpuflow/core/frozen.py)."""
     if DISABLE:
         return []
     sources = {"gpuflow.collectors.cupti._decoder_c": ("gpuflow/collectors/cupti/_decoder_c.pyx", ["cupti_src"]),
@@ -162,7 +163,8 @@ def extensions() -> list[Extension]:
                "gpuflow.export._slices_c": ("gpuflow/export/_slices_c.pyx", []),
                "gpuflow.transport._json_ints_c": ("gpuflow/transport/_json_ints_c.pyx", []),
                "gpuflow.transport._wire_text_c": ("gpuflow/transport/_wire_text_c.pyx", []),
-               "gpuflow.collectors.fleet._rows_c": ("gpuflow/collectors/fleet/_rows_c.pyx", [])}
+               "gpuflow.collectors.fleet._rows_c": ("gpuflow/collectors/fleet/_rows_c.pyx", []),
+               "gpuflow.core._slots_c": ("gpuflow/core/_slots_c.pyx", [])}
     present = {name: spec for name, spec in sources.items() if (HERE / spec[0]).exists()}
     if not present:
         return []
