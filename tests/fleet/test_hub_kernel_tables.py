@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuflow.collectors.fleet import parse
-from gpuflow.collectors.fleet.host_table import HostTable
 from gpuflow.collectors.fleet.kernel_tables import CheckedTable, CheckedTables
 from gpuflow.collectors.fleet.lane_columns import read_rows
 from gpuflow.collectors.fleet.link import Link, LinkError
@@ -23,6 +22,7 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import KernelLaunch, KernelStat, TracedProcess
 from gpuflow.transport.frames import FrameEncoder
 from gpuflow.transport.wire import StreamReader
+from link_host import LinkHost
 from snapshots import make_snapshot
 
 KERNEL_CAP = LIST_CAPS["kernels"]
@@ -178,23 +178,10 @@ def test_a_full_frame_past_the_cap_is_refused_before_any_entry_is_kept():
     assert hub.last == {}
 
 
-class _Hub:
-    credentials = None
-
-    def __init__(self) -> None:
-        self.table = HostTable()
-
-    def changed(self, urgent: bool) -> None:
-        pass
-
-    def watched(self, name: str) -> bool:
-        return True
-
-
 def test_the_hub_drops_an_agent_whose_changed_kernel_is_hostile_saying_where_never_what():
     """Through a link, as the hub reads a followed agent's bytes."""
     agent = Agent(6)
-    link = Link(parse_url("http://127.0.0.1:9"), _Hub())
+    link = Link(parse_url("http://127.0.0.1:9"), LinkHost(watched=True))
     parser = SseParser(1 << 20)
     reader = StreamReader(fallback_host=link.target.fallback_name, spans=read_rows, tables=CheckedTables())
 

@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import pytest
 
-from gpuflow.collectors.fleet.host_table import HostTable
 from gpuflow.collectors.fleet.link import Link, LinkError
 from gpuflow.collectors.fleet.sse_events import SseParser
 from gpuflow.collectors.fleet.targets import parse_url
@@ -18,20 +17,8 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.merge import merge_parts
 from gpuflow.core.snapshot import Attachment, Device, Process, RetiredTraced, TracedProcess
 from gpuflow.transport.frames import FrameEncoder
+from link_host import LinkHost
 from snapshots import make_snapshot
-
-
-class _Hub:
-    credentials = None
-
-    def __init__(self) -> None:
-        self.table = HostTable()
-
-    def changed(self, urgent: bool) -> None:
-        pass
-
-    def watched(self, name: str) -> bool:
-        return False
 
 
 def shuffled_snapshot(rng: random.Random, host: str):
@@ -55,7 +42,7 @@ def frame(snap) -> bytes:
     return FrameEncoder(board, span_rate=None).current().full
 
 
-def follow(hub: _Hub, name: str, *frames: bytes) -> Link:
+def follow(hub: LinkHost, name: str, *frames: bytes) -> Link:
     """A link taking ``frames`` from the agent at ``name`` (the host shows by its address)."""
     link = Link(parse_url(f"http://{name}:7717"), hub)
     parser, reader = SseParser(1 << 24), link.new_reader()
@@ -67,7 +54,7 @@ def follow(hub: _Hub, name: str, *frames: bytes) -> Link:
 @pytest.mark.parametrize("seed", range(12))
 def test_the_hubs_part_is_in_merge_order_and_gives_what_merging_it_gives(seed):
     rng = random.Random(seed)
-    hub, sent = _Hub(), []
+    hub, sent = LinkHost(), []
     for name in rng.sample(["gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e"], 4):
         sent.append(shuffled_snapshot(rng, name))
         follow(hub, name, frame(sent[-1]))
@@ -95,7 +82,7 @@ def test_a_key_listed_twice_refuses_the_frame_and_keeps_what_was_taken(part, twi
     good = shuffled_snapshot(rng, "gpu-a")
     while not (good.devices and good.processes):
         good = shuffled_snapshot(rng, "gpu-a")
-    hub = _Hub()
+    hub = LinkHost()
     link = follow(hub, "gpu-a", frame(good))
     kept = (link.devices, link.processes, link.traced, link.retired)
     with pytest.raises(LinkError, match=rf"refuses \({part}: an entry listed twice\)"):
