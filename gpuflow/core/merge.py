@@ -118,9 +118,7 @@ def _key_items(part: SnapshotPart, devices: dict, processes: dict, traced: dict,
 
 def _merge_process(known: Process | None, new: Process) -> Process:
     if known is None:   # the usual case: one part knows the process
-        if attachments_in_order(new.attachments):
-            return new
-        return replace(new, attachments=sorted_attachments(new.attachments))
+        return process_in_order(new)
     by_uuid: dict[str, Attachment] = {a.device_uuid: a for a in known.attachments}
     for a in new.attachments:
         by_uuid.setdefault(a.device_uuid, a)
@@ -129,7 +127,7 @@ def _merge_process(known: Process | None, new: Process) -> Process:
         name=known.name if known.name is not None else new.name,
         user=known.user if known.user is not None else new.user,
         cmdline=known.cmdline if known.cmdline is not None else new.cmdline,
-        attachments=sorted_attachments(by_uuid.values()),
+        attachments=_sorted_attachments(by_uuid.values()),
         workload=known.workload if known.workload is not None else new.workload,
     )
 
@@ -138,10 +136,13 @@ def _order(a: Attachment) -> tuple[int, str]:
     return (a.device_index, a.device_uuid)
 
 
-def attachments_in_order(items: tuple[Attachment, ...]) -> bool:
-    """Whether a process's attachments are in the snapshot's order (device index, uuid)."""
-    return all(_order(a) <= _order(b) for a, b in zip(items, items[1:]))
+def process_in_order(p: Process) -> Process:
+    """``p`` with its attachments in the snapshot's order (device index, uuid): itself if they are."""
+    items = p.attachments
+    if all(_order(a) <= _order(b) for a, b in zip(items, items[1:])):
+        return p
+    return replace(p, attachments=_sorted_attachments(items))
 
 
-def sorted_attachments(items: Iterable[Attachment]) -> tuple[Attachment, ...]:
+def _sorted_attachments(items: Iterable[Attachment]) -> tuple[Attachment, ...]:
     return tuple(sorted(items, key=_order))

@@ -173,7 +173,7 @@ class ActivityBuilder:
             inputs_of[name_id] = inputs
             launch = self._kernel_launch(decoder, stat, configs, more, main)
             if made.get(name_id) != launch:
-                self._by_id[name_id] = launch
+                made[name_id] = launch
                 changed = True
         if changed:
             self._table = tuple(sorted((x for nid, x in self._by_id.items() if nid in shown),

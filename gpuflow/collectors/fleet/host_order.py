@@ -15,11 +15,10 @@ and O(n) when they come in order, as an agent sends them.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from gpuflow.collectors.fleet.parse import FrameRefused
-from gpuflow.core.merge import attachments_in_order, sorted_attachments
+from gpuflow.core.merge import process_in_order
 from gpuflow.core.snapshot import Device, Process, RetiredTraced, TracedProcess
 
 
@@ -42,11 +41,7 @@ def devices(items: Sequence[Device]) -> tuple[Device, ...]:
 
 def processes(items: Sequence[Process]) -> tuple[Process, ...]:
     """By pid, each one's attachments by (device index, uuid)."""
-    out = _in_order(items, lambda p: p.pid, "processes")
-    if all(attachments_in_order(p.attachments) for p in out):
-        return out
-    return tuple(p if attachments_in_order(p.attachments) else replace(p, attachments=sorted_attachments(p.attachments))
-                 for p in out)
+    return tuple(map(process_in_order, _in_order(items, lambda p: p.pid, "processes")))
 
 
 def traced(items: Sequence[TracedProcess]) -> tuple[TracedProcess, ...]:
