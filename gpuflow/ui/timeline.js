@@ -188,7 +188,10 @@ function exportRange() {
 // Save window (open false) or Open in Perfetto (true): called in the user's click or key
 export function exportWindow(open) {
   if (demo) { say('demo mode: the demo has no agent to export from', true); return; }
-  if (!canRewind()) { say('the agent keeps nothing to export', true); return; }
+  if (!canRewind()) {
+    say(scrub.nothingKept ? 'the agent keeps nothing to export' : 'still asking the agent what it keeps: try again in a moment', true);
+    return;
+  }
   if (scrub.gone) { say('this moment is no longer retained: nothing to save', true); return; }
   const { from, to, pid } = exportRange();
   const what = fmtWindow(to - from) + ' up to ' + fmtClock(to, true) + (pid !== null ? ' of pid ' + pid : '');

@@ -16,7 +16,7 @@ import pytest
 import requests
 from perfetto_read import read
 
-from .conftest import open_live
+from .conftest import hook, open_live, until
 
 pytestmark = pytest.mark.browser
 
@@ -131,6 +131,7 @@ def test_the_e_key_saves_the_shown_window_and_opens_it_in_perfetto(page, agent):
     page.context.route("https://ui.perfetto.dev/**",
                        lambda route: route.fulfill(status=200, content_type="text/html", body=STUB))
     open_live(page, agent)
+    until(page, "window.__gpuflow.timeline.retained !== null", timeout=20000)   # what a user sees before E does anything
     with page.expect_download() as saved, page.expect_popup() as popup:
         page.keyboard.press("e")
     ui = popup.value
@@ -141,3 +142,22 @@ def test_the_e_key_saves_the_shown_window_and_opens_it_in_perfetto(page, agent):
     t = read(data)
     assert t.whole and t.slices and {t.path(s.track)[0] for s in t.slices} == {"pid 5000"}
     assert got["sha256"] == hashlib.sha256(data).hexdigest() and got["fileName"] == saved.value.suggested_filename
+
+
+def test_the_e_key_before_the_agent_said_what_it_keeps_says_so_and_opens_nothing(page, agent):
+    # the page's questions about the retained range held unanswered: the range is not yet known
+    held = []
+    page.route("**/api/history?**", lambda route: held.append(route))
+    page.route("**/api/window?**", lambda route: held.append(route))
+    opened = []
+    page.on("popup", lambda popup: opened.append(popup))
+    open_live(page, agent)
+    page.keyboard.press("e")
+    until(page, "window.__gpuflow.timeline.texts[4] !== ''")
+    tl = hook(page, "timeline")
+    assert tl["texts"][4] == "still asking the agent what it keeps: try again in a moment"
+    assert tl["retained"] is None and not tl["nothingKept"] and tl["exports"] == 0 and not opened
+    assert held   # the questions were asked, and are held
+    page.unroute("**/api/history?**")   # held questions go on to the agent
+    page.unroute("**/api/window?**")
+    until(page, "window.__gpuflow.timeline.retained !== null", timeout=20000)
