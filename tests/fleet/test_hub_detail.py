@@ -130,8 +130,8 @@ def window_doc(body: bytes) -> dict:
     """A window answer without what moves on its own (what is retained, at the time of asking)."""
     doc = json.loads(body)
     for p in doc.get("processes", []):
-        p.pop("retained_from_us", None)
-        p.pop("retained_to_us", None)
+        p.pop("retained_from")
+        p.pop("retained_to")
     return {k: v for k, v in doc.items() if not k.startswith("retained")}
 
 
