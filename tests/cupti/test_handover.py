@@ -214,7 +214,7 @@ def test_thousands_of_connections_leave_the_collector_live_and_bounded(collector
     assert kernels_of(c.part(), child.pid) == 18 and c.part().traced[0].state == "running"
 
 
-def test_what_a_killed_agent_left_is_removed_by_the_next_and_nothing_else(tmp_path):
+def test_what_a_killed_agent_left_is_removed_by_the_next_and_nothing_else_and_the_live_one_hears_no_refusal(tmp_path):
     live = H.RingSocket.in_private_directory(tmp_path / "gpuflow-1111111111111111")
     dead = tmp_path / "gpuflow-0123456789abcdef"
     dead.mkdir(mode=0o700)
@@ -239,8 +239,22 @@ def test_what_a_killed_agent_left_is_removed_by_the_next_and_nothing_else(tmp_pa
     removed = H.remove_stale_directories(tmp_path)
     assert sorted(removed) == sorted([dead, empty])
     assert all(p.exists() or p.is_symlink() for p in kept.values()) and live.path.exists()
+    # the sweep asked the live agent whether it listens: it says nothing of that (no refusal)
+    assert live.receive() == [] and live.receive() == [] and not live._waiting
     live.close()
     assert not live.path.parent.exists()
     dead.mkdir(mode=0o700)   # the next agent's start sweeps too
     H.RingSocket.in_private_directory(tmp_path / "gpuflow-5555555555555555").close()
     assert not dead.exists()
+
+
+def test_a_probe_with_a_descriptor_is_no_probe(collector_factory, rings):
+    c = collector_factory()
+    fd = sealed_memfd(4096)
+    try:
+        peer = send(rings.socket_path, H.PROBE, (fd,))
+    finally:
+        os.close(fd)
+    part = poll_until(c, lambda part: part.problems)
+    assert "that are not GPUFlow's hello" in problem_of(part, "not_a_hello")
+    peer.close()

@@ -6,36 +6,11 @@ Screenshots go to tests/artifacts/."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pytest
-
+from chromium import ARTIFACTS
 from fleet_agents import Agent, Hub
-
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        sync_playwright = None
-    if sync_playwright is None or not os.access(CHROMIUM, os.X_OK):
-        if os.environ.get("CI") == "true":
-            pytest.fail("browser tests cannot run: playwright or Chromium missing")
-        pytest.skip("browser tests cannot run: playwright or Chromium missing")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -7,44 +7,16 @@ window span for span). Screenshots land in tests/artifacts/."""
 from __future__ import annotations
 
 import math
-import os
 import signal
-from pathlib import Path
 
 import pytest
 import requests
-
+from chromium import ARTIFACTS
 from cli_process import start_gpuflow, stop_gpuflow
 
 from .traces import Recorded
 
 pytestmark = pytest.mark.browser
-
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    why = []
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        why.append("the playwright package is not installed")
-    if not os.access(CHROMIUM, os.X_OK):
-        why.append(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    if why:
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("browser tests cannot run: " + "; ".join(why))
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,9 @@ gpuflow.testing.fake_collector``, in a subprocess with the built-in collectors d
 ``GPUFLOW_FAKE_*``. It serves the page under its real Content-Security-Policy, so a page that
 needs anything the CSP forbids fails here.
 
-Never ``playwright install``: the browser is /usr/bin/chromium (or $GPUFLOW_CHROMIUM). Under
-CI=true a missing browser or playwright is a failure, not a skip (CI installs chromium with
-apt-get); elsewhere the tests skip and say why.
-
-Screenshots go to tests/artifacts/ (git-ignored) for a person to look at.
+The browser is tests/conftest.py's ``browser`` (tests/support/chromium.py: never ``playwright
+install``; under CI=true a missing browser is a failure). Screenshots go to tests/artifacts/
+(git-ignored) for a person to look at.
 """
 
 from __future__ import annotations
@@ -28,13 +26,10 @@ from pathlib import Path
 
 import pytest
 import requests
+from chromium import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "gpuflow" / "ui" / "index.html"
-ARTIFACTS = ROOT / "tests" / "artifacts"
-CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1400, "height": 900}
 
 #: the fake collector's scenario for the shared agent: 3 GPUs (GPU 2 lost), 4 processes, one
@@ -49,34 +44,6 @@ FAKE = {"GPUFLOW_FAKE_GPUS": "3", "GPUFLOW_FAKE_PROCS": "4", "GPUFLOW_FAKE_TRACE
 #: every delta carries only the newest spans of each lane and says how many it skipped
 BUSY = {**FAKE, "GPUFLOW_FAKE_LANES": "16", "GPUFLOW_FAKE_SPANS": "400", "GPUFLOW_FAKE_SPAN_CAP": "512",
         "GPUFLOW_FAKE_RATE_HZ": "5"}
-
-
-def _missing() -> list[str]:
-    why = []
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        why.append("the playwright package is not installed")
-    if not os.access(CHROMIUM, os.X_OK):
-        why.append(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    return why
-
-
-@pytest.fixture(scope="session")
-def browser():
-    why = _missing()
-    if why:
-        msg = "browser tests cannot run: " + "; ".join(why)
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class PageErrors:

@@ -16,7 +16,9 @@ the socket, and the socket is in a directory only the agent's user can enter:
   deadline, at most :data:`MESSAGE_BYTES` read from each;
 * each connection's peer is checked with ``SO_PEERCRED`` (this user or root) before anything is
   read, and its one message must be the hello with exactly one descriptor (received close-on-exec;
-  any other descriptor that came with it is closed at once).
+  any other descriptor that came with it is closed at once). Another agent asking whether this one
+  still listens (the sweep above) says :data:`PROBE` and is dropped without a refusal: an agent
+  starting must not put a warning in every other agent of its user.
 
 What comes out is a :class:`Handover` (the peer's pid and uid from the kernel, the descriptor, the
 connection, whose end is the producer's end) or a :class:`Refusal` saying why. What a descriptor
@@ -64,6 +66,10 @@ EXTRA_MESSAGES_PER_PASS = 8
 #: Agent directories looked at per stale-directory sweep.
 STALE_SCAN_LIMIT = 256
 HELLO = struct.pack("<Q", L.HELLO_MAGIC)
+#: What an agent sends when it connects only to learn whether another agent still listens there
+#: (a stale-directory sweep, or a socket path asked for again): the listener drops the connection
+#: without a word, where a connection that closes without a hello is a refused handover it reports.
+PROBE = b"GPUFLOW-LISTENING?"
 _PEERCRED = struct.Struct("3i")   # pid, uid, gid
 
 
@@ -334,7 +340,7 @@ class RingSocket:
             result = self._read_message(waiting, now)
             if result is None:
                 still.append(waiting)
-            else:
+            elif result is not _PROBED:
                 out.append(result)
         self._waiting = still
         return out
@@ -362,7 +368,9 @@ class RingSocket:
                                "send their ring; the oldest was dropped", oldest.pid, oldest.uid))
         self._waiting.append(_Waiting(connection, pid, uid, now + MESSAGE_DEADLINE_S))
 
-    def _read_message(self, waiting: _Waiting, now: float) -> Handover | Refusal | None:
+    def _read_message(self, waiting: _Waiting, now: float) -> Handover | Refusal | object | None:
+        """The connection's one message read: a Handover, a Refusal, None while it may still come,
+        or _PROBED for another agent's probe (closed, nothing to say)."""
         pid, uid = waiting.pid, waiting.uid
         try:
             data, ancillary, flags, _addr = waiting.connection.recvmsg(
@@ -379,6 +387,9 @@ class RingSocket:
             return Refusal("receive_failed", f"reading pid {pid}'s message failed: {exc.strerror}", pid, uid)
         fds = _descriptors(ancillary)
         problem = None
+        if data == PROBE and not fds and not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            waiting.connection.close()
+            return _PROBED
         if not data:
             problem = ("no_message", f"pid {pid} closed its connection without sending a ring")
         elif flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
@@ -416,10 +427,20 @@ def _descriptors(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
     return list(fds)
 
 
+#: what _read_message answers for a probe
+_PROBED = object()
+
+
 def _someone_listens(path: Path) -> bool:
+    """Whether an agent listens at ``path``: it is asked by connecting and saying :data:`PROBE`, so
+    that the agent there does not count the connection as a refused handover."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
     try:
         probe.connect(str(path))
+        try:
+            probe.send(PROBE, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        except OSError:
+            pass   # it listens; the message is a courtesy
         return True
     except (ConnectionRefusedError, FileNotFoundError):
         return False

@@ -1,0 +1,33 @@
+"""Debian's Chromium as every browser test starts it: where it is, its flags, where screenshots go,
+and what is missing when it cannot start.
+
+Never ``playwright install``: the browser is /usr/bin/chromium (or $GPUFLOW_CHROMIUM). One
+Playwright per test process (tests/conftest.py's session ``browser``): Playwright's sync API
+refuses to start while another of its instances runs in the same thread, which is what a test
+process running several browser test folders (pytest-xdist's workers) would otherwise do.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: screenshots for a person to look at (git-ignored)
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
+#: headless as root, with none of Chromium's own calls out (the machines' network is closed)
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def missing() -> list[str]:
+    """Why the browser tests cannot run here, if they cannot."""
+    why = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        why.append("the playwright package is not installed")
+    if not os.access(CHROMIUM, os.X_OK):
+        why.append(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    return why
