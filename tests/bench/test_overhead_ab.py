@@ -16,6 +16,8 @@ import pytest
 
 from ab_phases import MIN_PROCESSES, mean_interval, on_vs_off_pct, parse_trace, phase_totals
 
+pytestmark = pytest.mark.serial   # times a run: alone, after the parallel pass
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MS = 1_000_000

@@ -13,6 +13,8 @@ import pytest
 
 from overhead_stats import MIN_ROUNDS, above_floor_pct, interval, resolved
 
+pytestmark = pytest.mark.serial   # times a run: alone, after the parallel pass
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

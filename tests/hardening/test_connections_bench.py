@@ -12,7 +12,7 @@ import pytest
 
 from servers import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FIELD = re.compile(r"(\w+)=([\d.]+|nan)")
 

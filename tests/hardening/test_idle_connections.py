@@ -39,6 +39,8 @@ from snapshots import make_snapshot
 from .conftest import TOKEN, proc_status, start_embedded, start_gunicorn, stop_embedded
 from .rawhttp import get
 
+pytestmark = pytest.mark.serial   # times a run: alone, after the parallel pass
+
 ANSWER_S = 1.0  # an unloaded agent answers / and /healthz in milliseconds
 
 

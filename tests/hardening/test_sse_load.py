@@ -17,7 +17,7 @@ import pytest
 
 from servers import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 ARGS = ["--clients", "40", "--slow", "20", "--half", "5", "--extra", "5", "--duration", "10",
         "--send-timeout", "4", "--header-timeout", "2", "--send-buffer", "16384",

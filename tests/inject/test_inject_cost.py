@@ -8,7 +8,10 @@ import re
 import subprocess
 import sys
 
+import pytest
 from inject_lib import ROOT
+
+pytestmark = pytest.mark.serial   # times a run: alone, after the parallel pass
 
 BENCH = ROOT / "bench" / "cost" / "inject_cost.py"
 
