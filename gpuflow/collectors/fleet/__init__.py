@@ -14,7 +14,8 @@ Layout, one job per module:
 * ``srv.py`` - the agents a DNS SRV name lists (``--srv``), asked with the stdlib, as TTLs say;
 * ``credentials.py`` - the bearer token of each target, from a private file read again on change;
 * ``sse_events.py`` - Server-Sent Events read from untrusted bytes, within bounds;
-* ``parse.py`` - a frame's plain form checked and turned into the snapshot's objects;
+* ``parse.py`` - a frame's plain form checked and turned into the snapshot's objects (the
+  checks compiled in ``_checks_c``, its pure-Python twin its own converters);
 * ``lane_columns.py`` - a watched host's span rows read straight into columns (``_rows_c``, its
   twin ``_rows_py``), and its lanes' samples joined;
 * ``lane_keeper.py`` - a watched host's lanes kept from frame to frame, as its agent keeps them;
