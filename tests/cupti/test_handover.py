@@ -236,16 +236,22 @@ def test_what_a_killed_agent_left_is_removed_by_the_next_and_nothing_else_and_th
     (kept["full"] / "other").write_text("x")
     kept["named"].mkdir(mode=0o700)
     kept["linked"].symlink_to(dead)
+    young = tmp_path / "gpuflow-66666666666666aa"   # another agent's, being set up: made, not yet listening
+    young.mkdir(mode=0o700)
+    long_ago = time.time() - H.STALE_AFTER_S - 5
+    for path in (dead, empty, live.path.parent, *kept.values()):
+        os.utime(path, (long_ago, long_ago), follow_symlinks=False)
     removed = H.remove_stale_directories(tmp_path)
     assert sorted(removed) == sorted([dead, empty])
-    assert all(p.exists() or p.is_symlink() for p in kept.values()) and live.path.exists()
+    assert all(p.exists() or p.is_symlink() for p in kept.values()) and live.path.exists() and young.exists()
     # the sweep asked the live agent whether it listens: it says nothing of that (no refusal)
     assert live.receive() == [] and live.receive() == [] and not live._waiting
     live.close()
     assert not live.path.parent.exists()
     dead.mkdir(mode=0o700)   # the next agent's start sweeps too
+    os.utime(dead, (long_ago, long_ago))
     H.RingSocket.in_private_directory(tmp_path / "gpuflow-5555555555555555").close()
-    assert not dead.exists()
+    assert not dead.exists() and young.exists()
 
 
 def test_a_probe_with_a_descriptor_is_no_probe(collector_factory, rings):

@@ -65,6 +65,9 @@ DESCRIPTOR_ROOM = 4
 EXTRA_MESSAGES_PER_PASS = 8
 #: Agent directories looked at per stale-directory sweep.
 STALE_SCAN_LIMIT = 256
+#: A directory changed this recently is another agent's being set up (made, its socket not yet
+#: listening), never stale: the sweep leaves it, and takes it at a later start if it was left.
+STALE_AFTER_S = 60.0
 HELLO = struct.pack("<Q", L.HELLO_MAGIC)
 #: What an agent sends when it connects only to learn whether another agent still listens there
 #: (a stale-directory sweep, or a socket path asked for again): the listener drops the connection
@@ -116,9 +119,11 @@ def remove_stale_directories(base: Path) -> list[Path]:
     """Remove this user's agent directories in ``base`` that no agent listens in any more (an
     agent killed by SIGKILL cannot remove its own); return them.
 
-    Only directories named as agents name them, owned by this user, mode 0700, holding nothing but
-    a socket nobody listens on; looked at through the opened directory (``O_NOFOLLOW``), so nothing
-    else is ever removed. A few hundred entries of ``base`` at most are looked at per call.
+    Only directories named as agents name them, owned by this user, mode 0700, unchanged for
+    :data:`STALE_AFTER_S` (another agent may be between making its directory and listening in it),
+    holding nothing but a socket nobody listens on; looked at through the opened directory
+    (``O_NOFOLLOW``), so nothing else is ever removed. A few hundred entries of ``base`` at most
+    are looked at per call.
     """
     removed: list[Path] = []
     try:
@@ -134,6 +139,8 @@ def remove_stale_directories(base: Path) -> list[Path]:
         try:
             st = os.fstat(fd)
             if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) != 0o700:
+                continue
+            if time.time() - st.st_mtime < STALE_AFTER_S:
                 continue
             inside = os.listdir(fd)
             if inside not in ([], [SOCKET_NAME]):
