@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from chromium import ARTIFACTS
+from chromium import ARTIFACTS, until
 from fleet_agents import Agent, Hub
 
 
@@ -25,11 +25,6 @@ def fleet():
 
 def fleet_state(page) -> dict:
     return page.evaluate("() => window.__gpuflow.fleet")
-
-
-def until(page, expr: str, timeout: float = 10000, polling: float | str = "raf") -> None:
-    """Wait until ``expr`` is true in the page (a function: the page's CSP forbids eval)."""
-    page.wait_for_function(f"() => ({expr})", timeout=timeout, polling=polling)
 
 
 def test_the_overview_a_hosts_plane_and_back(browser, fleet):

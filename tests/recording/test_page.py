@@ -11,7 +11,7 @@ import signal
 
 import pytest
 import requests
-from chromium import ARTIFACTS
+from chromium import ARTIFACTS, until
 from cli_process import start_gpuflow, stop_gpuflow
 
 from .traces import Recorded
@@ -42,10 +42,6 @@ def page(browser):
     assert not errors, errors
 
 
-def until(page, expr: str, timeout: float = 15000) -> None:
-    page.wait_for_function(f"() => ({expr})", timeout=timeout)
-
-
 def hook(page, name: str):
     return page.evaluate(f"window.__gpuflow.{name}")
 
@@ -59,7 +55,7 @@ def get(url: str, route: str, **params) -> dict:
 def test_the_page_shows_a_recording_and_scrubs_over_its_range(page, recording):
     recorded, url = recording
     page.goto(url)
-    until(page, "window.__gpuflow.frames >= 1 && window.__gpuflow.timeline.retained !== null")
+    until(page, "window.__gpuflow.frames >= 1 && window.__gpuflow.timeline.retained !== null", timeout=15000)
     snap = get(url, "api/snapshot")
     (said,) = [p["message"] for p in snap["host"]["problems"] if "recording of" in p["message"]]
     drawn = " ".join(hook(page, "drawn")["problems"])   # the host card's lines, as wrapped
@@ -82,7 +78,7 @@ def test_the_page_shows_a_recording_and_scrubs_over_its_range(page, recording):
     x = page.evaluate(f"window.__gpuflow.trackX({moment!r})")
     page.mouse.click(x, tl["track"]["y"] + tl["track"]["h"] / 2)
     until(page, "(() => { const t = window.__gpuflow.timeline; return t.shown && Math.abs(t.shown.moment - t.moment)"
-                " < 1e-6 && !window.__gpuflow.pendingDraw; })()")
+                " < 1e-6 && !window.__gpuflow.pendingDraw; })()", timeout=15000)
     tl = hook(page, "timeline")
     t, w = tl["moment"], tl["windowS"]
     assert tl["mode"] == "paused" and first <= t <= last and abs(t - moment) < (last - first) / 50

@@ -1,5 +1,5 @@
 """Debian's Chromium as every browser test starts it: where it is, its flags, where screenshots go,
-and what is missing when it cannot start.
+what is missing when it cannot start, and waiting for a page's state (:func:`until`).
 
 Never ``playwright install``: the browser is /usr/bin/chromium (or $GPUFLOW_CHROMIUM). One
 Playwright per test process (tests/conftest.py's session ``browser``): Playwright's sync API
@@ -31,3 +31,12 @@ def missing() -> list[str]:
     if not os.access(CHROMIUM, os.X_OK):
         why.append(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     return why
+
+
+def until(page, expr: str, timeout: float = 10000, polling: float | str = "raf") -> None:
+    """Wait until a JS expression is true in ``page``. Written as a function: Playwright evaluates
+    a bare expression string with eval, which the page's CSP (rightly) refuses. An expression that
+    reads the page's test hook waits for the hook too: just after a navigation the page's modules
+    may not have run yet, and a predicate that throws ends the wait at once."""
+    guard = "window.__gpuflow !== undefined && " if "__gpuflow" in expr else ""
+    page.wait_for_function(f"() => {guard}({expr})", timeout=timeout, polling=polling)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from chromium import ARTIFACTS
+from chromium import ARTIFACTS, until
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "gpuflow" / "ui" / "index.html"
@@ -209,12 +209,6 @@ def open_live(page, agent, frames: int = 3):
     until(page, f"window.__gpuflow.frames >= {frames} && window.__gpuflow.connection === 'live'",
                            timeout=15000)
     return page
-
-
-def until(page, expr: str, timeout: float = 10000) -> None:
-    """Wait until a JS expression is true. Written as a function: Playwright evaluates a bare
-    expression string with eval, which the page's CSP (rightly) refuses."""
-    page.wait_for_function(f"() => ({expr})", timeout=timeout)
 
 
 def hook(page, name: str):
