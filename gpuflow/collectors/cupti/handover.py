@@ -73,6 +73,7 @@ HELLO = struct.pack("<Q", L.HELLO_MAGIC)
 #: (a stale-directory sweep, or a socket path asked for again): the listener drops the connection
 #: without a word, where a connection that closes without a hello is a refused handover it reports.
 PROBE = b"GPUFLOW-LISTENING?"
+_PROBED = object()   # what _read_message answers for a probe
 _PEERCRED = struct.Struct("3i")   # pid, uid, gid
 
 
@@ -432,10 +433,6 @@ def _descriptors(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[:len(data) - len(data) % fds.itemsize])
     return list(fds)
-
-
-#: what _read_message answers for a probe
-_PROBED = object()
 
 
 def _someone_listens(path: Path) -> bool:

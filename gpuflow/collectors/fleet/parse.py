@@ -375,7 +375,7 @@ def _tagged(convert: Callable[..., Any], items: Any, name: str, host: str) -> tu
 def _host_list(cls: type, name: str, kit: _Kit) -> Callable[[Any, str], tuple]:
     """``check(items, host)``: a frame's list ``name`` of ``cls``, each item tagged with ``host``."""
     convert = kit.converter(cls)
-    if isinstance(convert, getattr(_checks_c, "Check", ())):
+    if kit.compiled and isinstance(convert, _checks_c.Check):   # not a class it fell back on
         items = _checks_c.Items(convert, LIST_CAPS.get(name, DEFAULT_CAP))
         return lambda v, host: items.tagged(v, name, host)
     return lambda v, host: _tagged(convert, v, name, host)
