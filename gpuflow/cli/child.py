@@ -5,7 +5,7 @@ The child runs in its own process group so that gpuflow can signal the whole tra
 owns the terminal's foreground, the child's group is made the foreground group for its lifetime,
 so the program reads the terminal and receives Ctrl-C exactly as it would untraced; gpuflow then
 takes the foreground back. SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to gpuflow itself are forwarded to
-the child's group.
+the child's group, whichever of gpuflow's threads the kernel delivered them to.
 
 Constraints: gpuflow never reaps anything but its own child (no waitpid(-1)), which is why the
 embedded server is not gunicorn. Exit status: the child's code, or 128+N for signal N; a missing
@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import shutil
 import signal
 import stat
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: the program is waited for in slices this long (see _wait_exit)
+WAIT_SLICE_S = 0.1
 
 EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
@@ -118,6 +122,33 @@ def _terminal_fd() -> int | None:
     return None
 
 
+def _wait_exit(popen: subprocess.Popen) -> int:
+    """The program's return code, once it has exited, waiting in slices of ``WAIT_SLICE_S``.
+
+    Python runs signal handlers in the main thread, but the kernel may deliver gpuflow's signal
+    to any of its threads (the server's, a collector's); a main thread blocked in one ``waitpid``
+    would run the handler, and so forward the signal, only once the program had exited by itself.
+    Between slices the interpreter runs such a handler. The exit itself is seen at once: each slice
+    waits on the program's pidfd (Linux 5.3 and later), else it sleeps.
+    """
+    try:
+        pidfd: int | None = os.pidfd_open(popen.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            returncode = popen.poll()
+            if returncode is not None:
+                return returncode
+            if pidfd is None:
+                time.sleep(WAIT_SLICE_S)
+            else:
+                select.select([pidfd], [], [], WAIT_SLICE_S)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
 @contextmanager
 def _foreground(pgid: int, tty_fd: int | None) -> Iterator[None]:
     if tty_fd is None:
@@ -175,12 +206,7 @@ class TracedChild:
             if pending is not None:
                 self._forward(pending, None)
             with _foreground(self.pid, self._tty):
-                while True:
-                    try:
-                        returncode = self.popen.wait()
-                        break
-                    except InterruptedError:
-                        continue
+                returncode = _wait_exit(self.popen)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 import time
 
 from gpuflow.core.board import SnapshotBoard
@@ -25,19 +24,28 @@ class StopSignals:
     """SIGINT, SIGTERM and SIGHUP, caught from the moment it is entered: a stop signal that comes
     while the server starts or the start-up summary is printed (the URL is already out) stops
     ``gpuflow watch`` as cleanly as one that comes later. The previous handlers are restored on
-    exit."""
+    exit.
+
+    Python runs a signal's handler in the main thread, but the kernel delivers a process's signal
+    to any thread that does not block it (the server's, a collector's). A main thread blocked in
+    one long wait is then not interrupted, and would run the handler only when that wait ends: a
+    ``kill`` ignored for an hour. So :meth:`wait` waits in slices of ``SLICE_S``. The handler takes
+    no lock (it runs between any two bytecodes of the main thread, perhaps inside a lock the main
+    thread holds): it sets a flag that the slices read.
+    """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    SLICE_S = 0.1
 
     def __init__(self) -> None:
-        self._stop = threading.Event()
+        self._stopped = False
         self._previous: dict[int, object] = {}
         self.received: int | None = None  #: the first stop signal caught, if any
 
     def _handler(self, signum: int, _frame: object) -> None:
         if self.received is None:
             self.received = signum
-        self._stop.set()
+        self._stopped = True
 
     def __enter__(self) -> "StopSignals":
         self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
@@ -50,13 +58,14 @@ class StopSignals:
     def take(self) -> int | None:
         """The stop signal caught so far, if any, forgetting it (it is being passed on)."""
         signum, self.received = self.received, None
-        self._stop.clear()
+        self._stopped = False
         return signum
 
     def wait(self) -> None:
-        """Until a stop signal has come (at once if one already has)."""
-        while not self._stop.wait(3600):
-            pass
+        """Until a stop signal has come (at once if one already has), within ``SLICE_S`` of it
+        whichever thread the kernel gave it to."""
+        while not self._stopped:
+            time.sleep(self.SLICE_S)
 
 
 def settled_snapshot(board: SnapshotBoard, timeout: float = 3.0) -> Snapshot | None:

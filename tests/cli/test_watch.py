@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 import urllib.request
 
-from cli_process import gpuflow_env, start_gpuflow, stop_gpuflow
+from cli_process import gpuflow_env, signal_another_thread, start_gpuflow, stacks_and_kill, stop_gpuflow
 
 
 def snapshot_with_devices(port: int, timeout: float = 10) -> dict:
@@ -69,3 +70,22 @@ def test_a_stop_signal_as_soon_as_the_url_is_printed_stops_cleanly():
         out = stop_gpuflow(proc, sig)
         assert proc.returncode == 0, (sig, out)
         assert "gpuflow: stopped" in out and "Traceback" not in out
+
+
+def test_a_stop_signal_the_kernel_gives_another_thread_stops_watch_at_once():
+    # Seen in a parallel test run: SIGTERM went to one of watch's threads (the server's, a
+    # collector's), not the main one, which slept in a one-hour wait and so ran the handler only
+    # when that wait would have ended. Sent here to a thread other than the main one on purpose.
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti")
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        proc, _ = start_gpuflow("watch", "--port", "0", env=env)
+        time.sleep(0.3)   # into the wait for a stop signal
+        signal_another_thread(proc.pid, sig)
+        t0 = time.monotonic()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"watch ignored {sig!r} given to another thread:\n{stacks_and_kill(proc)}") from None
+        out = proc.printed + proc.stdout.read()
+        assert time.monotonic() - t0 < 3, (sig, out)
+        assert proc.returncode == 0 and "gpuflow: stopped" in out, (sig, out)

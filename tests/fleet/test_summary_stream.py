@@ -67,6 +67,7 @@ def test_a_bad_detail_is_400_in_one_line_that_does_not_echo_it(agent, query):
     assert http_get(agent.port, "/healthz")[0] == 200
 
 
+@pytest.mark.serial   # a wake-up latency: measured alone, not beside other tests' agents
 def test_every_stream_pings_at_least_every_agent_interval():
     # nothing changes on this agent after its first frames (no NVML, the fake part made once)
     quiet = Agent("quiet-node", interval_ms=200,

@@ -38,5 +38,26 @@ def until(page, expr: str, timeout: float = 10000, polling: float | str = "raf")
     a bare expression string with eval, which the page's CSP (rightly) refuses. An expression that
     reads the page's test hook waits for the hook too: just after a navigation the page's modules
     may not have run yet, and a predicate that throws ends the wait at once."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     guard = "window.__gpuflow !== undefined && " if "__gpuflow" in expr else ""
-    page.wait_for_function(f"() => {guard}({expr})", timeout=timeout, polling=polling)
+    try:
+        page.wait_for_function(f"() => {guard}({expr})", timeout=timeout, polling=polling)
+    except PlaywrightTimeout:
+        raise AssertionError(f"not true within {timeout / 1000:g} s: {expr}\nthe page then: "
+                             f"{page_state(page)}") from None
+
+
+#: what a failed wait reports of the page: where it is and what its test hook says
+_STATE = """() => { const h = window.__gpuflow; const pick = {url: location.href, ready: document.readyState};
+  if (h === undefined) return JSON.stringify(Object.assign(pick, {hook: 'not defined'}));
+  for (const k of ['connection', 'frames', 'draws', 'counts']) { try { pick[k] = h[k]; } catch (e) { pick[k] = String(e); } }
+  return JSON.stringify(pick); }"""
+
+
+def page_state(page) -> str:
+    """The page's address, load state and the test hook's connection, frame and draw counts."""
+    try:
+        return page.evaluate(_STATE)
+    except Exception as exc:  # noqa: BLE001 - a report of a failure must not fail differently
+        return f"(could not be read: {exc})"

@@ -240,11 +240,17 @@ def test_a_paused_moment_the_recorder_lets_go_is_marked_gone_and_stays_shown(pag
 
 def test_the_wheel_over_the_track_narrows_the_window_until_it_is_exact(page, busy_agent):
     open_live(page, busy_agent)
-    tl = retained_for(page, 4)
-    click_track_at(page, tl["now"] - 2)
-    tl = shown(page)
-    (lanes,) = hook(page, "pastLanes")
-    assert not lanes["exact"], "2,000 executions a second per lane: a 1 s window is reduced to the strip's pixels"
+    retained_for(page, 5)
+    # 2,000 executions a second per lane: a 1 s window is reduced to the strip's pixels, unless
+    # a loaded machine stalled the agent for that second; then a moment before it is tried
+    for back in (2, 3, 4):
+        click_track_at(page, timeline(page)["now"] - back)
+        tl = shown(page)
+        (lanes,) = hook(page, "pastLanes")
+        if not lanes["exact"]:
+            break
+    else:
+        raise AssertionError("three 1 s windows of 2,000 executions a second per lane, each exact")
     t, w, width = tl["moment"], tl["windowS"], tl["shown"]["width"]
     window = busy_agent.get("api/window", **{"from": t - w, "to": t, "width": width})
     (served,) = window["processes"]
@@ -348,7 +354,6 @@ def test_the_processes_of_a_past_moment_are_those_that_held_a_gpu_then(page, bro
     try:
         open_live(page, agent)
         tl = retained_for(page, 9)
-        live_pids = {p["pid"] for p in agent.snapshot()["processes"]}
         click_track_at(page, tl["now"] - 8)
         tl = shown(page)
         t = tl["moment"]
@@ -356,8 +361,17 @@ def test_the_processes_of_a_past_moment_are_those_that_held_a_gpu_then(page, bro
         then = held_at(doc, t)
         graph = {int(n[2:]) for n in hook(page, "graph")["nodes"] if n.startswith("p:")}
         assert graph == then
+        # the paused page still shows that moment once the machine has moved on: a job's 300
+        # polls last 6 s at 20 ms a poll, longer on a loaded machine, so wait for it (bounded)
+        deadline = time.monotonic() + 60
+        while True:
+            live_pids = {p["pid"] for p in agent.snapshot()["processes"]}
+            if (then - live_pids and live_pids - then) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert then - live_pids, "some process of that moment has left since"
         assert live_pids - then, "some process of now had not started then"
+        assert {int(n[2:]) for n in hook(page, "graph")["nodes"] if n.startswith("p:")} == then
         shot(page, "scrub-churn")
     finally:
         agent.stop()
