@@ -12,6 +12,7 @@ has a timeout.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import signal
@@ -120,10 +121,26 @@ def http_get(port: int, path: str, headers: dict | None = None, host: str = "127
 
 
 # -- real gunicorn ---------------------------------------------------------------------------------
+#: each test process (pytest-xdist worker) picks ports for servers it starts from a range of its
+#: own, below the kernel's ephemeral ports (32768 and up): a port bind(0) handed out and let go
+#: could go to another worker's server (or a connection's local end) before this one's binds it
+_PORTS_PER_WORKER = 400
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_PORT_BASE = 20000 + (int(_worker[2:]) if _worker[2:].isdigit() else 0) % 30 * _PORTS_PER_WORKER
+_next_port = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port no server holds now, from this test process's own range (see above)."""
+    for _ in range(_PORTS_PER_WORKER):
+        port = _PORT_BASE + next(_next_port) % _PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {_PORT_BASE}..{_PORT_BASE + _PORTS_PER_WORKER - 1}")
 
 
 def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:

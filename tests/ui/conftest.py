@@ -17,7 +17,6 @@ import functools
 import http.server
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 import requests
 from chromium import ARTIFACTS, until
+from servers import free_port  # the ui tests import it from here
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "gpuflow" / "ui" / "index.html"
@@ -68,12 +68,6 @@ def page(browser):
     yield pg
     context.close()
     assert not errs.errors, errs.errors
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Agent:

@@ -67,12 +67,15 @@ def test_an_installed_agent_serves_a_page_whose_modules_all_load(install, page, 
     agent = Agent(free_port(), {**FAKE, "PYTHONPATH": str(target)}, cwd=tmp_path)
     agent.start(timeout=30)
     try:
-        loaded, errors = {}, []
-        page.on("response", lambda r: loaded.__setitem__(r.url.rsplit("/", 1)[-1], r.status)
-                if r.url.endswith(".js") else None)
+        errors = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.goto(agent.url + "?demo=traced")
         until(page, "window.__gpuflow.frames >= 3 && window.__gpuflow.counts.spans > 0", timeout=15000)
+        # what the page itself fetched (its resource timing entries), not Playwright's response
+        # events, which may still be on their way when the wait above returns
+        loaded = dict(page.evaluate("() => performance.getEntriesByType('resource')"
+                                    ".filter(e => e.name.endsWith('.js'))"
+                                    ".map(e => [e.name.split('/').pop(), e.responseStatus])"))
         assert loaded == {m: 200 for m in UI_MODULES}   # demo mode loads every module
         assert hook(page, "counts")["nodes"] >= 4 and hook(page, "draws") > 0
         page.goto(agent.url)
