@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 
-from cli_process import gpuflow_env, signal_another_thread, start_gpuflow, stacks_and_kill, stop_gpuflow
+from cli_process import URL_RE, gpuflow_env, signal_another_thread, start_gpuflow, stacks_and_kill, stop_gpuflow
 
 
 def snapshot_with_devices(port: int, timeout: float = 10) -> dict:
@@ -89,3 +91,38 @@ def test_a_stop_signal_the_kernel_gives_another_thread_stops_watch_at_once():
         out = proc.printed + proc.stdout.read()
         assert time.monotonic() - t0 < 3, (sig, out)
         assert proc.returncode == 0 and "gpuflow: stopped" in out, (sig, out)
+
+
+def test_output_whose_reader_has_gone_stops_watch_cleanly_in_one_line():
+    # `gpuflow watch | head -1`: the reader of the banner leaves. Here the pipe's reading end is
+    # closed before watch starts, so its first line already fails; the server it had started is
+    # stopped on the way out and the failure is one line on stderr, not a traceback.
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "gpuflow", "watch", "--port", "0"], env=env,
+                              stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=30)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "gpuflow: stopped: its output was closed (broken pipe)"
+    assert "Traceback" not in done.stderr
+
+
+def test_output_closed_while_watch_serves_stops_it_cleanly_at_its_end():
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="shared8", GPUFLOW_DISABLED_PLUGINS="cupti")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuflow", "watch", "--port", "0"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(URL_RE.search(proc.stdout.readline()).group(1))
+        proc.stdout.close()   # as head -1 does once it has its line
+        assert snapshot_with_devices(port)["devices"]   # still serving
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=15)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err   # its last line, "stopped", found the pipe closed
+    assert err.strip().splitlines()[-1] == "gpuflow: stopped: its output was closed (broken pipe)"
+    assert "Traceback" not in err
