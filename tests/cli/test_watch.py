@@ -117,7 +117,9 @@ def test_output_closed_while_watch_serves_stops_it_cleanly_at_its_end():
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = int(URL_RE.search(proc.stdout.readline()).group(1))
-        proc.stdout.close()   # as head -1 does once it has its line
+        banner = iter(proc.stdout.readline, "")
+        assert any("Press Ctrl-C" in line for line in banner), "no end of the banner"   # all of it is out
+        proc.stdout.close()   # as head does once it has its lines
         assert snapshot_with_devices(port)["devices"]   # still serving
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=15)[1]
