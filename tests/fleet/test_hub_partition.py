@@ -16,6 +16,11 @@ import pytest
 from fleet_agents import Agent, Hub, wait_for
 from netns import veth_namespace
 
+#: alone: it times the stale verdict, and making and deleting its namespace's link is a network
+#: change to every browser on the machine, which fails its requests in flight (Chromium's
+#: ERR_NETWORK_CHANGED: a page beside it in the parallel pass lost a module and never ran)
+pytestmark = pytest.mark.serial
+
 TOKEN = "Kp4-partition-Wm8rTz3Qv6sN"
 INTERVAL_MS = 200
 #: the stale verdict's slack beyond 3 intervals: the hub's sweep (100 ms) and its frame

@@ -50,13 +50,17 @@ def until(page, expr: str, timeout: float = 10000, polling: float | str = "raf")
 
 #: what a failed wait reports of the page: where it is and what its test hook says
 _STATE = """() => { const h = window.__gpuflow; const pick = {url: location.href, ready: document.readyState};
+  const got = performance.getEntriesByType('resource');
+  pick.fetched = got.length;
+  pick.not_ok = got.filter(e => e.responseStatus !== 200).map(e => [e.name.split('/').pop(), e.responseStatus, Math.round(e.duration)]);
   if (h === undefined) return JSON.stringify(Object.assign(pick, {hook: 'not defined'}));
   for (const k of ['connection', 'frames', 'draws', 'counts']) { try { pick[k] = h[k]; } catch (e) { pick[k] = String(e); } }
   return JSON.stringify(pick); }"""
 
 
 def page_state(page) -> str:
-    """The page's address, load state and the test hook's connection, frame and draw counts."""
+    """The page's address, load state, what it fetched that did not answer 200, and the test
+    hook's connection, frame and draw counts."""
     try:
         return page.evaluate(_STATE)
     except Exception as exc:  # noqa: BLE001 - a report of a failure must not fail differently

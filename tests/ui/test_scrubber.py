@@ -238,6 +238,7 @@ def test_a_paused_moment_the_recorder_lets_go_is_marked_gone_and_stays_shown(pag
         agent.stop()
 
 
+@pytest.mark.serial   # its premise is the busy agent's rate, which a loaded machine cuts
 def test_the_wheel_over_the_track_narrows_the_window_until_it_is_exact(page, busy_agent):
     open_live(page, busy_agent)
     retained_for(page, 5)
