@@ -135,15 +135,19 @@ def _wait_exit(popen: subprocess.Popen) -> int:
         pidfd: int | None = os.pidfd_open(popen.pid)
     except (AttributeError, OSError):
         pidfd = None
+    exited = None
+    if pidfd is not None:   # poll, not select: the descriptor may be above select's 1,024
+        exited = select.poll()
+        exited.register(pidfd, select.POLLIN)
     try:
         while True:
             returncode = popen.poll()
             if returncode is not None:
                 return returncode
-            if pidfd is None:
+            if exited is None:
                 time.sleep(WAIT_SLICE_S)
             else:
-                select.select([pidfd], [], [], WAIT_SLICE_S)
+                exited.poll(WAIT_SLICE_S * 1000)
     finally:
         if pidfd is not None:
             os.close(pidfd)
