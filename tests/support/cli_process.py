@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable
 
 URL_RE = re.compile(r"http://[^\s]+:(\d+)/")
 
@@ -32,13 +33,15 @@ def gpuflow(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
 
 
-def stop_gpuflow(proc: subprocess.Popen, sig: int, timeout: float = 15) -> str:
+def stop_gpuflow(proc: subprocess.Popen, sig: int, timeout: float = 15,
+                 send: Callable[[int, int], object] = os.kill) -> str:
     """Signal a process from :func:`start_gpuflow`, wait, and return everything it printed.
 
     ``communicate(timeout=...)`` would read the raw pipe and lose what the text wrapper already
-    buffered, so read through the wrapper after the process has exited.
+    buffered, so read through the wrapper after the process has exited. ``send(pid, sig)`` sends
+    it (:func:`signal_another_thread` gives it to a thread other than the main one).
     """
-    proc.send_signal(sig)
+    send(proc.pid, sig)
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
