@@ -8,6 +8,7 @@ is also played hostile bytes directly."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import struct
 
 import pytest
@@ -162,4 +163,11 @@ def test_the_reader_refuses_hostile_answers_in_one_line(raw, says):
 def test_a_silent_resolver_is_said_so_within_the_bound(dns):
     dns.mode = "silent"
     with pytest.raises(srv.SrvError, match="no answer from the resolver within 2 s"):
-        asyncio.run(srv.resolve(srv.SrvName(NAME), ("127.0.0.1", dns.port)))
+        run_alone(srv.resolve(srv.SrvName(NAME), ("127.0.0.1", dns.port)))
+
+
+def run_alone(coro):
+    """``asyncio.run(coro)`` on a thread of its own: the session's Playwright (tests/conftest.py)
+    keeps an event loop running on the main thread of a test process that drove a browser before."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
