@@ -138,6 +138,36 @@ def test_both_twins_make_the_same_objects_or_refuse_in_the_same_words(cls):
     assert 50 < refused < 400   # both kinds of input were tried
 
 
+def test_fields_are_found_whatever_the_order_the_identity_or_the_number_of_the_keys():
+    """The compiled converter finds fields by the order and identity of the keys it saw before
+    (orjson gives a key's text the same object frame after frame), and by a lookup otherwise: the
+    same objects or refusals as the pure-Python twin for keys in another order, parsed anew (the
+    same objects) or made anew (others), not text, and for dicts of many more keys than fields."""
+    import orjson
+    py, c = parse.converter_py(S.Device), parse._converter_c(S.Device)
+    rng = random.Random("key order")
+    for n in range(300):
+        doc = plain(S.Device, rng)
+        if n % 3 == 1:
+            doc = made_hostile(doc, rng)
+        if type(doc) is not dict:
+            assert outcome(py, doc, "d", "h") == outcome(c, doc, "d", "h")
+            continue
+        items = list(doc.items())
+        try:
+            parsed = [orjson.loads(orjson.dumps(doc)) for _ in range(2)]
+        except TypeError:   # a number past 64 bits, which orjson does not write
+            parsed = []
+        variants = [doc, *parsed, dict(reversed(items)), dict(rng.sample(items, len(items))),
+                    {"".join(k): v for k, v in items},   # equal keys, other objects
+                    {**doc, 7: "not text", (1, 2): None},
+                    {**{f"junk{i}": i for i in range(600)}, **doc},   # the lookup per field
+                    {k: v for k, v in items[1:]}]   # one field fewer
+        for v in variants:
+            a, b = outcome(py, v, "d", "h"), outcome(c, v, "d", "h")
+            assert a == b, (v, a, b)
+
+
 @pytest.mark.parametrize("cls, name", [(S.Device, "devices"), (S.Process, "processes"), (S.TracedProcess, "traced"),
                                        (S.RetiredTraced, "traced_retired")])
 def test_a_frames_lists_are_checked_and_tagged_alike(cls, name):

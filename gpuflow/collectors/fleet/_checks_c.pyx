@@ -26,7 +26,8 @@ fleet/test_check_twins.py); runs on the hub's network thread for every value of 
 frame; nothing it is given is kept but the values it returns.
 """
 
-from cpython.dict cimport PyDict_CheckExact, PyDict_GetItemWithError
+from cpython.dict cimport PyDict_CheckExact, PyDict_GetItemWithError, PyDict_Next, PyDict_Size
+from cpython.exc cimport PyErr_Occurred
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
@@ -200,7 +201,17 @@ cdef class Items(Check):
 cdef class Converter(Check):
     """A dict into ``maker(*values)``, a field at a time. ``fields``: per field (its name, its
     default or MISSING, how it is checked (F_SCALAR, F_FIXED, F_CHECK), what with (a scalar kind,
-    a tuple of them, a Check), whether None passes)."""
+    a tuple of them, a Check), whether None passes).
+
+    Finding the fields: an agent writes an object's keys in one order, and orjson gives the same
+    key text the same object from frame to frame (its key cache), so the dict is walked in its
+    order and each key compared by identity with the key seen at that position before, which
+    names its field; only a key not seen there is looked up (``index``). A hash lookup per field
+    compared each field's name with orjson's key of another identity character by character: half
+    of a GPU's checks. The values found are then checked in the fields' order, as before, so the
+    result and the first refusal do not depend on how the keys were found. A dict of many more
+    keys than fields (nothing an agent sends) is read by a lookup per field instead, so the time
+    stays bounded by the fields, not by the keys a peer adds."""
 
     cdef object maker
     cdef tuple names, defaults, withs, places
@@ -208,6 +219,10 @@ cdef class Converter(Check):
     cdef bint optionals[256]
     cdef Py_ssize_t n
     cdef Py_ssize_t host_at
+    cdef dict index             # a field's name -> its position
+    cdef list seen_keys         # the key found at each position of the dicts walked before
+    cdef int seen_field[256]    # ... and its field (-1: none of them)
+    cdef Py_ssize_t n_seen
 
     def __init__(self, maker, fields):
         fields = list(fields)
@@ -218,6 +233,9 @@ cdef class Converter(Check):
         self.defaults = tuple(f[1] for f in fields)
         self.withs = tuple(f[3] for f in fields)
         self.places = tuple("." + f[0] for f in fields)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.seen_keys = [None] * 256
+        self.n_seen = 0
         for i, f in enumerate(fields):
             if f[2] not in (F_SCALAR, F_FIXED, F_CHECK):
                 raise TypeError(f"no such way to check a field: {f[2]!r}")
@@ -227,19 +245,54 @@ cdef class Converter(Check):
             if f[0] == "host":
                 self.host_at = i
 
+    cdef int find(self, object v, PyObject **found) except -1:
+        """Each field's value in ``v`` into ``found`` (NULL: not there), by the walk above."""
+        cdef Py_ssize_t pos = 0, j = 0, i
+        cdef PyObject *key
+        cdef PyObject *value
+        cdef PyObject *got
+        cdef int field
+        if PyDict_Size(v) > 2 * self.n + 8:
+            for i in range(self.n):
+                found[i] = PyDict_GetItemWithError(v, self.names[i])
+                if found[i] == NULL and PyErr_Occurred():
+                    return -1
+            return 0
+        for i in range(self.n):
+            found[i] = NULL
+        while PyDict_Next(v, &pos, &key, &value):
+            if j < self.n_seen and key == <PyObject *>self.seen_keys[j]:
+                field = self.seen_field[j]
+            else:
+                got = PyDict_GetItemWithError(self.index, <object>key)
+                if got == NULL and PyErr_Occurred():
+                    return -1
+                field = <int><object>got if got != NULL else -1
+                if j < 256:
+                    self.seen_keys[j] = <object>key
+                    self.seen_field[j] = field
+                    if j >= self.n_seen:
+                        self.n_seen = j + 1
+            if field >= 0:
+                found[field] = value
+            j += 1
+        return 0
+
     cdef object run(self, object v, object host):
         cdef Py_ssize_t i, k, m
         cdef PyObject *got
+        cdef PyObject *found[256]
         cdef object x, values, w
         cdef int how
         if not PyDict_CheckExact(v):
             raise _refused("", "expected an object")
+        self.find(v, found)
         values = PyTuple_New(self.n)
         for i in range(self.n):
             if i == self.host_at and host is not MISSING:
                 x = host
             else:
-                got = PyDict_GetItemWithError(v, self.names[i])
+                got = found[i]
                 if got == NULL:
                     x = self.defaults[i]
                     if x is MISSING:
