@@ -336,7 +336,8 @@ def watchers(port: int, names: list[str]) -> tuple[list[int], list[socket.socket
 def code_env(baseline: Path | None, cwd: Path) -> dict[str, str]:
     """The environment of a hub (run in ``cwd``) of the code under test, or of ``baseline`` (a
     source tree of the code before, its extensions built in place), checked to import from it."""
-    env = {} if baseline is None else {"PYTHONPATH": str(baseline.resolve())}
+    given = os.environ.get("PYTHONPATH")   # what the machine needs besides (packages put aside)
+    env = {} if baseline is None else {"PYTHONPATH": str(baseline.resolve()) + (os.pathsep + given if given else "")}
     where = Path(subprocess.run([sys.executable, "-c", "import gpuflow; print(gpuflow.__file__)"], cwd=cwd,
                                 env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout.strip())
     if baseline is not None and not where.resolve().is_relative_to(baseline.resolve()):
