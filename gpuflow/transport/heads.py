@@ -17,8 +17,9 @@ Per connection, until its head is complete:
   line has ended yet, else 431;
 * **at most ``max_pending`` connections** wait (2048 by default): the next one closes the
   oldest waiting one (its deadline is nearest, and a well-behaved client, whose head arrives in
-  the same moment as its connection, is never the oldest). So no number of idle connections
-  keeps a new one from being read, and memory stays below ``max_pending * max_head_bytes``.
+  the same moment as its connection, is rarely the oldest), after reading it once more: one whose
+  head has arrived meanwhile is handed over instead. So no number of idle connections keeps a new
+  one from being read, and memory stays below ``max_pending * max_head_bytes``.
 
 The head ends at the first empty line (``\\n\\n`` or ``\\n\\r\\n``, as both servers' parsers
 read it); whatever arrived with it (a body, a pipelined request) is handed over too.
@@ -292,9 +293,16 @@ class HeadReader:
         self._read(p)  # a client's head usually arrives with its connection: take it now
 
     def _evict_oldest(self) -> None:
-        if self._pending:
+        """Make room for one: the oldest waiting connection is read first, and closed only if its
+        head has still not come whole (a client whose head arrived while this loop was busy
+        accepting a crowd is handed over, not dropped)."""
+        if not self._pending:
+            return
+        p = next(iter(self._pending.values()))
+        self._read(p)
+        if self._pending.get(p.sock.fileno()) is p:   # still waiting: it goes
             self.evicted += 1
-            self._drop(next(iter(self._pending.values())), "evicted")
+            self._drop(p, "evicted")
 
     def _expire(self, now: float) -> None:
         while self._pending:

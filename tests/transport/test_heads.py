@@ -146,6 +146,32 @@ def test_the_oldest_waiting_connection_makes_room_for_a_new_one(reader):
         theirs.close()
 
 
+def test_the_oldest_is_read_before_it_is_evicted_and_kept_if_its_head_has_come():
+    """A client's head may arrive while the loop is busy accepting a crowd; when its connection
+    is the oldest, the loop reads it before closing it, and hands a whole head over. The loop's
+    steps are called here in this thread, so the head is there and unread when room is made."""
+    rec = Recorder()
+    r = HeadReader(on_head=rec.on_head, on_drop=rec.on_drop, deadline_s=5.0, max_pending=1)
+    (a, a_peer), (b, b_peer), (c, c_peer) = pair(), pair(), pair()
+    try:
+        r.add(a, "a")
+        r._take_inbox()
+        assert r.pending == 1 and not rec.heads
+        a_peer.sendall(GET)           # arrives, unread
+        r.add(b, "b")
+        r._take_inbox()               # room for b: a is read, and handed over
+        assert rec.heads == [("a", GET, Head.COMPLETE)] and not rec.drops and r.evicted == 0
+        b_peer.sendall(b"GET / HT")   # part of a head: still waiting when c comes
+        r.add(c, "c")
+        r._take_inbox()
+        assert [(t, why) for t, why, _ in rec.drops] == [("b", "evicted")] and r.evicted == 1
+        assert r.pending == 1
+    finally:
+        r.stop()
+        for s in (a_peer, b_peer, c_peer):
+            s.close()
+
+
 @pytest.mark.parametrize("data,state", [(b"A" * 5000, Head.LINE_TOO_LONG),
                                         (b"GET / HTTP/1.1\r\nX: " + b"a" * 5000, Head.TOO_LARGE)])
 def test_an_oversized_head_is_handed_over_as_refused(reader, data, state):
