@@ -17,7 +17,7 @@
 // sparkline is recorded (drawn.sparks) with its box in CSS px for the test hook. The data asked
 // is bounded: SPARK_POINTS points per series.
 
-import { COL, ctx, dpr, drawn, markDirty, view } from './canvas.js';
+import { COL, ctx, dpr, drawn, markDirty, setWorld, view } from './canvas.js';
 import { isNum } from './format.js';
 import { channel, historyQuestion } from './recorder.js';
 import { agentNow, isPast, momentNow, rangeFrom, rangeTo } from './scrub.js';
@@ -47,45 +47,60 @@ export function seriesOf(key, metric) {
 }
 
 // -- the drawing ------------------------------------------------------------------------------------
-// Each sparkline is drawn into a small bitmap of its own (its size on screen, in device pixels,
-// rounded up to a step of 2^(1/4), plus a pixel of margin) when its series, its scale or that step
+// Each sparkline is drawn into a small bitmap of its own when its series, its scale or its size
 // changes, and every picture draws the bitmap: one drawImage, whatever the points, the band and the
-// area cost to rasterise. So a still view or a pan draws each sparkline from its bitmap, and a
-// zoom redraws it only at every fourth of an octave (scaled down at most 16 % meanwhile).
-// Measured before this (bench/ui_frame.py at a fixed zoom with text): stroking and filling every
-// sparkline's points each picture doubled a picture's cost.
-// A zoom crossing a step would draw every sparkline anew in one picture (about 200 of them in
-// ?demo=bench: the picture took several times its usual time); a picture draws at most
-// RESIZED_PER_PICTURE of them at their new size, and the others from their bitmap of the step
-// before (scaled to the box, at most a step off) until a later picture, which it asks for. A
-// sparkline whose data, scale or colour changed is always drawn anew at once.
+// area cost to rasterise. Measured before this (bench/ui_frame.py at a fixed zoom with text):
+// stroking and filling every sparkline's points each picture doubled a picture's cost.
+// How a picture draws the bitmap is most of what a sparkline costs (Chromium's software canvas,
+// 152 bitmaps of 128x32: scaled or at a fraction of a pixel, filtered, 3-4 ms a picture; pixel for
+// pixel at a whole pixel 0.4 ms; scaled without filtering 0.9 ms), so:
+// * a still view (its scale as in the picture before, as while the timeline is dragged, or panning)
+//   draws each sparkline from a bitmap of its box's own size in device pixels, pixel for pixel at
+//   the nearest device pixel; a bitmap of another size is drawn anew for it, at most
+//   RESIZED_PER_PICTURE a picture, the others scaled meanwhile and a later picture asked for;
+// * a zoom draws each from the bitmap it has, scaled without filtering (the fleet overview's tiles
+//   do the same), as long as that is at least the box's size and at most a step of 2^(1/4) larger;
+//   else it is drawn anew at the box's size rounded up to such a step (so a zoom redraws it only at
+//   every fourth of an octave), at most RESIZED_PER_PICTURE a picture; the still picture after
+//   the zoom is asked for, and smooths them.
+// A sparkline whose data, scale or colour changed is always drawn anew at once.
 const STEPS_PER_OCTAVE = 4, MARGIN = 1, MAX_BITMAPS = 4096, RESIZED_PER_PICTURE = 16;
-const bitmaps = new Map();   // id -> {s, top, color, as, step, from, points, w, image}
-function stepOf(px) { return Math.ceil(Math.log2(Math.max(2, px)) * STEPS_PER_OCTAVE); }
-let resizedIn = null, resized = 0;   // the picture (its `drawn` record) and how many it drew at a new size
+const bitmaps = new Map();   // id -> {s, top, color, as, from, points, w, image}
+function stepWidth(px) { return Math.max(4, Math.round(Math.pow(2, Math.ceil(Math.log2(Math.max(2, px)) * STEPS_PER_OCTAVE) / STEPS_PER_OCTAVE))); }
+let resizedIn = null, resized = 0, still = true, lastScale = NaN;   // per picture (its `drawn` record)
 
 // draws sparkline `id` of series s in box {x, y, w, h} (world), values scaled to [0, top]; `as` is
 // 'line' (with its band) or 'area'; at the context's alpha (a dimmed node's sparklines are
 // dimmed). Returns how many points it drew.
 export function queueSpark(id, box, s, top, color, as) {
   if (!s || !(top > 0)) { drawn.sparks.push(sparkRecord(id, box, 0)); return 0; }
-  const step = stepOf(box.w * view.s * dpr);
+  if (resizedIn !== drawn) { resizedIn = drawn; resized = 0; still = view.s === lastScale; lastScale = view.s; }
+  const px = box.w * view.s * dpr;   // the box's width on screen, device pixels
   let bm = bitmaps.get(id);
-  if (resizedIn !== drawn) { resizedIn = drawn; resized = 0; }
   const changed = !bm || bm.s !== s || bm.top !== top || bm.color !== color || bm.as !== as || bm.from !== spark.from;
-  let resize = !changed && bm.step !== step;
-  if (resize && resized >= RESIZED_PER_PICTURE) { resize = false; markDirty(); }   // its turn comes in a later picture
-  else if (resize) resized++;
-  if (changed || resize) {
+  const fits = !changed && (still ? bm.w === Math.max(4, Math.round(px)) : bm.w >= px - 0.5 && bm.w <= stepWidth(px));
+  let redraw = changed;
+  if (!changed && !fits) {
+    if (resized < RESIZED_PER_PICTURE) { resized++; redraw = true; } else markDirty();   // its turn comes in a later picture
+  }
+  if (redraw) {
     if (bm && bm.image) bm.image.close();
     if (!bm && bitmaps.size >= MAX_BITMAPS) forget();   // sparklines of nodes long gone
-    bm = render(s, top, color, as, step, box);
-    bm.s = s; bm.top = top; bm.color = color; bm.as = as; bm.step = step; bm.from = spark.from;
+    bm = render(s, top, color, as, still ? Math.max(4, Math.round(px)) : stepWidth(px), box);
+    bm.s = s; bm.top = top; bm.color = color; bm.as = as; bm.from = spark.from;
     bitmaps.set(id, bm);
   }
   if (bm.points) {
-    const u = box.w / bm.w;   // world units per bitmap pixel
-    ctx.drawImage(bm.image, box.x - MARGIN * u, box.y - MARGIN * u, box.w + 2 * MARGIN * u, box.h + 2 * MARGIN * u);
+    if (still && bm.w === Math.max(4, Math.round(px))) {   // pixel for pixel, at a whole device pixel
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.drawImage(bm.image, Math.round(dpr * (view.x + box.x * view.s)) - MARGIN, Math.round(dpr * (view.y + box.y * view.s)) - MARGIN);
+      setWorld();
+    } else {
+      const u = box.w / bm.w;   // world units per bitmap pixel
+      if (!still) { ctx.imageSmoothingEnabled = false; markDirty(); }   // the still picture after smooths it
+      ctx.drawImage(bm.image, box.x - MARGIN * u, box.y - MARGIN * u, box.w + 2 * MARGIN * u, box.h + 2 * MARGIN * u);
+      ctx.imageSmoothingEnabled = true;
+    }
   }
   drawn.sparks.push(sparkRecord(id, box, bm.points));
   return bm.points;
@@ -94,9 +109,9 @@ export function queueSpark(id, box, s, top, color, as) {
 function sparkRecord(id, box, points) {
   return { id, points, x: view.x + box.x * view.s, y: view.y + box.y * view.s, w: box.w * view.s, h: box.h * view.s };
 }
-// the bitmap of one sparkline, `step` wide (w x h pixels inside a margin of MARGIN)
-function render(s, top, color, as, step, box) {
-  const w = Math.max(4, Math.round(Math.pow(2, step / STEPS_PER_OCTAVE))), h = Math.max(3, Math.round(w * box.h / box.w));
+// the bitmap of one sparkline, `w` pixels wide (w x h pixels inside a margin of MARGIN)
+function render(s, top, color, as, w, box) {
+  const h = Math.max(3, Math.round(w * box.h / box.w));
   const t0 = spark.from, kx = w / spark.span, ky = h / top, base = MARGIN + h;
   const band = [], line = [];
   let n = 0, open = false, first = 0;
