@@ -52,8 +52,9 @@ export function seriesOf(key, metric) {
 // area cost to rasterise. Measured before this (bench/ui_frame.py at a fixed zoom with text):
 // stroking and filling every sparkline's points each picture doubled a picture's cost.
 // How a picture draws the bitmap is most of what a sparkline costs (Chromium's software canvas,
-// 152 bitmaps of 128x32: scaled or at a fraction of a pixel, filtered, 3-4 ms a picture; pixel for
-// pixel at a whole pixel 0.4 ms; scaled without filtering 0.9 ms), so:
+// 152 bitmaps of 128x32 a picture: scaled or at a fraction of a pixel, filtered, 2.6-6.6 ms; pixel
+// for pixel at a whole pixel 0.8 ms; scaled without filtering 1.2-1.4 ms; the picture's own fill
+// 0.3-0.5 ms of each: docs/ui.md, Sparklines), so:
 // * a still view (its scale as in the picture before, as while the timeline is dragged, or panning)
 //   draws each sparkline from a bitmap of its box's own size in device pixels, pixel for pixel at
 //   the nearest device pixel; a bitmap of another size is drawn anew for it, at most
