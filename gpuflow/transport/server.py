@@ -34,7 +34,8 @@ Bad input and slow or idle peers (docs/security.md, "Hostile and broken clients"
 
 Constraints: binding happens in the constructor so "port in use" is reported before anything
 is printed; :meth:`shutdown` returns within about a second even with streams open (it asks the
-app to end them — ``begin_shutdown`` — and waits at most ``drain_s`` for them); IPv6 binds work;
+app to end them — ``begin_shutdown`` — and waits at most ``drain_s`` for them and for every request's
+thread to be done with its connection); IPv6 binds work;
 no reverse DNS lookup at bind time (``HTTPServer.server_bind`` would call ``getfqdn``).
 """
 
@@ -300,9 +301,12 @@ class EmbeddedServer:
             self._active -= 1
 
     def _wait_for_streams(self) -> None:
+        """Wait, at most ``drain_s``, for the streams to end and every request's thread to be done
+        with its connection (a stream gives its slot back before its thread closes the socket)."""
         slots = getattr(getattr(self.app, "state", None), "slots", None)
         deadline = time.monotonic() + self.drain_s
-        while slots is not None and slots.open > 0 and time.monotonic() < deadline:
+        while ((slots is not None and slots.open > 0) or self.active_connections > 0) \
+                and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def __enter__(self) -> EmbeddedServer:

@@ -135,6 +135,33 @@ def test_shutdown_is_prompt_with_streams_open():
     app.close()
 
 
+def test_shutdown_returns_once_every_request_is_done_with_its_connection():
+    """A request still being answered when shutdown begins (here its answer's last part comes
+    0.3 s later; a stream's thread is the same after it gave its slot back) is waited for, within
+    drain_s: none is left in progress when shutdown returns."""
+    started = threading.Event()
+
+    def slow(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        started.set()
+        yield b"first"
+        time.sleep(0.3)
+        yield b"last"
+
+    server = EmbeddedServer(slow, "127.0.0.1", 0)
+    server.serve_in_thread()
+    got = []
+    client = threading.Thread(target=lambda: got.append(http_get(server.port, "/")))
+    client.start()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    server.shutdown()
+    took = time.monotonic() - t0
+    assert server.active_connections == 0 and took < server.drain_s + 0.5, took
+    client.join(5)
+    assert got and got[0][0] == 200
+
+
 def test_port_in_use_is_a_one_line_error():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
