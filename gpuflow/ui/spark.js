@@ -76,10 +76,10 @@ let resizedIn = null, resized = 0, still = true, lastScale = NaN;   // per pictu
 export function queueSpark(id, box, s, top, color, as) {
   if (!s || !(top > 0)) { drawn.sparks.push(sparkRecord(id, box, 0)); return 0; }
   if (resizedIn !== drawn) { resizedIn = drawn; resized = 0; still = view.s === lastScale; lastScale = view.s; }
-  const px = box.w * view.s * dpr;   // the box's width on screen, device pixels
+  const px = box.w * view.s * dpr, exact = Math.max(4, Math.round(px));   // the box's width on screen, device pixels
   let bm = bitmaps.get(id);
   const changed = !bm || bm.s !== s || bm.top !== top || bm.color !== color || bm.as !== as || bm.from !== spark.from;
-  const fits = !changed && (still ? bm.w === Math.max(4, Math.round(px)) : bm.w >= px - 0.5 && bm.w <= stepWidth(px));
+  const fits = !changed && (still ? bm.w === exact : bm.w >= px - 0.5 && bm.w <= stepWidth(px));
   let redraw = changed;
   if (!changed && !fits) {
     if (resized < RESIZED_PER_PICTURE) { resized++; redraw = true; } else markDirty();   // its turn comes in a later picture
@@ -87,12 +87,12 @@ export function queueSpark(id, box, s, top, color, as) {
   if (redraw) {
     if (bm && bm.image) bm.image.close();
     if (!bm && bitmaps.size >= MAX_BITMAPS) forget();   // sparklines of nodes long gone
-    bm = render(s, top, color, as, still ? Math.max(4, Math.round(px)) : stepWidth(px), box);
+    bm = render(s, top, color, as, still ? exact : stepWidth(px), box);
     bm.s = s; bm.top = top; bm.color = color; bm.as = as; bm.from = spark.from;
     bitmaps.set(id, bm);
   }
   if (bm.points) {
-    if (still && bm.w === Math.max(4, Math.round(px))) {   // pixel for pixel, at a whole device pixel
+    if (still && bm.w === exact) {   // pixel for pixel, at a whole device pixel
       ctx.setTransform(1, 0, 0, 1, 0, 0);
       ctx.drawImage(bm.image, Math.round(dpr * (view.x + box.x * view.s)) - MARGIN, Math.round(dpr * (view.y + box.y * view.s)) - MARGIN);
       setWorld();
