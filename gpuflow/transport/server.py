@@ -252,7 +252,7 @@ class EmbeddedServer:
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._wait_for_streams()
+        self._wait_for_requests()
 
     # -- on the head reader's thread ---------------------------------------------------------------
     def _on_head(self, sock: socket.socket, client_address: Any, head: bytes, state: Head) -> None:
@@ -300,7 +300,7 @@ class EmbeddedServer:
         with self._active_lock:
             self._active -= 1
 
-    def _wait_for_streams(self) -> None:
+    def _wait_for_requests(self) -> None:
         """Wait, at most ``drain_s``, for the streams to end and every request's thread to be done
         with its connection (a stream gives its slot back before its thread closes the socket)."""
         slots = getattr(getattr(self.app, "state", None), "slots", None)
