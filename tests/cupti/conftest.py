@@ -179,11 +179,14 @@ MakeDecoder = Callable[..., Any]
 @pytest.fixture
 def collector_factory(decoder_impl, rings):
     """Makes CuptiCollectors on this test's session (the chosen decoder twin, a fixed clock);
-    stops them afterwards."""
+    stops them afterwards. Their kernel tables are brought up to date at every build unless a test
+    asks for ``kernel_table_gap_s`` (the agent's cadence: test_kernel_table_cadence.py), so that a
+    test may compare a snapshot's kernel counts with its records."""
     made: list[CuptiCollector] = []
 
     def make(**kw) -> CuptiCollector:
         notes = kw.pop("notes", None)
+        kw.setdefault("kernel_table_gap_s", 0.0)
         c = CuptiCollector(rings.session, rings.socket,
                            (lambda: notes.append(1)) if notes is not None else (lambda: None),
                            decoder_class=decoder_impl.cls, clock_ns=lambda: WALL0 + 50_000_000, **kw)

@@ -110,6 +110,7 @@ def collector(decoder_impl, session_id):
     made: list[CuptiCollector] = []
 
     def make(**kw) -> CuptiCollector:
+        kw.setdefault("kernel_table_gap_s", 0.0)   # each snapshot's kernel counts are compared with its records
         c = CuptiCollector(session_id, RingSocket.in_private_directory(plan_private_directory(os.environ)),
                            decoder_class=decoder_impl.cls, **kw)
         made.append(c)

@@ -12,7 +12,9 @@ One daemon thread, every ``DRAIN_INTERVAL_S`` (20 ms, so at least 20 Hz):
    everything published; a producer gone without setting ``producer_exited`` is marked truncated
    (it died without its exit flush);
 3. rebuild the part (at most every 50 ms, at once when a process exits) and ``notify`` the agent;
-   the part is the *same object* while nothing changed;
+   the part is the *same object* while nothing changed; a running process's kernel table is
+   brought up to date at most every ``KERNEL_TABLE_GAP_S`` (traced_builder), and a build is made for
+   it alone when a process gone quiet has a table that old, so a table is never further behind;
 4. a finished ring is detached, unmapped and its connection closed after its final TracedProcess
    was built; its decoder is dropped (the TracedProcess holds everything the snapshot needs), or,
    with the flight recorder on, kept by its recorder entry (gpuflow.collectors.cupti.recorder)
@@ -49,7 +51,7 @@ from gpuflow.collectors.cupti import rings
 from gpuflow.collectors.cupti._layout import Caps
 from gpuflow.collectors.cupti.handover import Handover, Refusal, RingSocket, trusted_uids
 from gpuflow.collectors.cupti.protocol import RingDecoder
-from gpuflow.collectors.cupti.traced_builder import TracedBuilder
+from gpuflow.collectors.cupti.traced_builder import KERNEL_TABLE_GAP_S, TracedBuilder
 from gpuflow.collectors.cupti.errors import RingError, RingFormatError
 from gpuflow.collectors.cupti.options import DEFAULT_LANE_SPAN_CAP, DEFAULT_RETAIN_MB
 from gpuflow.collectors.cupti.recorder import Recorded, Recorder, retention_for
@@ -108,6 +110,8 @@ class CuptiCollector:
     :param decoder_class: defaults to the selected decoder (compiled when available).
     :param retain_bytes: the flight recorder's budget, all traced processes together (0: off).
     :param retain_s: the most seconds it keeps (None: what the budget holds).
+    :param kernel_table_gap_s: a running process's kernel table is brought up to date at most this
+        often (0: at every build).
     """
 
     def __init__(self, session: str, ring_socket: RingSocket, notify: Callable[[], None] = lambda: None, *,
@@ -116,8 +120,10 @@ class CuptiCollector:
                  decoder_class: type[RingDecoder] | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
                  drain_interval_s: float = DRAIN_INTERVAL_S,
-                 retain_bytes: int = DEFAULT_RETAIN_MB << 20, retain_s: float | None = None) -> None:
+                 retain_bytes: int = DEFAULT_RETAIN_MB << 20, retain_s: float | None = None,
+                 kernel_table_gap_s: float = KERNEL_TABLE_GAP_S) -> None:
         self.session = session
+        self._kernel_table_gap_s = kernel_table_gap_s
         self.ring_socket = ring_socket
         self._trusted = trusted_uids()
         self._notify = notify
@@ -236,8 +242,12 @@ class CuptiCollector:
             idle_refresh = (not self._dirty and now - self._last_build >= REFRESH_IDLE_S and any(
                 r.state == "running" and r.traced is not None and r.traced.window_end_us is not None
                 for r in self._rings.values()))
-            if due or idle_refresh or (final and self._dirty):
-                self._build()
+            # a process gone quiet since its kernel table was last brought up to date (while records
+            # come, the builds they make bring it up to date, at most every MIN_BUILD_GAP_S)
+            tables_due = not self._dirty and any(r.builder is not None and r.mapped is not None
+                                                 and r.builder.kernels_due(exact=final) for r in self._rings.values())
+            if due or idle_refresh or tables_due or (final and self._dirty):
+                self._build(exact=final)
                 self._last_build = now
                 self._dirty = False
                 self._notify()
@@ -291,7 +301,7 @@ class CuptiCollector:
                                         handover.pid, handover.uid))
         if known is not None:
             self._fold(handover.pid)   # the pid came back: ours was released when it finished
-        builder = TracedBuilder(handover.pid, self.session, self._cap)
+        builder = TracedBuilder(handover.pid, self.session, self._cap, kernel_table_gap_s=self._kernel_table_gap_s)
         ring = self._rings[handover.pid] = _Ring(pid=handover.pid, handover=handover, name=name, mapped=mapped,
                                                  decoder=dec, builder=builder)
         if self.recorder is not None:
@@ -393,7 +403,9 @@ class CuptiCollector:
         with self._exits_lock:
             return self._exits.get(pid)
 
-    def _build(self) -> None:
+    def _build(self, exact: bool = False) -> None:
+        """The part from every ring; ``exact``: every kernel table brought up to date (the agent
+        stopping)."""
         now_ns = self._clock_ns()
         now = time.monotonic()
         for pid in sorted(self._rings):
@@ -410,7 +422,7 @@ class CuptiCollector:
                 builder, dec = ring.builder, ring.decoder
                 assert builder is not None and dec is not None  # dropped only once released and built
                 ring.traced = builder.build(dec, name=ring.name, state=ring.state, exit_status=status,
-                                            truncated=ring.truncated, now_ns=now_ns)
+                                            truncated=ring.truncated, now_ns=now_ns, exact=exact)
             elif ring.traced.exit_status != status:
                 # a released ring cannot change any more, except for the exit status the CLI reports
                 ring.traced = replace(ring.traced, exit_status=status)

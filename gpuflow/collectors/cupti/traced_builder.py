@@ -3,7 +3,11 @@
 Both decoder twins hand out plain Python data (tuples of CUPTI-clock integers and name ids); this
 module turns it into the contract's frozen dataclasses (gpuflow/core/snapshot.py):
 
-* kernels: demangled for display (cached per name id), sorted by total time, descending;
+* kernels: demangled for display (cached per name id), sorted by total time, descending; brought
+  up to date at most every ``kernel_table_gap_s`` while the process runs (the collector's
+  ``KERNEL_TABLE_GAP_S``), at once when it exits or a build is ``exact``: between, a build keeps
+  the last table (the same object), so a running process's table is at most that much older than
+  the rest of its entry;
 * transfers: the directions seen, in TRANSFER_DIRECTIONS order;
 * lanes: labelled with the stream's NVTX name, ``default`` for the context's null stream (from the
   CONTEXT record, never guessed from the number), else the stream id; spans mapped to wall-clock
@@ -36,8 +40,10 @@ computed once per name.
 from __future__ import annotations
 
 import json
+import time
 from array import array
 from collections import Counter
+from typing import Callable
 
 from gpuflow.collectors.cupti import _layout as L
 from gpuflow.collectors.cupti import _retain_layout as RL
@@ -69,6 +75,11 @@ LABEL_MAX_BYTES = 256
 #: the demangled text (characters) one traced process's names may have: hundreds of real names of
 #: thousands of characters each (names of a few KB mangled print tens of thousands)
 DEMANGLED_CHARS = 4 << 20
+#: a running process's kernel table is brought up to date at most this often (the collector's
+#: choice; its lanes, counters and devices are at every build): at ~17 builds a second every kernel
+#: of a busy program moves between two builds, and making and sending its ~200 entries each time was
+#: a sixth of the agent's CPU and three fifths of the stream's bytes (docs/recorder.md)
+KERNEL_TABLE_GAP_S = 0.25
 #: upper bounds of the compact JSON of an entry besides its names (numbers of up to 24 digits)
 KERNEL_JSON_FIXED = 200
 LAUNCH_JSON_FIXED = 640
@@ -176,7 +187,8 @@ class TracedBuilder:
 
     def __init__(self, pid: int, session: str, lane_span_cap: int, *,
                  process_bytes: int = PROCESS_JSON_BYTES, kernel_table_bytes: int = KERNEL_TABLE_BYTES,
-                 lanes_bytes: int = LANES_BYTES, demangled_chars: int = DEMANGLED_CHARS) -> None:
+                 lanes_bytes: int = LANES_BYTES, demangled_chars: int = DEMANGLED_CHARS,
+                 kernel_table_gap_s: float = 0.0, clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
         self.pid = pid
         self.session = session
         self._cap = lane_span_cap
@@ -189,6 +201,14 @@ class TracedBuilder:
         #: by name id, the kernels shown by name: their latest KernelStat (kernel_table.refresh
         #: replaces one only when its figures move)
         self._kernels: dict[int, KernelStat] = {}
+        #: the kernel table of the last build that brought it up to date, when (``clock_ns``) and at
+        #: how many decoded records; ``kernel_table_gap_s`` apart at most while the process runs
+        self._table: tuple[KernelStat, ...] | None = None
+        self._table_at_ns = 0
+        self._table_records = -1
+        self._records = 0   # decoded records at the last build
+        self._table_gap_ns = max(0, round(kernel_table_gap_s * 1e9))
+        self._clock_ns = clock_ns
         #: its devices, GPU busy share, copy bandwidth and kernels' occupancy (traced_activity)
         self.activity = ActivityBuilder()
         self._over_budget: set[int] = set()  # name ids shown as OTHER_KERNELS
@@ -329,11 +349,31 @@ class TracedBuilder:
             cache.name_id, cache.name = name_id, None if entry is None else _label_text(_marked(*entry))
         return lane_label(cache.name, null_stream, stream)
 
+    def kernels_due(self, exact: bool = False) -> bool:
+        """Whether the last build's kernel table is behind its records, and has been brought up to
+        date ``kernel_table_gap_s`` ago or more (``exact``: at all): the collector then builds, even
+        if nothing else changed, so that a process gone quiet has its exact table that much later."""
+        return self._records != self._table_records and (
+            exact or self._clock_ns() - self._table_at_ns >= self._table_gap_ns)
+
+    def _kernel_table(self, decoder: RingDecoder, records: int, exact: bool) -> tuple[tuple[KernelStat, ...], bool]:
+        """The kernel table, and whether it is the last one kept: brought up to date if ``exact``,
+        if none was made yet, or if records came since and ``kernel_table_gap_s`` has passed; else
+        the last one (the same object)."""
+        now = self._clock_ns()
+        if (self._table is None or exact
+                or (records != self._table_records and now - self._table_at_ns >= self._table_gap_ns)):
+            self._table, self._table_at_ns, self._table_records = self._kernel_stats(decoder), now, records
+            return self._table, False
+        return self._table, records != self._table_records
+
     def build(self, decoder: RingDecoder, *, name: str | None, state: str, exit_status: int | None,
-              truncated: bool, now_ns: int) -> TracedProcess:
-        """The process as the decoder sees it now (``now_ns``: wall clock, for behind-live)."""
+              truncated: bool, now_ns: int, exact: bool = False) -> TracedProcess:
+        """The process as the decoder sees it now (``now_ns``: wall clock, for behind-live).
+        ``exact``: its kernel table too, whatever ``kernel_table_gap_s`` (an exited process's always is)."""
         header = decoder.header()
         counters = decoder.counters()
+        self._records = records = counters["records"]
         clock = decoder.clock()
         offset = 0 if clock is None else clock[1] - clock[0]
         if not -RL.TIME_LIMIT < offset < RL.TIME_LIMIT:   # a pair no real clock gives: CUPTI's own
@@ -341,7 +381,7 @@ class TracedBuilder:
         nulls = decoder.null_streams()
         devices = self.activity.devices(decoder, offset_ns=None if clock is None else offset, now_ns=now_ns,
                                         exited=state == "exited", flush_ms=header["flush_ms"])
-        kernels = self._kernel_stats(decoder)
+        kernels, table_kept = self._kernel_table(decoder, records, exact or state == "exited")
         launches = self.activity.launches(decoder, self._kernels, now_ns)
         transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t, timed=timed)
                           for d, c, timed, b, t in decoder.transfers() if c)
@@ -366,6 +406,12 @@ class TracedBuilder:
         display, span_cost = self._display, self._span_cost
         over = 0
         for dev, ctx, stream, executions, kept, _name_id, columns, name_ids in decoder.lane_columns(offset, newest):
+            if table_kept and not all(map(display.__contains__, name_ids)):
+                # names first seen since the kernel table was last brought up to date: admitted
+                # now, by the rule the table's update follows, so that their spans have their name
+                for name_id in name_ids:
+                    if name_id not in display:
+                        self._admit(decoder, name_id)
             key = (dev, ctx, stream)
             cache = self._lanes[key]
             n = len(columns[0])
@@ -406,7 +452,7 @@ class TracedBuilder:
             truncated=truncated or invalid,
             cupti_status=header["status_name"],
             cupti_detail=header["status_detail"],
-            records=counters["records"],
+            records=records,
             dropped_ring=header["dropped_ring"],
             dropped_cupti=header["dropped_cupti"],
             kernels=kernels,
