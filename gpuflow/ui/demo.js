@@ -42,10 +42,11 @@ export function startDemo(variant, onFrame) {
     return;
   }
   if (variant === 'bench') {
-    const scrubbing = new URLSearchParams(location.search).has('scrub');
-    el.banner.textContent = 'DEMO — synthetic frames (bench' + (scrubbing ? ', scrubbing)' : ')');
+    const q = new URLSearchParams(location.search), scrubbing = q.has('scrub'), still = scrubbing && q.has('still');
+    el.banner.textContent = 'DEMO — synthetic frames (bench' + (scrubbing ? (still ? ', scrubbing, still view)' : ', scrubbing)') : ')');
     bench.on = true;
-    loop.animate = scrubbing ? (ts) => { benchStep(ts); benchScrub(ts); } : benchStep;
+    const step = still ? benchStill : benchStep;
+    loop.animate = scrubbing ? (ts) => { step(ts); benchScrub(ts); } : benchStep;
   }
   setConn('demo', variant);
   // the recorder's questions go to whichever records; asked before it is known, they wait
@@ -117,6 +118,22 @@ function benchStep(ts) {
     const cx = (b.x0 + b.x1) / 2 * (1 - ph) + (tr ? tr.x + tr.w / 2 : 0) * ph + Math.sin(bench.t * 2.3) * 30;
     const cy = (b.y0 + b.y1) / 2 * (1 - ph) + (tr ? tr.y + tr.h / 2 : 0) * ph;
     view.s = s; view.x = cssW / 2 - cx * s; view.y = cssH / 2 - cy * s; view.touched = true;
+  }
+  loop.dirty = true;
+}
+// ?demo=bench&scrub&still: the view stays still on the whole graph (fitted again only when the
+// graph's bounds change), as it does under a hand dragging the timeline; every frame is still a
+// full redraw (the plane shows another moment)
+let stillFor = '';
+function benchStill(ts) {
+  bench.t = ts / 1000;
+  const b = bounds(null);
+  const key = b ? [b.x0, b.y0, b.x1, b.y1].join() : '';
+  if (b && key !== stillFor) {
+    const s = Math.min((cssW - 80) / (b.x1 - b.x0), (cssH - 110) / (b.y1 - b.y0));
+    view.s = s; view.x = cssW / 2 - (b.x0 + b.x1) / 2 * s; view.y = cssH / 2 - (b.y0 + b.y1) / 2 * s;
+    view.touched = true;
+    stillFor = key;
   }
   loop.dirty = true;
 }

@@ -422,6 +422,24 @@ def test_dragging_the_bench_demos_timeline_shows_every_moment_whole(page, agent)
     assert_every_dragged_moment_whole(page, agent, seconds=8, at_least=50)
 
 
+def test_the_bench_demos_still_view_stays_on_the_whole_graph_while_it_drags(page, agent):
+    # ?demo=bench&scrub&still (bench/ui_frame.py --scrub --still): the timeline dragged every frame,
+    # the view fitted on the whole graph and not moved, every node drawn
+    page.goto(agent.url + "?demo=bench&scrub&still")
+    until(page, "window.__gpuflow.timeline.shows > 0", timeout=60000)
+    time.sleep(1)   # the graph's bounds settle with the demo's first frames
+    views, shows = [], []
+    for _ in range(10):
+        views.append(page.evaluate("window.__gpuflow.view"))
+        shows.append(timeline(page)["shows"])
+        time.sleep(0.1)
+    assert all(v == views[0] for v in views), views
+    assert shows[-1] > shows[0]                       # while past moments kept being shown
+    drawn = hook(page, "drawn")
+    assert (drawn["devices"], drawn["processes"], drawn["lanes"]) == (8, 64, 16)   # every node and lane in view
+    assert page.evaluate("document.getElementById('demo-banner').textContent").endswith("scrubbing, still view)")
+
+
 def test_a_busy_page_drags_the_bench_demo_through_no_hole(page, agent):
     # with the page's CPU slowed 4x (as on a loaded machine), the demo's first frame came ~3.5 s
     # after its made-up minutes' last reading and some frames came 0.8 s apart: the demo's recorder
