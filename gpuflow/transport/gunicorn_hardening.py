@@ -33,6 +33,14 @@ Things gunicorn does before the app ever runs, found by tests/hardening:
   it, e.g. while it booted.) It bounds each silence, not the whole read. The stream's writes use
   their own timeout (``sse.bound_send_time``), which replaces this one.
 
+* **accept() out of descriptors ends the worker.** gthread's accept lets every error but
+  EAGAIN and ECONNABORTED out of its loop, so EMFILE (a crowd at the descriptor limit: the
+  connections handed to the head reader leave ``nr_conns``, so gthread keeps accepting) ended the
+  worker with code 255, every connection with it, until the arbiter booted another (seen in
+  tests/hardening at RLIMIT_NOFILE 400 with 1,000 silent clients). The wrapped ``accept`` takes
+  EMFILE, ENFILE, ENOBUFS and ENOMEM as the embedded server's reader does: the reader closes its
+  oldest waiting connection, and the main thread pauses accepting for ``ACCEPT_BACKOFF_S`` (the
+  backlog keeps the newcomers) instead of spinning on a listener it cannot accept from.
 * **Closing lingers on the main thread.** When a connection ends, gthread's main thread closes it
   "gracefully" (``util.close_graceful``): it half-closes, then waits up to 2 s for the client
   to close too. A client that stalls never does, so every stalled client dropped (by the read
@@ -54,7 +62,8 @@ including h2 the read timeout is left out (an HTTP/2 connection idles between st
 only on ``gunicorn.util.write_error(sock, status_int, reason, mesg)``, ``util.write_nonblock``,
 ``worker.log.error_log``, a ``worker.handle(conn)`` run in a pool thread that returns False
 when the connection is to be closed, ``conn.sock`` being its socket (gunicorn 25 to 27), and
-for the head reader on gthread's ``enqueue_req(conn)`` (called on its main thread),
+for the head reader on gthread's ``enqueue_req(conn)`` (called on its main thread) and
+``accept(listener)`` (what its poller calls, looked up when accepting is enabled),
 ``method_queue.defer``, ``nr_conns``, ``worker_connections``, ``alive`` and a connection's
 ``initialized``, ``init()``, ``close()`` and ``parser.unreader.unread`` (gunicorn 27; without
 ``method_queue`` the reader is left out).
@@ -62,6 +71,7 @@ for the head reader on gthread's ``enqueue_req(conn)`` (called on its main threa
 
 from __future__ import annotations
 
+import errno
 import http
 import logging
 import socket
@@ -74,6 +84,10 @@ from gpuflow.transport.heads import DEFAULT_MAX_PENDING, Head, HeadReader, pendi
 from gpuflow.transport.security import plain_error
 
 STALL_MESSAGE = "Socket error processing request."
+#: how long gthread's main thread stops accepting after accept() found no descriptor left
+ACCEPT_BACKOFF_S = 0.01
+#: accept() errors that mean no descriptor or buffer is left for a new connection (not the client's)
+_OUT_OF_DESCRIPTORS = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
 LINGER_S = 2.0  # as gunicorn's close_graceful
 LINGER_DRAIN_BYTES = 65536
 
@@ -247,8 +261,36 @@ def _install_head_reader(worker: Any, header_timeout_s: float) -> HeadReader | N
 
     enqueue_req._gpuflow_hardened = True  # type: ignore[attr-defined]
     worker.enqueue_req = enqueue_req
+    _guard_accept(worker, reader)
     reader.start()
     return reader
+
+
+def _guard_accept(worker: Any, reader: HeadReader) -> None:
+    """gthread's ``accept`` (what its poller calls for a readable listener), with running out of
+    descriptors answered by room and a pause rather than by the worker's end (the opening)."""
+    accept = getattr(worker, "accept", None)
+    if accept is None or getattr(accept, "_gpuflow_hardened", False):
+        return
+    warned = [0.0]
+
+    def guarded(listener: Any) -> None:  # on gthread's main thread
+        try:
+            accept(listener)
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_DESCRIPTORS:
+                raise
+            reader.make_room()
+            now = time.monotonic()
+            if now - warned[0] >= 10.0:
+                warned[0] = now
+                worker.log.warning("gpuflow: accept failed (%s): the oldest connection waiting for its "
+                                   "request head is closed to make room; raise RLIMIT_NOFILE for more",
+                                   exc.strerror or exc)
+            time.sleep(ACCEPT_BACKOFF_S)
+
+    guarded._gpuflow_hardened = True  # type: ignore[attr-defined]
+    worker.accept = guarded
 
 
 def harden_worker(worker: Any, header_timeout_s: float) -> None:

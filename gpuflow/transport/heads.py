@@ -140,6 +140,7 @@ class HeadReader:
         self._running = False
         self._finished = False
         self._loop_thread: threading.Thread | None = None
+        self._room_wanted = False  # set by make_room (any thread), read by the loop
         self.evicted = 0  #: connections closed to make room for a newer one
         self.expired = 0  #: connections closed at their deadline
 
@@ -163,6 +164,13 @@ class HeadReader:
         self._inbox.append((sock, token, seed, time.monotonic() + self.deadline_s))
         if not self._wake():  # the loop has ended: nobody will take it from the inbox
             self._take_inbox()
+
+    def make_room(self) -> None:
+        """Ask the loop to close its oldest waiting connection soon (any thread): the way a server
+        whose own accept() ran out of descriptors gets one back, as :meth:`listen`'s accept
+        does here."""
+        self._room_wanted = True
+        self._wake()
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name=self._name, daemon=True)
@@ -208,6 +216,9 @@ class HeadReader:
                             self._read(p)
                 if inbox:
                     self._take_inbox()
+                if self._room_wanted:
+                    self._room_wanted = False
+                    self._evict_oldest()
                 if accept:
                     self._accept()
                 self._expire(time.monotonic())

@@ -137,6 +137,51 @@ def test_stall_log_record_becomes_one_info_line():
     assert f.filter(other) and other.levelno == logging.ERROR
 
 
+def test_accept_out_of_descriptors_makes_room_and_pauses_instead_of_ending_the_worker():
+    import errno
+
+    from gpuflow.transport import gunicorn_hardening as gh
+
+    class Reader:
+        rooms = 0
+
+        def make_room(self):
+            self.rooms += 1
+
+    class Log:
+        warnings: list = []
+
+        def warning(self, *a):
+            self.warnings.append(a)
+
+    failures = [OSError(errno.EMFILE, "Too many open files"), OSError(errno.ENFILE, "x"),
+                OSError(errno.ENOBUFS, "x"), OSError(errno.ENOMEM, "x"), OSError(errno.EBADF, "x")]
+
+    class Worker:
+        log = Log()
+        accepted = 0
+
+        def accept(self, listener):   # gthread lets all but EAGAIN/ECONNABORTED out: the worker ends
+            if failures:
+                raise failures.pop(0)
+            self.accepted += 1
+
+    worker, reader = Worker(), Reader()
+    gh._guard_accept(worker, reader)
+    t = time.monotonic()
+    for _ in range(4):
+        worker.accept("listener")
+    assert reader.rooms == 4 and time.monotonic() - t >= 4 * gh.ACCEPT_BACKOFF_S * 0.9
+    assert len(Log.warnings) == 1          # one line per 10 s, not one per failure
+    with pytest.raises(OSError):           # anything else is gthread's to handle, as before
+        worker.accept("listener")
+    worker.accept("listener")
+    assert worker.accepted == 1
+    accept = worker.accept
+    gh._guard_accept(worker, reader)       # idempotent
+    assert worker.accept is accept
+
+
 def test_harden_worker_outside_gunicorn_is_harmless():
     class NotAWorker:
         handle = None

@@ -146,6 +146,22 @@ def test_the_oldest_waiting_connection_makes_room_for_a_new_one(reader):
         theirs.close()
 
 
+def test_make_room_closes_the_oldest_waiting_connection_from_any_thread(reader):
+    # what gunicorn's accept() asks for when it ran out of descriptors (gunicorn_hardening)
+    r, rec = reader(max_pending=8)
+    socks = [pair() for _ in range(3)]
+    for i, (ours, _) in enumerate(socks):
+        r.add(ours, i)
+    assert wait(lambda: r.pending == 3)
+    threading.Thread(target=r.make_room).start()
+    assert wait(lambda: rec.drops)
+    assert [(t, why) for t, why, _ in rec.drops] == [(0, "evicted")] and r.pending == 2 and r.evicted == 1
+    time.sleep(0.3)
+    assert r.pending == 2     # once per ask
+    for _, theirs in socks:
+        theirs.close()
+
+
 def test_the_oldest_is_read_before_it_is_evicted_and_kept_if_its_head_has_come():
     """A client's head may arrive while the loop is busy accepting a crowd; when its connection
     is the oldest, the loop reads it before closing it, and hands a whole head over. The loop's
