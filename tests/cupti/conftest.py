@@ -19,6 +19,7 @@ import itertools
 import mmap
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -174,6 +175,17 @@ def decode_all(decoder: Any) -> dict[str, Any]:
 
 
 MakeDecoder = Callable[..., Any]
+
+
+def poll_until(collector, predicate, timeout=30.0):
+    """Poll ``collector`` until ``predicate(part)`` holds; the part."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        collector.poll()
+        if predicate(collector.part()):
+            return collector.part()
+        time.sleep(0.06)  # past the 50 ms build gap
+    raise AssertionError(f"condition not met; last part {collector.part()}")
 
 
 @pytest.fixture

@@ -28,17 +28,9 @@ from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.options import OptionError
 from gpuflow.core.plugins import get_plugin_manager
 
+from .conftest import poll_until
+
 ONLY_CUPTI = {"GPUFLOW_DISABLED_PLUGINS": "nvml", "GPUFLOW_DISABLE_PLUGIN_AUTOLOAD": "1"}
-
-
-def poll_until(collector, predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        collector.poll()
-        if predicate(collector.part()):
-            return collector.part()
-        time.sleep(0.06)  # past the 50 ms build gap
-    raise AssertionError(f"condition not met; last part {collector.part()}")
 
 
 def messages(part, pid):

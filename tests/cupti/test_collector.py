@@ -13,7 +13,7 @@ import time
 
 from gpuflow.cli.summary import NO_CUDA, format_summary
 
-from .conftest import WALL0
+from .conftest import WALL0, poll_until
 
 
 def fill(p, n=3):
@@ -24,16 +24,6 @@ def fill(p, n=3):
     for i in range(n):
         p.kernel(0, 1, 13, 1_000_000 + 1000 * i, 1_000_500 + 1000 * i, "_Z13attention_fwdPKfPfi")
     p.memcpy(0, 1, 7, 1_000_000, 1_002_000, 1, 4096)
-
-
-def poll_until(collector, predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        collector.poll()
-        if predicate(collector.part()):
-            return collector.part()
-        time.sleep(0.06)  # past the 50 ms build gap
-    raise AssertionError(f"condition not met; last part {collector.part()}")
 
 
 def test_a_running_process_is_taken_and_drained(collector_factory, rings):

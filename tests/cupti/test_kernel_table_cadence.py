@@ -18,7 +18,7 @@ import time
 from gpuflow.collectors.cupti import collector as collector_mod
 from gpuflow.collectors.cupti.traced_builder import KERNEL_TABLE_GAP_S, TracedBuilder
 
-from .conftest import WALL0
+from .conftest import WALL0, poll_until
 
 CUPTI0 = 5_000_000
 GAP_NS = 250_000_000
@@ -42,6 +42,20 @@ def start(p):
     p.clock_sync(CUPTI0, WALL0)
 
 
+def on_a_ring(decoder_impl, rings, *, stream_name=None):
+    """A producer that ran one kernel, its decoder drained, and a builder of a 0.25 s gap on a
+    clock the test moves: (producer, decoder, builder, clock)."""
+    p = rings.producer()
+    start(p)
+    if stream_name:
+        p.stream_name(0, 1, 13, stream_name)
+    p.kernel(0, 1, 13, CUPTI0 + 1_000, CUPTI0 + 2_000, "_Z1av")
+    d = decoder_impl.cls(rings.mapping(p))
+    clock = Clock()
+    d.drain()
+    return p, d, TracedBuilder(p.pid, "s", d.lane_span_cap, kernel_table_gap_s=0.25, clock_ns=clock), clock
+
+
 def build(builder, d, **kw):
     args = {"name": "demo", "state": "running", "exit_status": None, "truncated": False, "now_ns": WALL0}
     args.update(kw)
@@ -55,13 +69,7 @@ def test_the_agent_keeps_a_table_a_quarter_of_a_second_at_most():
 
 
 def test_within_the_gap_the_table_is_kept_and_past_it_is_the_decoders(decoder_impl, rings):
-    p = rings.producer()
-    start(p)
-    p.kernel(0, 1, 13, CUPTI0 + 1_000, CUPTI0 + 2_000, "_Z1av")
-    d = decoder_impl.cls(rings.mapping(p))
-    clock = Clock()
-    b = TracedBuilder(p.pid, "s", d.lane_span_cap, kernel_table_gap_s=0.25, clock_ns=clock)
-    d.drain()
+    p, d, b, clock = on_a_ring(decoder_impl, rings)
     first = build(b, d)
     assert counts(first) == {"_Z1av": 1} and not b.kernels_due()
     p.kernel(0, 1, 13, CUPTI0 + 3_000, CUPTI0 + 4_000, "_Z1av")
@@ -97,14 +105,7 @@ def test_within_the_gap_the_table_is_kept_and_past_it_is_the_decoders(decoder_im
 def test_a_name_first_seen_within_the_gap_is_shown_on_its_lane(decoder_impl, rings):
     """Its lane needs its shown name before the table has its entry: the name is admitted by the
     rule the table's refresh follows, and its entry comes with the next one."""
-    p = rings.producer()
-    start(p)
-    p.stream_name(0, 1, 13, "compute")
-    p.kernel(0, 1, 13, CUPTI0 + 1_000, CUPTI0 + 2_000, "_Z1av")
-    d = decoder_impl.cls(rings.mapping(p))
-    clock = Clock()
-    b = TracedBuilder(p.pid, "s", d.lane_span_cap, kernel_table_gap_s=0.25, clock_ns=clock)
-    d.drain()
+    p, d, b, _clock = on_a_ring(decoder_impl, rings, stream_name="compute")
     first = build(b, d)
     p.kernel(0, 1, 13, CUPTI0 + 3_000, CUPTI0 + 4_000, "_Z13attention_fwdPKfPfi")
     d.drain()
@@ -124,16 +125,6 @@ def test_a_gap_of_zero_brings_the_table_up_to_date_at_every_build(decoder_impl, 
         p.kernel(0, 1, 13, CUPTI0 + 1_000 * i, CUPTI0 + 1_000 * i + 500, "_Z1av")
         d.drain()
         assert counts(build(b, d)) == {"_Z1av": i} and not b.kernels_due()
-
-
-def poll_until(collector, predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        collector.poll()
-        if predicate(collector.part()):
-            return collector.part()
-        time.sleep(0.06)  # past the 50 ms build gap
-    raise AssertionError(f"condition not met; last part {collector.part()}")
 
 
 def test_a_table_is_kept_while_kernels_come_and_exact_at_an_exit(collector_factory, rings):
