@@ -41,6 +41,7 @@ Things gunicorn does before the app ever runs, found by tests/hardening:
   EMFILE, ENFILE, ENOBUFS and ENOMEM as the embedded server's reader does: the reader closes its
   oldest waiting connection, and the main thread pauses accepting for ``ACCEPT_BACKOFF_S`` (the
   backlog keeps the newcomers) instead of spinning on a listener it cannot accept from.
+
 * **Closing lingers on the main thread.** When a connection ends, gthread's main thread closes it
   "gracefully" (``util.close_graceful``): it half-closes, then waits up to 2 s for the client
   to close too. A client that stalls never does, so every stalled client dropped (by the read

@@ -183,6 +183,9 @@ class TracedBuilder:
         most of it its kernel table takes, and the most its lanes take of what the table leaves
         (module docstring).
     :param demangled_chars: the demangled text its names may have in all.
+    :param kernel_table_gap_s: its kernel table is brought up to date at most this often while it
+        runs (0, the default: at every build; the collector passes ``KERNEL_TABLE_GAP_S``), by
+        ``clock_ns`` (monotonic).
     """
 
     def __init__(self, pid: int, session: str, lane_span_cap: int, *,
