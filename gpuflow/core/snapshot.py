@@ -18,7 +18,7 @@ slotted dataclass so a snapshot can be shared between threads (the frame loop, e
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:   # recorded.py imports this module: the columns' class is looked up when needed
     from gpuflow.core.recorded import SpanColumns
@@ -545,9 +545,32 @@ def _plain(obj: Any) -> Any:
         return obj.to_json_list()
     if cls is KernelStat:
         return _kernel_json(obj)
+    plain = _PLAINERS.get(cls)
+    if plain is not None:
+        return plain(obj)
     if hasattr(cls, "__dataclass_fields__"):
-        return {name: _plain(getattr(obj, name)) for name in _field_names(cls)}
+        return _plainer(cls)(obj)
     return obj
+
+
+#: by dataclass, the function that makes one plain (made on first use by _plainer)
+_PLAINERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+#: the exact types _plain gives back as they are
+_PLAIN_AS_IS = frozenset((str, int, float, bool, type(None)))
+
+
+def _plainer(cls: type) -> Callable[[Any], dict[str, Any]]:
+    """A dataclass's own plain-maker: ``{name: _plain(obj.name), ...}`` written out field by field,
+    a value of a scalar type taken as it is without a call. A device is some 150 objects and a
+    hundred fields, made plain whenever its readings change (a hub's page: each watched host's
+    GPUs every second); the generic walk called _plain, isinstance and hasattr for each value.
+    The field names are the class's own identifiers (never text from a snapshot)."""
+    names = _field_names(cls)
+    body = ", ".join(f"{n!r}: (v if (v := o.{n}).__class__ in AS_IS else plain(v))" for n in names)
+    scope: dict[str, Any] = {"AS_IS": _PLAIN_AS_IS, "plain": _plain}
+    exec(f"def plain_{cls.__name__}(o):\n    return {{{body}}}\n", scope)  # noqa: S102 - our own field names
+    made = _PLAINERS[cls] = scope[f"plain_{cls.__name__}"]
+    return made
 
 
 _COLUMNS: list[type] = []
