@@ -39,8 +39,9 @@ being asked to being shown (a page that showed fewer moments per frame would loo
 A baseline page without a timeline ignores ``scrub`` and runs the plain load. The view drifts as
 well, so every scrubbing frame is also a zoom of the plane (a new text size for the rasteriser at
 almost every frame): the harder case. ``--scrub --still`` (``?demo=bench&scrub&still``) keeps the
-view still on the whole graph, fitted once, as it is while a hand drags the timeline; every frame
-is still a full redraw of another moment.
+view still, as it is while a hand drags the timeline, at one end of that drift: the whole graph
+fitted (titles only, at 1600 px), or with ``--still close`` the traced node at zoom 1 (every
+reading and lane drawn); every frame is still a full redraw of another moment.
 
 A hub's overview: ``--fleet HOSTS`` loads ``?demo=bench&fleet=HOSTS`` instead (demo_fleet.js, a
 synthetic hub: HOSTS hosts x 8 GPUs, the overview stream's full frame then a delta every 250 ms
@@ -247,9 +248,10 @@ def main() -> int:
     ap.add_argument("--height", type=int, default=1000)
     ap.add_argument("--dpr", type=float, default=1.0, help="device scale factor (2 = HiDPI)")
     ap.add_argument("--scrub", action="store_true", help="drag the timeline every frame (?demo=bench&scrub)")
-    ap.add_argument("--still", action="store_true",
-                    help="with --scrub: the view stays still on the whole graph while the timeline is dragged "
-                         "(?demo=bench&scrub&still), as under a hand on the timeline; without it the view drifts too")
+    ap.add_argument("--still", nargs="?", const="whole", choices=("whole", "close"),
+                    help="with --scrub: the view stays still while the timeline is dragged, as under a hand on the "
+                         "timeline: on the whole graph (whole, the default) or the traced node at zoom 1 (close) "
+                         "(?demo=bench&scrub&still[=close]); without it the view drifts between the two")
     ap.add_argument("--fleet", type=int, metavar="HOSTS",
                     help="a hub's overview of HOSTS synthetic hosts x 8 GPUs (?demo=bench&fleet=HOSTS)")
     ap.add_argument("--baseline", type=Path, help="another copy of gpuflow/ui to measure side by side")
@@ -273,7 +275,8 @@ def main() -> int:
     runs: dict[str, list[float]] = {"current": [], "baseline": []}
     with EmbeddedServer(create_app(SnapshotBoard()), "127.0.0.1", 0) as server, sync_playwright() as p:
         server.serve_in_thread()
-        query = ("?demo=bench" + ("&scrub" if a.scrub else "") + ("&still" if a.still else "")
+        query = ("?demo=bench" + ("&scrub" if a.scrub else "")
+                 + ({"whole": "&still", "close": "&still=close"}[a.still] if a.still else "")
                  + (f"&fleet={a.fleet}" if a.fleet else ""))
         pages = {"current": f"http://127.0.0.1:{server.port}/{query}"}
         static = serve_folder(a.baseline) if a.baseline is not None else None

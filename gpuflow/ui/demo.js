@@ -42,10 +42,12 @@ export function startDemo(variant, onFrame) {
     return;
   }
   if (variant === 'bench') {
-    const q = new URLSearchParams(location.search), scrubbing = q.has('scrub'), still = scrubbing && q.has('still');
-    el.banner.textContent = 'DEMO — synthetic frames (bench' + (scrubbing ? (still ? ', scrubbing, still view)' : ', scrubbing)') : ')');
+    const q = new URLSearchParams(location.search), scrubbing = q.has('scrub');
+    const still = scrubbing && q.has('still') ? (q.get('still') === 'close' ? 1 : 0) : null;
+    el.banner.textContent = 'DEMO — synthetic frames (bench' + (scrubbing ? (still !== null
+      ? ', scrubbing, still view' + (still ? ', close)' : ')') : ', scrubbing)') : ')');
     bench.on = true;
-    const step = still ? benchStill : benchStep;
+    const step = still !== null ? (ts) => benchStill(ts, still) : benchStep;
     loop.animate = scrubbing ? (ts) => { step(ts); benchScrub(ts); } : benchStep;
   }
   setConn('demo', variant);
@@ -110,32 +112,32 @@ function recordHere(variant, onFrame, use, start) {
 function benchStep(ts) {
   bench.t = ts / 1000;
   const b = bounds(null);
-  if (b) {
-    const ph = (Math.sin(bench.t * 0.9) + 1) / 2;     // 0: whole graph, 1: traced node at zoom 1
-    const fitS = Math.min((cssW - 80) / (b.x1 - b.x0), (cssH - 110) / (b.y1 - b.y0));
-    const tr = [...model.nodes.values()].find(n => n.tr);
-    const s = fitS + (1.0 - fitS) * ph;
-    const cx = (b.x0 + b.x1) / 2 * (1 - ph) + (tr ? tr.x + tr.w / 2 : 0) * ph + Math.sin(bench.t * 2.3) * 30;
-    const cy = (b.y0 + b.y1) / 2 * (1 - ph) + (tr ? tr.y + tr.h / 2 : 0) * ph;
-    view.s = s; view.x = cssW / 2 - cx * s; view.y = cssH / 2 - cy * s; view.touched = true;
-  }
+  if (b) setDrift(b, (Math.sin(bench.t * 0.9) + 1) / 2, Math.sin(bench.t * 2.3) * 30);
   loop.dirty = true;
 }
-// ?demo=bench&scrub&still: the view stays still on the whole graph (fitted again only when the
-// graph's bounds change), as it does under a hand dragging the timeline; every frame is still a
-// full redraw (the plane shows another moment)
+// ?demo=bench&scrub&still: the view stays still, as it does under a hand dragging the timeline,
+// on one of the two ends of benchStep's drift: the whole graph fitted (`still`: titles only at
+// 1600 px) or the traced node at zoom 1 (`still=close`: every reading and lane label drawn); set
+// again only when the graph's bounds change. Every frame is still a full redraw (another moment).
 let stillFor = '';
-function benchStill(ts) {
+function benchStill(ts, ph) {
   bench.t = ts / 1000;
   const b = bounds(null);
   const key = b ? [b.x0, b.y0, b.x1, b.y1].join() : '';
   if (b && key !== stillFor) {
-    const s = Math.min((cssW - 80) / (b.x1 - b.x0), (cssH - 110) / (b.y1 - b.y0));
-    view.s = s; view.x = cssW / 2 - (b.x0 + b.x1) / 2 * s; view.y = cssH / 2 - (b.y0 + b.y1) / 2 * s;
-    view.touched = true;
+    setDrift(b, ph, 0);
     stillFor = key;
   }
   loop.dirty = true;
+}
+// the view at `ph` of the drift (0: the whole graph, 1: the traced node at zoom 1), `sway` px aside
+function setDrift(b, ph, sway) {
+  const fitS = Math.min((cssW - 80) / (b.x1 - b.x0), (cssH - 110) / (b.y1 - b.y0));
+  const tr = [...model.nodes.values()].find(n => n.tr);
+  const s = fitS + (1.0 - fitS) * ph;
+  const cx = (b.x0 + b.x1) / 2 * (1 - ph) + (tr ? tr.x + tr.w / 2 : 0) * ph + sway;
+  const cy = (b.y0 + b.y1) / 2 * (1 - ph) + (tr ? tr.y + tr.h / 2 : 0) * ph;
+  view.s = s; view.x = cssW / 2 - cx * s; view.y = cssH / 2 - cy * s; view.touched = true;
 }
 // ?demo=bench&scrub: every animation frame the timeline is dragged to another moment of the last
 // 2-14 s, as a pointer on the track would, and the window breathes between 0.3 and 2 s (as a

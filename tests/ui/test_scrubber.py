@@ -440,6 +440,16 @@ def test_the_bench_demos_still_view_stays_on_the_whole_graph_while_it_drags(page
     assert page.evaluate("document.getElementById('demo-banner').textContent").endswith("scrubbing, still view)")
 
 
+def test_the_bench_demos_close_still_view_is_the_traced_node_at_zoom_1(page, agent):
+    page.goto(agent.url + "?demo=bench&scrub&still=close")
+    until(page, "window.__gpuflow.timeline.shows > 0", timeout=60000)
+    time.sleep(1)
+    views = [page.evaluate("window.__gpuflow.view") for _ in range(5) if time.sleep(0.1) is None]
+    assert all(v == views[0] for v in views) and views[0]["s"] == 1, views
+    assert hook(page, "drawn")["lanes"] == 16 and hook(page, "drawn")["text"]   # lanes and readings legible
+    assert page.evaluate("document.getElementById('demo-banner').textContent").endswith("still view, close)")
+
+
 def test_a_busy_page_drags_the_bench_demo_through_no_hole(page, agent):
     # with the page's CPU slowed 4x (as on a loaded machine), the demo's first frame came ~3.5 s
     # after its made-up minutes' last reading and some frames came 0.8 s apart: the demo's recorder
