@@ -72,7 +72,10 @@ def test_an_installed_agent_serves_a_page_whose_modules_all_load(install, page, 
         page.goto(agent.url + "?demo=traced")
         until(page, "window.__gpuflow.frames >= 3 && window.__gpuflow.counts.spans > 0", timeout=15000)
         # what the page itself fetched (its resource timing entries), not Playwright's response
-        # events, which may still be on their way when the wait above returns
+        # events, which may still be on their way when the wait above returns; the answer reader's
+        # worker script may be fetched after the first frames (a loaded CI worker's was): waited for
+        until(page, "performance.getEntriesByType('resource').filter(e => e.name.endsWith('.js')).length >= "
+              f"{len(UI_MODULES)}", timeout=15000)
         loaded = dict(page.evaluate("() => performance.getEntriesByType('resource')"
                                     ".filter(e => e.name.endsWith('.js'))"
                                     ".map(e => [e.name.split('/').pop(), e.responseStatus])"))
