@@ -4,7 +4,8 @@ further behind than that, and exact at once when the process exits or the agent 
 
 * the builder, on a real ring and decoder with a clock the test moves: within the gap a build keeps
   the last table (the same object) though its records moved; past the gap, or ``exact``, or an
-  exited process, it is the decoder's; a gap of 0 brings it up to date at every build;
+  exited process, it is the decoder's; the kernels' launch entries follow the table; a gap of 0
+  brings it up to date at every build;
   ``kernels_due`` says when a table is behind and old enough;
 * the collector (real couriers, its drain and build rules, real time): a table kept while kernels
   keep coming; a process gone quiet gets its exact table one gap later with no other change; an
@@ -113,6 +114,24 @@ def test_a_name_first_seen_within_the_gap_is_shown_on_its_lane(decoder_impl, rin
     assert t.kernels is first.kernels
     shown = [k.name for k in build(b, d, exact=True).kernels if k.mangled == "_Z13attention_fwdPKfPfi"]
     assert list(t.lanes[0].spans)[-1].name == shown[0] != "_Z1av"
+
+
+def test_the_launch_entries_follow_the_table(decoder_impl, rings):
+    """A kernel's launch entry (its configurations, occupancy) is made with the table: kept while
+    the table is, brought up to date when it is."""
+    p, d, b, clock = on_a_ring(decoder_impl, rings)
+    first = build(b, d)
+    assert [(x.mangled, x.configs, x.block_threads) for x in first.kernel_launches] == [("_Z1av", 1, 1)]
+    p.kernel(0, 1, 13, CUPTI0 + 3_000, CUPTI0 + 4_000, "_Z1av", grid=(4, 1, 1), block=(128, 1, 1))
+    d.drain()
+    kept = build(b, d)
+    assert kept.kernels is first.kernels and kept.kernel_launches is first.kernel_launches
+    clock.ns += GAP_NS
+    moved = build(b, d)
+    assert [(x.mangled, x.configs) for x in moved.kernel_launches] == [("_Z1av", 2)]
+    p.kernel(0, 1, 13, CUPTI0 + 5_000, CUPTI0 + 6_000, "_Z1av", grid=(4, 1, 1), block=(64, 1, 1))
+    d.drain()
+    assert [x.configs for x in build(b, d, exact=True).kernel_launches] == [3]
 
 
 def test_a_gap_of_zero_brings_the_table_up_to_date_at_every_build(decoder_impl, rings):

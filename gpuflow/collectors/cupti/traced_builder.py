@@ -52,7 +52,7 @@ from gpuflow.collectors.cupti.demangle import MAX_CHARS, demangle_in_time
 from gpuflow.collectors.cupti.protocol import RingDecoder
 from gpuflow.collectors.cupti.traced_activity import ActivityBuilder
 from gpuflow.core.recorded import SpanColumns
-from gpuflow.core.snapshot import KernelStat, Lane, TracedProcess, TransferStat
+from gpuflow.core.snapshot import KernelLaunch, KernelStat, Lane, TracedProcess, TransferStat
 
 UNNAMED_KERNEL = "(unnamed kernel)"
 OTHER_KERNELS = "(other kernel names)"
@@ -207,6 +207,9 @@ class TracedBuilder:
         #: the kernel table of the last build that brought it up to date, when (``clock_ns``) and at
         #: how many decoded records; ``kernel_table_gap_s`` apart at most while the process runs
         self._table: tuple[KernelStat, ...] | None = None
+        #: the kernels' launch entries made with that table (traced_activity.launches): they follow
+        #: it, brought up to date when it is
+        self._launches: tuple[KernelLaunch, ...] = ()
         self._table_at_ns = 0
         self._table_records = -1
         self._records = 0   # decoded records at the last build
@@ -384,8 +387,11 @@ class TracedBuilder:
         nulls = decoder.null_streams()
         devices = self.activity.devices(decoder, offset_ns=None if clock is None else offset, now_ns=now_ns,
                                         exited=state == "exited", flush_ms=header["flush_ms"])
+        table = self._table
         kernels, table_kept = self._kernel_table(decoder, records, exact or state == "exited")
-        launches = self.activity.launches(decoder, self._kernels, now_ns)
+        if kernels is not table or table is None:   # brought up to date: so are its launch entries
+            self._launches = self.activity.launches(decoder, self._kernels, now_ns)
+        launches = self._launches
         transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t, timed=timed)
                           for d, c, timed, b, t in decoder.transfers() if c)
         # the lanes' heads first (labels, no spans): they decide each lane's share of the budget
