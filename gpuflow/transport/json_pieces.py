@@ -1,5 +1,9 @@
 """Compact JSON encoded in pieces, so that no single encoder call holds the GIL for long.
 
+Since orjson writes the agent's JSON (``frames.dumps``: a 4.3 MB document in ~4 ms, where this
+module takes ~27), this is the way for what orjson does not take (ints beyond 64 bits, keys that
+are not text, subclasses), with json's own answer for it.
+
 What it is for: the agent's JSON bodies (/api/snapshot, the stream's frames, the recorder's
 answers) are made by one process whose threads share the GIL with the server's, and
 ``json.dumps`` holds the GIL from its first byte to its last. A snapshot bounded at ~5 MB took

@@ -1,6 +1,8 @@
-"""A frame's text, put together from pieces (gpuflow.transport.frames: heads through json, span
-rows and kernel entries by gpuflow.transport.wire_text), is exactly the text of the frame as one
-dict through ``json.dumps``, with either writer twin, and reads back to the plain snapshot.
+"""A frame's text, put together from pieces (gpuflow.transport.frames: the top-level parts through
+orjson, heads through json, span rows and kernel entries by gpuflow.transport.wire_text), is the
+compact JSON of the frame as one dict (byte for byte but for how a float is written: orjson and
+json may differ there, 0.00001 and 1e-05), with either writer twin, and reads back to the plain
+snapshot; what orjson does not take is written as json writes it.
 
 Histories of busy processes whose lanes are columns (and some whose spans are Span objects),
 kernels that move or not, non-finite floats, values and shapes the compiled writer declines."""
@@ -9,7 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from array import array
+
+import pytest
 
 from unittest import mock
 
@@ -126,8 +131,8 @@ def test_a_frame_is_the_text_of_its_dict_and_reads_back_to_the_plain_snapshot(sn
     plain_keys = list(plain(snaps[0]))
     for event in events:
         text = data(event)
-        assert text == json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
-        frame = json.loads(text)   # and its members in the order the dict had them
+        frame = json.loads(text)   # one line of compact JSON, its members in the order the dict had them
+        assert not re.search(r"\s", re.sub(r'"(?:[^"\\]|\\.)*"', '""', text))   # compact: no space outside a string
         assert list(frame) == ["frame", "base_seq"] + [k for k in plain_keys if k in frame]
         for t in frame["traced"]:
             extra = [k for k in ("names", "reset", "kernels", "kernel_launches", "lanes") if k in t]
@@ -148,6 +153,25 @@ def test_a_frame_is_the_text_of_its_dict_and_reads_back_to_the_plain_snapshot(sn
                                             l["spans_elided"]) for l in t["lanes"]]) for t in want]
     for snap, full in zip(snaps[1:], events[2::2]):   # a full frame: every lane's whole sample
         assert StreamReader().read(json.loads(data(full)))["traced"] == plain(snap)["traced"]
+
+
+@pytest.mark.parametrize("value", [1e-05, 1e-300, 1e300, -0.0, 0.1 + 0.2, 2.5e-7, 12345678.9])
+def test_a_float_reads_back_as_itself(value):
+    assert json.loads(frames.dumps({"x": value, "y": [value]})) == {"x": value, "y": [value]}
+
+
+@pytest.mark.parametrize("doc", [{"big": 2 ** 70}, {1: "an int key"}, {"nan": math.nan, "big": -(2 ** 64)},
+                                 {"t": (True, None, "é\u2028")}])
+def test_what_orjson_does_not_take_is_written_as_json_writes_it(doc):
+    want = json.dumps(frames._finite(doc), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert json.loads(frames.dumps(doc)) == json.loads(want)
+    if doc != {"t": (True, None, "é\u2028")}:   # those orjson takes: the same text anyway
+        assert frames.dumps(doc) == want.encode()
+
+
+def test_text_utf8_cannot_hold_is_refused_as_before():
+    with pytest.raises(UnicodeEncodeError):
+        frames.dumps({"s": "\ud800"})
 
 
 def test_a_lane_head_is_written_as_json_writes_its_dict():
