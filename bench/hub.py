@@ -25,7 +25,9 @@ timestamped when sent). Then:
    traced process's 8 lanes, recorded at ``--traced-hz``): a page watches every one of them
    (one ``/api/stream?host=`` each, read and thrown away by this process), so the hub takes their
    lanes; ``traced_cpu_ms_per_agent_s`` is the hub's CPU per agent-second over ``--duration``, per
-   frame taken times ``--traced-hz`` as above. Printed beside it: the frames each page got a second
+   frame taken times ``--traced-hz`` as above. Printed beside it (and beside the summary phase's
+   figures): the hub's ``/healthz`` answer times over the window, asked every 0.1 s, a liveness
+   probe's view of a busy hub. Also printed: the frames each page got a second
    and the hub's CPU in cores; a hub near one core (its Python threads share one GIL) is short of
    CPU, and sends a page fewer frames than its agent sends it (each the latest state), so its CPU
    per frame taken is then less than what a frame costs a hub that keeps up.
@@ -306,6 +308,38 @@ def cpu_ms_per_agent_s(pid: int, n: int, duration: float, replay: subprocess.Pop
     return c * 1000 / (n * t) * rate / max(taken, 1e-9), taken
 
 
+class HealthProbe:
+    """``GET /healthz`` of the hub every 0.1 s from a thread of this process while it runs (a
+    liveness probe's view of a busy hub: its answer waits for the interpreter's lock behind the
+    hub's own threads); each answer's time, request to the last byte, in ms."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.times, self._stop = port, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            t0 = time.perf_counter()
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+                    s.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nConnection: close\r\n\r\n".encode())
+                    while s.recv(65536):
+                        pass
+            except OSError:
+                continue
+            self.times.append((time.perf_counter() - t0) * 1000)
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join()
+        t = sorted(self.times)
+        if not t:
+            return "the hub's /healthz: no answer"
+        return (f"the hub's /healthz meanwhile: p50 {t[len(t) // 2]:.1f} ms, p99 {p99(t):.1f} ms, "
+                f"max {t[-1]:.1f} ms ({len(t)} answers)")
+
+
 def watchers(port: int, names: list[str]) -> tuple[list[int], list[socket.socket]]:
     """One page per host, watching it (its stream read and thrown away by a selector thread); the
     frames the pages got so far (``event: snapshot`` lines, one a frame, counted as they arrive)."""
@@ -355,7 +389,9 @@ def summary_phase(code: dict[str, str], targets: Path, n: int, real: int, replay
     try:
         reconnect = wait_all(hub_port, n)
         time.sleep(3)
+        probe = HealthProbe(hub_port)
         c, c_taken = cpu_ms_per_agent_s(hub.pid, n, duration, replay, "summary", n - real, 1.0)
+        health = probe.stop()
         m = rss_mb(hub.pid)
         lags: dict[bool, list[float]] = {True: [], False: []}   # by: from a real agent
         for _ in range(5):
@@ -366,7 +402,7 @@ def summary_phase(code: dict[str, str], targets: Path, n: int, real: int, replay
     finally:
         stop(hub)
     print(f"p99 lag: replay agents {p99(lags[False]):.1f} ms, real agents {p99(lags[True]):.1f} ms "
-          f"(a real agent's frame leaves it late when it is short of CPU)", flush=True)
+          f"(a real agent's frame leaves it late when it is short of CPU); {health}", flush=True)
     return {"c": c, "c_taken": c_taken, "m": m, "l99": p99(lags[True] + lags[False]), "reconnect": reconnect}
 
 
@@ -385,7 +421,9 @@ def detail_phase(code: dict[str, str], targets: Path, ports: list[int], replay: 
         wait_all(hub_port, n, want="full")
         time.sleep(3)
         p0, w0, h0 = paged[0], time.monotonic(), cpu_s(hub.pid)
+        probe = HealthProbe(hub_port)
         t, t_taken = cpu_ms_per_agent_s(hub.pid, n, duration, replay, "full", n, hz)
+        print(f"full detail: {probe.stop()}", flush=True)
         w = time.monotonic() - w0
         t_paged, t_cores = (paged[0] - p0) / (n * w), (cpu_s(hub.pid) - h0) / w
     finally:
