@@ -81,6 +81,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         given["otlp_endpoint"] = args.otlp_endpoint
     if args.insecure_no_auth:
         given["insecure_no_auth"] = True
+    if getattr(args, "switch_interval_s", None) is not None:   # a command's own default (gpuflow hub)
+        given["switch_interval_s"] = args.switch_interval_s
     return given
 
 

@@ -93,7 +93,7 @@ class Agent:
             if self._started_pid == os.getpid():
                 return
             self._started_pid = os.getpid()
-            self._switch_interval_before = share_the_gil()
+            self._switch_interval_before = share_the_gil(self.config.switch_interval_s)
             self._stop.clear()
             self._call_each("start_collecting")
             self.collect_once()
@@ -113,7 +113,7 @@ class Agent:
             self.collect_once(force=True)
             self._started_pid = None
             if self._switch_interval_before is not None:
-                restore_switch_interval(self._switch_interval_before)
+                restore_switch_interval(self._switch_interval_before, self.config.switch_interval_s)
                 self._switch_interval_before = None
 
     # -- frames ----------------------------------------------------------------------------

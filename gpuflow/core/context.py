@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from gpuflow.core.gil import AGENT_SWITCH_INTERVAL_S
 from gpuflow.core.options import PluginOptions
 
 DEFAULT_INTERVAL_S = 1.0
@@ -29,6 +30,8 @@ class AgentConfig:
 
     interval_s: float = DEFAULT_INTERVAL_S  #: NVML polling period; also the frame loop's idle wake-up
     show_cmdline: bool = False  #: full command lines (else the executable only)
+    #: the interpreter's switch interval while the agent runs, at most (gpuflow.core.gil)
+    switch_interval_s: float = AGENT_SWITCH_INTERVAL_S
     #: per plugin key, the option values given on the command line or in code
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 

@@ -10,7 +10,10 @@ collector threads keep it busy can wait ~50 ms in all without any single long ho
 effect. Under hostile rings on a 16-core H200 host, ``bench/hostile_rings.py`` measured
 ``/healthz`` at up to 170 ms with the default interval, 41 ms at 1 ms and 34 ms at 0.5 ms, and
 the agent itself at 1 ms up to 51 ms over a whole run of the bench (docs/reliability.md). The
-agent asks for 0.5 ms while it runs.
+agent asks for 0.5 ms while it runs (``AgentConfig.switch_interval_s``, ``GPUFLOW_SWITCH_INTERVAL_MS``).
+A hub, whose threads are its network thread and its pages' streams, asks for the interpreter's own
+5 ms (``gpuflow hub``): at 64 watched agents on the GPU host the 0.5 ms cost it 1.16–1.18 times the
+CPU, and its ``/healthz`` was no quicker (docs/fleet.md, "The hub's switch interval").
 
 Constraints: the interval is process-wide, so :func:`share_the_gil` only ever lowers it (a host
 program that chose a shorter one keeps it) and gives back the value it found, for
@@ -27,16 +30,17 @@ import sys
 AGENT_SWITCH_INTERVAL_S = 0.0005
 
 
-def share_the_gil() -> float:
-    """Lower the interpreter's switch interval to AGENT_SWITCH_INTERVAL_S if it is longer;
-    return the interval it had."""
+def share_the_gil(interval_s: float = AGENT_SWITCH_INTERVAL_S) -> float:
+    """Lower the interpreter's switch interval to ``interval_s`` if it is longer; return the
+    interval it had."""
     before = sys.getswitchinterval()
-    if before > AGENT_SWITCH_INTERVAL_S:
-        sys.setswitchinterval(AGENT_SWITCH_INTERVAL_S)
+    if before > interval_s:
+        sys.setswitchinterval(interval_s)
     return before
 
 
-def restore(before: float) -> None:
-    """Put back the interval :func:`share_the_gil` found, unless someone changed it since."""
-    if math.isclose(sys.getswitchinterval(), AGENT_SWITCH_INTERVAL_S) and before > AGENT_SWITCH_INTERVAL_S:
+def restore(before: float, interval_s: float = AGENT_SWITCH_INTERVAL_S) -> None:
+    """Put back the interval :func:`share_the_gil` found (it lowered it to ``interval_s``), unless
+    someone changed it since."""
+    if math.isclose(sys.getswitchinterval(), interval_s) and before > interval_s:
         sys.setswitchinterval(before)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gpuflow.core.context import AgentConfig
+from gpuflow.core.gil import AGENT_SWITCH_INTERVAL_S
 from gpuflow.transport.tokens import GENERATE, TokenError, check_form, generate_token, read_token_file
 
 DEFAULT_MAX_STREAMS = 60  # gunicorn --threads 64 minus 4 for /api/snapshot, /metrics, / and /healthz
@@ -88,7 +89,8 @@ class EnvConfig:
 #: plus ``token`` (the raw --token value, ``auto`` included) and ``token_file``. A switch is
 #: passed only when it was given (a flag can turn a setting on, not off).
 OVERRIDABLE = frozenset({"ui_path", "allow_hosts", "metrics_per_process", "insecure_no_auth",
-                         "interval_s", "show_cmdline", "token", "token_file", "otlp_endpoint"})
+                         "interval_s", "show_cmdline", "token", "token_file", "otlp_endpoint",
+                         "switch_interval_s"})
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
@@ -179,9 +181,12 @@ def from_environ(environ: Mapping[str, str] | None = None,
         raise TypeError(f"not a setting a command line can override: {sorted(unknown)}")
     interval_ms = _number(env, "GPUFLOW_INTERVAL_MS", float, 1000.0, minimum=1,
                           maximum=MAX_INTERVAL_MS)
+    switch_ms = _number(env, "GPUFLOW_SWITCH_INTERVAL_MS", float, AGENT_SWITCH_INTERVAL_S * 1000.0,
+                        minimum=0.05, maximum=100.0)
     agent = AgentConfig(
         interval_s=given.pop("interval_s", interval_ms / 1000.0),
         show_cmdline=bool(given.pop("show_cmdline", False)) or _flag(env, "GPUFLOW_SHOW_CMDLINE"),
+        switch_interval_s=given.pop("switch_interval_s", switch_ms / 1000.0),
     )
     token, token_source = resolve_token(env, given, may_generate)
     given.pop("token", None)

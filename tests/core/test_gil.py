@@ -59,3 +59,52 @@ def test_an_interval_changed_while_the_agent_ran_is_not_overwritten_at_stop(inte
     sys.setswitchinterval(0.002)
     agent.stop()
     assert sys.getswitchinterval() == pytest.approx(0.002)
+
+
+def test_the_configured_interval_is_the_one_the_agent_runs_with(interval):
+    sys.setswitchinterval(0.005)
+    pm = pluggy.PluginManager("gpuflow")
+    pm.add_hookspecs(hookspecs)
+    agent = Agent(AgentConfig(interval_s=0.5, switch_interval_s=0.002), pm, environ={})
+    agent.start()
+    try:
+        assert sys.getswitchinterval() == pytest.approx(0.002)
+    finally:
+        agent.stop()
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+
+
+def test_the_variable_sets_it_a_command_line_default_yields_to_it_and_bad_values_name_it():
+    from gpuflow.transport.settings import from_environ
+
+    assert from_environ({}).agent.switch_interval_s == pytest.approx(AGENT_SWITCH_INTERVAL_S)
+    assert from_environ({"GPUFLOW_SWITCH_INTERVAL_MS": "2"}).agent.switch_interval_s == pytest.approx(0.002)
+    assert from_environ({}, {"switch_interval_s": 0.005}).agent.switch_interval_s == pytest.approx(0.005)
+    for bad in ("0", "nan", "fast", "1000"):
+        with pytest.raises(ValueError, match="GPUFLOW_SWITCH_INTERVAL_MS"):
+            from_environ({"GPUFLOW_SWITCH_INTERVAL_MS": bad})
+
+
+def test_a_hub_runs_with_the_interpreters_own_interval_unless_the_variable_says(monkeypatch):
+    """gpuflow hub's default (its threads wait on sockets; measured cheaper and no slower to
+    answer), through the command line's own path to the agent's configuration."""
+    import argparse
+
+    from gpuflow.cli import hub, serving
+
+    seen = []
+
+    def build_app(args):
+        seen.append(serving.overrides(args).get("switch_interval_s"))
+        raise serving.StartupError("stop here")
+
+    monkeypatch.setattr(serving, "build_app", build_app)
+    monkeypatch.setattr(hub, "_fleet_only", lambda plugins: None)
+    args = argparse.Namespace(local_collectors=False, plugin=[], interval=None, show_cmdline=False, ui=None,
+                              token=None, token_file=None, allow_host=[], metrics_per_process=False,
+                              insecure_no_auth=False)
+    monkeypatch.delenv("GPUFLOW_SWITCH_INTERVAL_MS", raising=False)
+    assert hub.cmd_hub(args) == 2
+    monkeypatch.setenv("GPUFLOW_SWITCH_INTERVAL_MS", "1")
+    assert hub.cmd_hub(argparse.Namespace(**{**vars(args), "switch_interval_s": None})) == 2
+    assert seen == [hub.HUB_SWITCH_INTERVAL_S, None]
