@@ -31,8 +31,8 @@ FLEET = "fleet"
 #: the switch interval a hub runs with unless GPUFLOW_SWITCH_INTERVAL_MS says otherwise: the
 #: interpreter's own. An agent lowers it to 0.5 ms so that its server answers while CPU-bound
 #: collectors drain rings (gpuflow.core.gil); a hub's threads are its network thread and its pages'
-#: streams, and at 64 watched agents on the GPU host 0.5 ms cost it 1.16-1.18 times the CPU with
-#: a /healthz no quicker (docs/fleet.md, "The hub's switch interval")
+#: streams, and at 64 watched agents on the GPU host 0.5 ms cost it 1.16-1.23 times the CPU with
+#: a /healthz neither reliably quicker nor slower (docs/fleet.md, "The hub's switch interval")
 HUB_SWITCH_INTERVAL_S = 0.005
 NO_TARGET = ("no agent to follow: give --targets FILE (Prometheus file_sd JSON), --target URL or "
              "--srv NAME (or GPUFLOW_HUB_TARGETS_FILE / GPUFLOW_HUB_TARGETS / GPUFLOW_HUB_SRV)")

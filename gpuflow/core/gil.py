@@ -12,8 +12,9 @@ effect. Under hostile rings on a 16-core H200 host, ``bench/hostile_rings.py`` m
 the agent itself at 1 ms up to 51 ms over a whole run of the bench (docs/reliability.md). The
 agent asks for 0.5 ms while it runs (``AgentConfig.switch_interval_s``, ``GPUFLOW_SWITCH_INTERVAL_MS``).
 A hub, whose threads are its network thread and its pages' streams, asks for the interpreter's own
-5 ms (``gpuflow hub``): at 64 watched agents on the GPU host the 0.5 ms cost it 1.16–1.18 times the
-CPU, and its ``/healthz`` was no quicker (docs/fleet.md, "The hub's switch interval").
+5 ms (``gpuflow hub``): at 64 watched agents on the GPU host the 0.5 ms cost it 1.16–1.23 times the
+CPU, and its ``/healthz`` was neither reliably quicker nor slower (docs/fleet.md, "The hub's switch
+interval").
 
 Constraints: the interval is process-wide, so :func:`share_the_gil` only ever lowers it (a host
 program that chose a shorter one keeps it) and gives back the value it found, for
