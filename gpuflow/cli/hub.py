@@ -28,8 +28,8 @@ from gpuflow import __version__
 
 #: the plugin that follows other agents (registered under this name in gpuflow.core.plugins)
 FLEET = "fleet"
-#: the switch interval a hub runs with unless GPUFLOW_SWITCH_INTERVAL_MS says otherwise: the
-#: interpreter's own. An agent lowers it to 0.5 ms so that its server answers while CPU-bound
+#: the switch interval a hub runs with unless GPUFLOW_SWITCH_INTERVAL_MS says otherwise, or it runs
+#: this machine's own collectors too (--local-collectors: then the agent's): the interpreter's own. An agent lowers it to 0.5 ms so that its server answers while CPU-bound
 #: collectors drain rings (gpuflow.core.gil); a hub's threads are its network thread and its pages'
 #: streams, and at 64 watched agents on the GPU host 0.5 ms cost it 1.16-1.23 times the CPU with
 #: a /healthz neither reliably quicker nor slower (docs/fleet.md, "The hub's switch interval")
@@ -89,8 +89,8 @@ def cmd_hub(args: argparse.Namespace) -> int:
     try:
         if not args.local_collectors:
             args.plugin_manager = _fleet_only(args.plugin)
-        if not os.environ.get("GPUFLOW_SWITCH_INTERVAL_MS", "").strip():
-            args.switch_interval_s = HUB_SWITCH_INTERVAL_S
+        if not args.local_collectors and not os.environ.get("GPUFLOW_SWITCH_INTERVAL_MS", "").strip():
+            args.switch_interval_s = HUB_SWITCH_INTERVAL_S   # with local collectors, the agent's
         app = build_app(args)
         if not _targets_given(app, args.plugin_manager):
             raise StartupError(NO_TARGET)

@@ -85,7 +85,7 @@ def test_the_variable_sets_it_a_command_line_default_yields_to_it_and_bad_values
             from_environ({"GPUFLOW_SWITCH_INTERVAL_MS": bad})
 
 
-def test_a_hub_runs_with_the_interpreters_own_interval_unless_the_variable_says(monkeypatch):
+def test_a_hub_runs_with_the_interpreters_own_interval_unless_the_variable_says_or_it_collects(monkeypatch):
     """gpuflow hub's default (its threads wait on sockets; measured cheaper and no slower to
     answer), through the command line's own path to the agent's configuration."""
     import argparse
@@ -105,6 +105,8 @@ def test_a_hub_runs_with_the_interpreters_own_interval_unless_the_variable_says(
                               insecure_no_auth=False)
     monkeypatch.delenv("GPUFLOW_SWITCH_INTERVAL_MS", raising=False)
     assert hub.cmd_hub(args) == 2
+    local = argparse.Namespace(**{**vars(args), "switch_interval_s": None, "local_collectors": True})
+    assert hub.cmd_hub(local) == 2   # its own collectors drain rings: the agent's interval
     monkeypatch.setenv("GPUFLOW_SWITCH_INTERVAL_MS", "1")
     assert hub.cmd_hub(argparse.Namespace(**{**vars(args), "switch_interval_s": None})) == 2
-    assert seen == [hub.HUB_SWITCH_INTERVAL_S, None]
+    assert seen == [hub.HUB_SWITCH_INTERVAL_S, None, None]
