@@ -24,10 +24,10 @@ def interval():
     sys.setswitchinterval(before)
 
 
-def _agent() -> Agent:
+def _agent(**config) -> Agent:
     pm = pluggy.PluginManager("gpuflow")
     pm.add_hookspecs(hookspecs)
-    return Agent(AgentConfig(interval_s=0.5), pm, environ={})
+    return Agent(AgentConfig(interval_s=0.5, **config), pm, environ={})
 
 
 def test_a_running_agent_lowers_the_interval_and_stop_restores_it(interval):
@@ -63,9 +63,7 @@ def test_an_interval_changed_while_the_agent_ran_is_not_overwritten_at_stop(inte
 
 def test_the_configured_interval_is_the_one_the_agent_runs_with(interval):
     sys.setswitchinterval(0.005)
-    pm = pluggy.PluginManager("gpuflow")
-    pm.add_hookspecs(hookspecs)
-    agent = Agent(AgentConfig(interval_s=0.5, switch_interval_s=0.002), pm, environ={})
+    agent = _agent(switch_interval_s=0.002)
     agent.start()
     try:
         assert sys.getswitchinterval() == pytest.approx(0.002)

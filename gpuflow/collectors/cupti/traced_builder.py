@@ -389,7 +389,7 @@ class TracedBuilder:
                                         exited=state == "exited", flush_ms=header["flush_ms"])
         table = self._table
         kernels, table_kept = self._kernel_table(decoder, records, exact or state == "exited")
-        if kernels is not table or table is None:   # brought up to date: so are its launch entries
+        if kernels is not table:   # brought up to date (or made first): so are its launch entries
             self._launches = self.activity.launches(decoder, self._kernels, now_ns)
         launches = self._launches
         transfers = tuple(TransferStat(direction=d, count=c, bytes=b, total_ns=t, timed=timed)
