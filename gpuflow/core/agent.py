@@ -39,6 +39,7 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.context import AgentConfig, CollectorContext
 from gpuflow.core.errors import LaunchRefused
 from gpuflow.core.host_answer import HostAnswer
+from gpuflow.core import gc_policy
 from gpuflow.core.gil import restore as restore_switch_interval, share_the_gil
 from gpuflow.core.identity import Identity, new_identity
 from gpuflow.core.merge import merge_parts, tag_part
@@ -80,6 +81,8 @@ class Agent:
         self._started_pid: int | None = None
         #: the interpreter's switch interval before start (gpuflow.core.gil)
         self._switch_interval_before: float | None = None
+        #: whether start applied the garbage collector's serving policy (gpuflow.core.gc_policy)
+        self._gc_settled = False
         self._check_options()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -94,6 +97,7 @@ class Agent:
                 return
             self._started_pid = os.getpid()
             self._switch_interval_before = share_the_gil(self.config.switch_interval_s)
+            self._gc_settled = gc_policy.settle(self.config.gc_young_threshold)
             self._stop.clear()
             self._call_each("start_collecting")
             self.collect_once()
@@ -115,6 +119,9 @@ class Agent:
             if self._switch_interval_before is not None:
                 restore_switch_interval(self._switch_interval_before, self.config.switch_interval_s)
                 self._switch_interval_before = None
+            if self._gc_settled:
+                gc_policy.restore()
+                self._gc_settled = False
 
     # -- frames ----------------------------------------------------------------------------
     def collect_once(self, force: bool = False) -> Snapshot | None:

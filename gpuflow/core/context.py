@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from gpuflow.core.gc_policy import AGENT_GC_YOUNG_THRESHOLD
 from gpuflow.core.gil import AGENT_SWITCH_INTERVAL_S
 from gpuflow.core.options import PluginOptions
 
@@ -32,6 +33,9 @@ class AgentConfig:
     show_cmdline: bool = False  #: full command lines (else the executable only)
     #: the interpreter's switch interval while the agent runs, at most (gpuflow.core.gil)
     switch_interval_s: float = AGENT_SWITCH_INTERVAL_S
+    #: the cyclic garbage collector's young threshold while the agent runs; 0: the interpreter's
+    #: policy untouched (gpuflow.core.gc_policy)
+    gc_young_threshold: int = AGENT_GC_YOUNG_THRESHOLD
     #: per plugin key, the option values given on the command line or in code
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gpuflow.core.context import AgentConfig
+from gpuflow.core import gc_policy
 from gpuflow.core.gil import AGENT_SWITCH_INTERVAL_S
 from gpuflow.transport.tokens import GENERATE, TokenError, check_form, generate_token, read_token_file
 
@@ -119,6 +120,17 @@ def _number(env: Mapping[str, str], name: str, kind: type, default, minimum=None
     return value
 
 
+def _gc_young_threshold(env: Mapping[str, str]) -> int:
+    """``GPUFLOW_GC_YOUNG_THRESHOLD``: 0 (the interpreter's own policy) or a young threshold."""
+    name = "GPUFLOW_GC_YOUNG_THRESHOLD"
+    value = _number(env, name, int, gc_policy.AGENT_GC_YOUNG_THRESHOLD, minimum=0,
+                    maximum=gc_policy.MAX_YOUNG_THRESHOLD)
+    if 0 < value < gc_policy.MIN_YOUNG_THRESHOLD:
+        raise ValueError(f"{name} must be 0 (the interpreter's own policy) or >= "
+                         f"{gc_policy.MIN_YOUNG_THRESHOLD}, got {env[name].strip()!r}")
+    return value
+
+
 def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in env.get(name, "").split(",") if x.strip())
 
@@ -187,6 +199,7 @@ def from_environ(environ: Mapping[str, str] | None = None,
         interval_s=given.pop("interval_s", interval_ms / 1000.0),
         show_cmdline=bool(given.pop("show_cmdline", False)) or _flag(env, "GPUFLOW_SHOW_CMDLINE"),
         switch_interval_s=given.pop("switch_interval_s", switch_ms / 1000.0),
+        gc_young_threshold=_gc_young_threshold(env),
     )
     token, token_source = resolve_token(env, given, may_generate)
     given.pop("token", None)

@@ -1,0 +1,81 @@
+"""How CPython's cyclic garbage collector runs while an agent (or a hub) serves.
+
+What it is for: an agent's heap is its latest snapshot and the parts it is built from, and a hub's
+is every host's latest state: objects that hold no reference cycle, replaced whole from one frame
+to the next and freed by reference counting. The cyclic collector finds nothing in them, but with
+the interpreter's thresholds (a young collection every 700 tracked objects allocated beyond those
+freed, an older one every 10 of those, a full one every 10 older ones) each object that lives as
+long as one frame is promoted to the oldest generation, and the full collections that follow go
+over the whole heap, holding the GIL throughout. A hub following 700 agents' summaries on the
+development VM spent ~20 % of its CPU there, and paused its network thread for 60–95 ms every
+1.4 s: its p99 lag from agent to hub was that pause (78 ms; docs/fleet.md, "The garbage
+collector"). So while an agent runs:
+
+* the objects made before it starts (modules, classes, the plugins, the app: ~125 k in a hub) are
+  moved out of the collector's sight (``gc.freeze``); they live as long as the process anyway;
+* the young generation's threshold is raised (``AgentConfig.gc_young_threshold``, 50,000 by
+  default, ``GPUFLOW_GC_YOUNG_THRESHOLD``; 0 leaves the interpreter's policy as it is). A frame's
+  objects are freed about as fast as the next frame's are made, so the count of objects allocated
+  beyond those freed seldom reaches it: collections become rare rather than shorter. Cyclic garbage
+  (an exception's traceback, a closed connection's callbacks) is still collected, a little later:
+  at most that many objects' worth of allocation.
+
+Constraints: the collector's settings are process-wide. :func:`settle` and :func:`restore` count
+their callers, so the policy holds while any agent of the process runs and is put back as found
+when the last one stops; the permanent generation is emptied again only if it was empty before
+(a host program that froze its own objects keeps them frozen). A threshold someone else set
+meanwhile is left alone.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+#: the young generation's threshold while an agent runs (the interpreter's own is 700)
+AGENT_GC_YOUNG_THRESHOLD = 50_000
+#: the range ``GPUFLOW_GC_YOUNG_THRESHOLD`` accepts besides 0
+MIN_YOUNG_THRESHOLD = 100
+MAX_YOUNG_THRESHOLD = 10_000_000
+
+_lock = threading.Lock()
+_holders = 0
+_threshold_before: tuple[int, ...] | None = None
+_set_threshold: int | None = None
+_unfreeze_at_end = False
+
+
+def settle(young_threshold: int = AGENT_GC_YOUNG_THRESHOLD) -> bool:
+    """Apply the serving policy for one more running agent; False (nothing done, nothing to
+    restore) when ``young_threshold`` is 0."""
+    global _holders, _threshold_before, _set_threshold, _unfreeze_at_end
+    if young_threshold <= 0:
+        return False
+    with _lock:
+        _holders += 1
+        if _holders == 1:
+            _unfreeze_at_end = gc.get_freeze_count() == 0
+            _threshold_before = gc.get_threshold()
+            _set_threshold = None
+            if _threshold_before[0] < young_threshold:
+                gc.set_threshold(young_threshold, *_threshold_before[1:])
+                _set_threshold = young_threshold
+        gc.freeze()     # what this agent's start made is long-lived too
+    return True
+
+
+def restore() -> None:
+    """One running agent fewer: the last one puts the collector back as :func:`settle` found it
+    (a threshold changed meanwhile by someone else stays)."""
+    global _holders, _threshold_before, _set_threshold
+    with _lock:
+        if _holders == 0:
+            return
+        _holders -= 1
+        if _holders:
+            return
+        if _set_threshold is not None and _threshold_before is not None and gc.get_threshold()[0] == _set_threshold:
+            gc.set_threshold(*_threshold_before)
+        if _unfreeze_at_end:
+            gc.unfreeze()
+        _threshold_before = _set_threshold = None
