@@ -11,8 +11,9 @@ with interleaved streams, the usual case in CUPTI buffers), each lane holding a 
 of its most recent spans in 48-byte slots (a raw record plus its seq took 72: the smaller slots
 halved the cost of span sampling on a 2.1 GHz Xeon host). Python objects are made
 only by the accessors, at frame time. With a ``Retention`` (the flight recorder), every timed
-execution is also written, in the same pass, into its process's retained columns
-(``_retain.pxi``), which window queries read from other threads.
+execution is written once, in the same pass, into its process's retained rows (``_retain.pxi``),
+which window queries read from other threads; the lanes' newest spans are then read back from
+those rows at the end of the drain, only the newest ``cap`` of each lane (``lanes_sync``).
 
 Caps (docs/decoder.md, "Caps"): at most ``max_names`` names get a slot (a name beyond is marked in
 a bitmap and its kernels count together in ``other``), a name keeps at most ``max_name_bytes``
@@ -140,6 +141,7 @@ cdef struct Lane:
     uint32_t alloc
     uint32_t count
     uint32_t next           # when full: the oldest slot, overwritten next
+    uint32_t pending        # with retention: its rows in the chunk being written not yet among its spans
 
 cdef struct KStat:
     uint64_t count
@@ -233,6 +235,11 @@ cdef struct State:
     uint32_t lanes_alloc
     Map lane_map
     uint32_t cap
+    uint32_t *dirty         # with retention: the lanes with pending rows (lanes_sync)
+    uint32_t n_dirty
+    uint32_t dirty_alloc
+    uint32_t *take          # lanes_sync's, by lane: how many of its rows it still reads, newest first
+    uint32_t take_alloc
     # contexts and devices
     Ctx *ctxs
     uint32_t n_ctxs
@@ -612,6 +619,14 @@ cdef inline int32_t lane_get(State *s, uint32_t dev, uint32_t ctx, uint32_t stre
         if p == NULL:
             s.oom = 1
             return -1
+        p = grow(s.dirty, &s.dirty_alloc, s.n_lanes + 1, sizeof(uint32_t))
+        if p != NULL:
+            s.dirty = <uint32_t *>p
+            p = grow(s.take, &s.take_alloc, s.n_lanes + 1, sizeof(uint32_t))
+        if p == NULL:
+            s.oom = 1
+            return -1
+        s.take = <uint32_t *>p
         li = <int32_t>s.n_lanes
         if map_insert(&s.lane_map, dev, ctx, stream, li) != 0:
             s.oom = 1
@@ -626,21 +641,28 @@ cdef inline int32_t lane_get(State *s, uint32_t dev, uint32_t ctx, uint32_t stre
 
 
 cdef inline int32_t execution(State *s, const gpuflow_record *r, uint64_t seq, int timed,
-                              int direction) noexcept nogil:
-    """Count an execution on its lane and keep its span among the lane's newest; its lane (-1: none).
-    The loop copies it into the flight recorder (not here: this must stay small enough to inline)."""
+                              int direction, const int retain) noexcept nogil:
+    """Count an execution on its lane and, without retention, keep its span among the lane's
+    newest; its lane (-1: none). With retention the loop copies it into the flight recorder, and
+    the lane takes its newest spans from those rows at the end of the drain (lanes_sync)."""
     cdef int32_t li = lane_get(s, r.device, r.body.act.context, r.body.act.stream)
     cdef Lane *lane
-    cdef SpanSlot *slot
-    cdef void *p
-    cdef uint32_t alloc
     if li < 0:                      # table full (or out of memory): counted, on no lane
         s.lane_overflow += 1
         return -1
     lane = &s.lanes[li]
     lane.executions += 1
-    if not timed or s.cap == 0:
-        return li
+    if timed and s.cap != 0 and not retain:
+        span_keep(s, lane, r, seq, direction)
+    return li
+
+
+cdef inline void span_keep(State *s, Lane *lane, const gpuflow_record *r, uint64_t seq,
+                           int direction) noexcept nogil:
+    """Keep a timed execution's span among its lane's newest ``cap``."""
+    cdef SpanSlot *slot
+    cdef void *p
+    cdef uint32_t alloc
     if lane.count < s.cap:
         if lane.count == lane.alloc:
             alloc = lane.alloc * 2 if lane.alloc else FIRST_SPAN_ALLOC
@@ -649,7 +671,7 @@ cdef inline int32_t execution(State *s, const gpuflow_record *r, uint64_t seq, i
             p = realloc(lane.spans, alloc * sizeof(SpanSlot))
             if p == NULL:           # the execution stays counted; its span is elided
                 s.oom = 1
-                return li
+                return
             lane.spans = <SpanSlot *>p
             lane.alloc = alloc
         slot = &lane.spans[lane.count]
@@ -673,7 +695,104 @@ cdef inline int32_t execution(State *s, const gpuflow_record *r, uint64_t seq, i
         slot.block_z = r.body.act.u.kernel.block_z
     else:
         slot.word = r.body.act.u.copy.bytes
-    return li
+
+
+cdef int lane_room(State *s, Lane *lane, uint32_t more) noexcept nogil:
+    """Room in a lane's ring for ``more`` spans beyond those it holds (at most ``cap`` in all);
+    -1 when out of memory."""
+    cdef uint64_t need = <uint64_t>lane.count + more
+    cdef uint32_t alloc
+    cdef void *p
+    if need > s.cap:
+        need = s.cap
+    if need <= lane.alloc:
+        return 0
+    alloc = lane.alloc * 2 if lane.alloc else FIRST_SPAN_ALLOC
+    while alloc < need:
+        alloc *= 2
+    if alloc > s.cap:
+        alloc = s.cap
+    p = realloc(lane.spans, alloc * sizeof(SpanSlot))
+    if p == NULL:
+        return -1
+    lane.spans = <SpanSlot *>p
+    lane.alloc = alloc
+    return 0
+
+
+cdef void lanes_sync(State *s, Chunk *c) noexcept nogil:
+    """With retention: the rows ``[c.synced, c.count)`` of the chunk being written join their lanes'
+    spans, as if each had been kept when drained (span_keep), but only the newest ``cap`` of each
+    lane are read, newest first, and nothing is written for the rest: the drain writes each
+    execution once, into its row, and a lane's ring holds the same spans in the same order. Called
+    before the chunk is sealed and at the end of every drain, so each row joins before its chunk
+    can be evicted or compacted."""
+    cdef uint32_t k, i, left = 0, j, pos, base, li
+    cdef uint64_t total
+    cdef Lane *lane
+    cdef const RawRow *row
+    cdef SpanSlot *slot
+    cdef uint64_t meta, p0, p1
+    cdef uint16_t block_z
+    for k in range(s.n_dirty):
+        lane = &s.lanes[s.dirty[k]]
+        if lane.pending > s.cap:
+            lane.pending = s.cap        # the older ones would be overwritten by the newer
+        if lane.pending and lane_room(s, lane, lane.pending) != 0:
+            s.oom = 1                   # its executions stay counted; these spans are elided
+            lane.pending = 0
+        s.take[s.dirty[k]] = lane.pending
+        left += lane.pending != 0
+    i = c.count
+    while left and i > c.synced:
+        i -= 1
+        row = &c.rows[i]
+        meta = row.meta
+        li = (meta >> 32) & 0xFFFF
+        if s.take[li] == 0:
+            continue
+        s.take[li] -= 1
+        j = s.take[li]                  # its place among the spans joining, oldest first
+        left -= j == 0
+        lane = &s.lanes[li]
+        pos = lane.count + j
+        if pos >= s.cap:                # past a full ring's end: from its oldest slot on
+            base = lane.next if lane.count == s.cap else 0
+            pos = base + pos - s.cap
+            if pos >= s.cap:
+                pos -= s.cap
+        slot = &lane.spans[pos]
+        slot.seq = r_raw_seq(c, row)
+        slot.start = row.start
+        slot.end = row.end
+        slot.type = <uint8_t>(meta >> 48)
+        memcpy(&p0, &row.payload[0], 8)
+        if slot.type == GPUFLOW_REC_KERNEL:   # name id, grid x | grid y, z, block x, y | block z
+            memcpy(&p1, &row.payload[8], 8)
+            memcpy(&block_z, &row.payload[16], 2)
+            slot.word = p0
+            slot.grid_y = <uint16_t>p1
+            slot.grid_z = <uint16_t>(p1 >> 16)
+            slot.block_x = <uint16_t>(p1 >> 32)
+            slot.block_y = <uint16_t>(p1 >> 48)
+            slot.block_z = block_z
+            slot.direction = -1
+        else:
+            slot.direction = <int8_t>r_raw_direction(row, slot.type)
+            memcpy(&slot.word, &row.payload[4], 8)  # a copy's bytes (its kinds before them)
+    for k in range(s.n_dirty):
+        lane = &s.lanes[s.dirty[k]]
+        total = <uint64_t>lane.count + lane.pending
+        if total <= s.cap:
+            lane.count = <uint32_t>total
+        else:
+            base = lane.next if lane.count == s.cap else 0
+            lane.next = <uint32_t>((base + total - s.cap) % s.cap)
+            lane.count = s.cap
+        lane.pending = 0
+        s.take[s.dirty[k]] = 0
+    s.n_dirty = 0
+    c.synced = c.count
 
 
 cdef void set_context(State *s, const gpuflow_record *r, uint64_t seq) noexcept nogil:
@@ -798,7 +917,8 @@ cdef inline int by_memory_kinds(uint8_t src, uint8_t dst) noexcept nogil:
 cdef inline uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t mask,
                                  uint64_t tail, uint64_t n, const int retain) noexcept nogil:
     """Decode records [tail, tail + n); return how many were consumed (fewer only on OOM).
-    ``retain``: the flight recorder copies each timed execution. One loop serves both callers
+    ``retain``: the flight recorder copies each timed execution, and its lane takes the span from
+    that row later (lanes_sync) rather than a copy of its own now. One loop serves both callers
     (drain_plain, drain_retaining): it is too large for the compiler to inline or clone, so
     ``retain`` is tested at each timed execution, a branch that never changes within a drain. Two
     loops compiled apart (a fused type) measured no faster with retention and ~3 % slower without
@@ -846,7 +966,7 @@ cdef inline uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t 
                         k.max = dur
                 k.timed += 1
                 k.total = sat_add(s, k.total, dur)
-            li = execution(s, &r, seq, timed, -1)
+            li = execution(s, &r, seq, timed, -1, retain)
             if retain and timed and li >= 0:    # the flight recorder's copy
                 r_retain(s, &r, seq, <uint32_t>li, -1)
         elif r.type == GPUFLOW_REC_MEMCPY or r.type == GPUFLOW_REC_MEMSET:
@@ -867,7 +987,7 @@ cdef inline uint64_t drain_range(State *s, const gpuflow_record *recs, uint64_t 
                 s.dir_timed[d] += 1
                 s.dir_total[d] = sat_add(s, s.dir_total[d], r.body.act.end - r.body.act.start)
             act_copy(s, &r, d, timed)
-            li = execution(s, &r, seq, timed, d)
+            li = execution(s, &r, seq, timed, d, retain)
             if retain and timed and li >= 0:
                 r_retain(s, &r, seq, <uint32_t>li, d)
         elif r.type == GPUFLOW_REC_NAME_CHUNK:
@@ -931,6 +1051,8 @@ cdef void state_free(State *s) noexcept nogil:
     for i in range(s.n_lanes):
         free(s.lanes[i].spans)
     free(s.lanes)
+    free(s.dirty)
+    free(s.take)
     free(s.lane_map.slots)
     free(s.ctxs)
     free(s.ctx_map.slots)
@@ -1115,6 +1237,8 @@ cdef class RingDecoder:
             with nogil:
                 if self.st.store.ret != NULL:
                     done = drain_retaining(&self.st, self.recs, self._capacity - 1, tail, n)
+                    if self.st.store.cur != NULL:   # the lanes' newest spans, from the rows
+                        lanes_sync(&self.st, self.st.store.cur)
                 else:
                     done = drain_plain(&self.st, self.recs, self._capacity - 1, tail, n)
                 act_pass_end(&self.st)
@@ -1137,7 +1261,7 @@ cdef class RingDecoder:
         chunk being written is sealed (no record will come)."""
         self._check_idle()
         if self.st.store.ret != NULL and self.st.store.cur != NULL:
-            r_seal(&self.st.store)
+            r_seal(&self.st)
         if self.has_view:
             self._final_header = L.read_header(<object>self.view.obj)
             self.hdr = NULL

@@ -159,12 +159,14 @@ cdef void r_publish(Store *o) noexcept nogil:
         r_show(o.ret, o, o.cur)
 
 
-cdef void r_seal(Store *o) noexcept nogil:
-    """The chunk being written takes no more records (full, a seq jump, or its process gone): it is
-    published and waits for compaction."""
+cdef void r_seal(State *s) noexcept nogil:
+    """The chunk being written takes no more records (full, a seq jump, or its process gone): its
+    rows join their lanes' spans, it is published and waits for compaction."""
+    cdef Store *o = &s.store
     cdef Chunk *c = o.cur
     cdef RetState *R = o.ret
     cdef uint32_t cap
+    lanes_sync(s, c)
     r_show(R, o, c)
     pthread_mutex_lock(&R.lock)
     c.sealed = 1
@@ -237,11 +239,45 @@ cdef Chunk *r_next_chunk(State *s, uint64_t seq, uint64_t start, uint64_t end) n
     if o.cur != NULL:
         if seq - o.cur.last_seq <= R_SEQ_GAP_MAX:
             return o.cur
-        r_seal(o)
+        r_seal(s)
     c = r_chunk_new(o, seq, start)
     if c == NULL:
         s.oom = 1
     return c
+
+
+cdef Chunk *r_chunk_for(State *s, const gpuflow_record *r, uint64_t seq, uint32_t li,
+                        int direction) noexcept nogil:
+    """r_retain's way off its path (r_next_chunk): the chunk a timed execution goes into, or NULL.
+    Its lane counted its row as pending (execution): a chunk sealed here must not wait for that row,
+    and one not placeable in time is kept on its lane as without retention, after the rows before
+    it joined theirs."""
+    cdef Lane *lane = &s.lanes[li]
+    cdef Chunk *c
+    lane.pending -= 1
+    c = r_next_chunk(s, seq, r.body.act.start, r.body.act.end)
+    if c != NULL:
+        if s.n_dirty == 0:          # the chunk before was sealed, its rows joined their lanes
+            s.dirty[0] = li
+            s.n_dirty = 1
+        lane.pending += 1
+        return c
+    if lane.pending == 0 and s.n_dirty and s.dirty[s.n_dirty - 1] == li:
+        s.n_dirty -= 1              # r_retain listed the lane for this row alone: a lane is listed
+                                    # once, and only while it has pending rows
+    if not s.oom and s.cap != 0:
+        if s.store.cur != NULL:
+            lanes_sync(s, s.store.cur)
+        span_keep(s, lane, r, seq, direction)
+    return NULL
+
+
+#: r_retain calls r_chunk_for through this pointer, set at import, so that the compiler cannot
+#: inline that rare path (a span's copy in it) into r_retain: r_retain must stay small enough to be
+#: inlined into the drain loop, which measured ~10 % slower with it called (docs/recorder.md,
+#: "Each execution written once")
+cdef Chunk *(*r_chunk_for_call)(State *, const gpuflow_record *, uint64_t, uint32_t, int) noexcept nogil
+r_chunk_for_call = r_chunk_for
 
 
 cdef inline void r_retain(State *s, const gpuflow_record *r, uint64_t seq, uint32_t li, int direction) noexcept nogil:
@@ -251,8 +287,13 @@ cdef inline void r_retain(State *s, const gpuflow_record *r, uint64_t seq, uint3
     cdef RawRow *row
     cdef uint64_t start = r.body.act.start, end = r.body.act.end
     cdef uint32_t i
+    cdef Lane *lane = &s.lanes[li]
+    if lane.pending == 0:           # its row joins the lane's spans at lanes_sync
+        s.dirty[s.n_dirty] = li
+        s.n_dirty += 1
+    lane.pending += 1
     if c == NULL or seq - c.last_seq > R_SEQ_GAP_MAX or end > R_TIME_LIMIT:
-        c = r_next_chunk(s, seq, start, end)
+        c = r_chunk_for_call(s, r, seq, li, direction)
         if c == NULL:
             return
     i = c.count
@@ -267,7 +308,7 @@ cdef inline void r_retain(State *s, const gpuflow_record *r, uint64_t seq, uint3
     c.last_seq = seq
     c.count = i + 1
     if i + 1 == c.capacity:
-        r_seal(&s.store)
+        r_seal(s)
 
 
 cdef inline int r_raw_direction(const RawRow *row, uint64_t rtype) noexcept nogil:

@@ -76,6 +76,7 @@ cdef struct Chunk:
     uint32_t capacity
     uint32_t count              # written (the drain's)
     uint32_t published          # readable
+    uint32_t synced             # rows among their lanes' spans (lanes_sync; the chunk being written's)
     uint32_t pins
     int sealed                  # takes no more records
     uint64_t base_seq
