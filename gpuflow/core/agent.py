@@ -173,6 +173,8 @@ class Agent:
             if gap > 0:
                 self._stop.wait(gap)
             wake.clear()
+            if self._gc_settled:
+                gc_policy.tick()
             try:
                 if self.collect_once() is not None:
                     last_frame = time.monotonic()

@@ -3,13 +3,17 @@
 
 Why it matters is a time (a hub's lag and CPU at 700 agents, bench/hub.py); what is tested here
 is the policy's life (applied at start, nested, restored at stop, never undoing what someone else
-set), its variable, and its effect on a heap like an agent's: objects replaced whole from one frame
-to the next cause no collection under it, where the interpreter's thresholds make one at each frame.
+set), its variable, its effect on a heap like an agent's (objects replaced whole from one frame
+to the next cause no collection under it, where the interpreter's thresholds make one at each
+frame), and its ticks: what is made is frozen at the frames, and a reference cycle frozen before
+it became garbage is collected within a full period.
 """
 
 from __future__ import annotations
 
 import gc
+import time
+import weakref
 
 import pluggy
 import pytest
@@ -40,7 +44,7 @@ def collector(monkeypatch):
 def _agent(**config) -> Agent:
     pm = pluggy.PluginManager("gpuflow")
     pm.add_hookspecs(hookspecs)
-    return Agent(AgentConfig(interval_s=0.5, **config), pm, environ={})
+    return Agent(AgentConfig(**{"interval_s": 0.5, **config}), pm, environ={})
 
 
 def test_a_running_agent_freezes_what_exists_and_raises_the_young_threshold(collector):
@@ -146,3 +150,74 @@ def test_a_heap_replaced_frame_by_frame_is_not_collected_under_the_policy(collec
         assert _collections_while_frames_replace() == 0
     finally:
         agent.stop()
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+#: an agent whose frame loop does not wake while a test ticks by hand (no collector wakes it)
+QUIET = {"interval_s": 3600.0}
+
+
+def test_what_is_made_while_an_agent_runs_is_frozen_at_its_frames(collector):
+    gc.unfreeze()
+    agent = _agent(**QUIET)
+    agent.start()
+    try:
+        made = [[i] for i in range(5_000)]
+        frozen = gc.get_freeze_count()
+        gc_policy.tick(time.monotonic())                # too soon after start: nothing
+        assert gc.get_freeze_count() == frozen
+        gc_policy.tick(time.monotonic() + gc_policy.FREEZE_EVERY_S)
+        assert gc.get_freeze_count() >= frozen + len(made)
+        assert gc.get_count()[0] < 100                   # the young generation starts again
+    finally:
+        agent.stop()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_cycle_frozen_before_it_became_garbage_is_collected_within_a_full_period(collector):
+    gc.unfreeze()
+    agent = _agent(**QUIET)
+    agent.start()
+    try:
+        t0 = time.monotonic()
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        gc_policy.tick(t0 + gc_policy.FREEZE_EVERY_S)     # the cycle is frozen while alive
+        del a, b
+        gc.collect()                                     # frozen: no collection finds it
+        assert gone() is not None
+        gc_policy.tick(t0 + 2 * gc_policy.FREEZE_EVERY_S)
+        assert gone() is not None
+        gc_policy.tick(t0 + gc_policy.FULL_EVERY_S)      # everything unfrozen, collected, frozen again
+        assert gone() is None
+        assert gc.get_freeze_count() > 1000
+    finally:
+        agent.stop()
+
+
+def test_nothing_is_frozen_again_when_the_host_program_froze_its_own(collector):
+    gc.freeze()
+    before = gc.get_freeze_count()
+    agent = _agent(**QUIET)
+    agent.start()
+    try:
+        after_start = gc.get_freeze_count()
+        assert after_start >= before
+        made = [[i] for i in range(5_000)]
+        gc_policy.tick(time.monotonic() + gc_policy.FULL_EVERY_S)
+        assert gc.get_freeze_count() == after_start and made
+    finally:
+        agent.stop()
+    assert gc.get_freeze_count() > 0
+
+
+def test_no_tick_acts_without_a_running_agent(collector):
+    gc.unfreeze()
+    made = [[i] for i in range(1_000)]
+    gc_policy.tick(time.monotonic() + gc_policy.FULL_EVERY_S)
+    assert gc.get_freeze_count() == 0 and made
