@@ -27,11 +27,13 @@ collector"). So while an agent runs:
   a whole collection a minute, where the interpreter's thresholds made one every 1.4 s).
 
 Constraints: the collector's settings are process-wide. :func:`settle` and :func:`restore` count
-their callers, so the policy holds while any agent of the process runs and is put back as found
-when the last one stops; the permanent generation is emptied again only if it was empty before
-(a host program that froze its own objects keeps them frozen, and then nothing is frozen again
-after start: the full collections would have to unfreeze its objects). A threshold someone else
-set meanwhile is left alone. ``gc.freeze`` and ``gc.unfreeze`` move lists, whatever their length.
+their callers, so the policy holds while any agent of the process runs, and the thresholds are put
+back as found when the last one stops (a threshold someone else set meanwhile is left alone).
+The permanent generation is the policy's while an agent runs: the full collections unfreeze it
+whole, and the last stop leaves it empty, so objects a host program froze itself are frozen again
+with the rest at each tick and unfrozen at the end (freezing only spares the collector work; it is
+never needed for correctness; CPython 3.12 freezes a few hundred objects of its own at start-up).
+``gc.freeze`` and ``gc.unfreeze`` move lists, whatever their length.
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ _lock = threading.Lock()
 _holders = 0
 _threshold_before: tuple[int, ...] | None = None
 _set_threshold: int | None = None
-_unfreeze_at_end = False
 _last_freeze = 0.0
 _last_full = 0.0
 
@@ -62,13 +63,12 @@ _last_full = 0.0
 def settle(young_threshold: int = AGENT_GC_YOUNG_THRESHOLD) -> bool:
     """Apply the serving policy for one more running agent; False (nothing done, nothing to
     restore) when ``young_threshold`` is 0."""
-    global _holders, _threshold_before, _set_threshold, _unfreeze_at_end, _last_freeze, _last_full
+    global _holders, _threshold_before, _set_threshold, _last_freeze, _last_full
     if young_threshold <= 0:
         return False
     with _lock:
         _holders += 1
         if _holders == 1:
-            _unfreeze_at_end = gc.get_freeze_count() == 0
             _last_freeze = _last_full = time.monotonic()
             _threshold_before = gc.get_threshold()
             _set_threshold = None
@@ -82,13 +82,13 @@ def settle(young_threshold: int = AGENT_GC_YOUNG_THRESHOLD) -> bool:
 def tick(now: float | None = None) -> None:
     """At an agent's frame: freeze what exists if ``FREEZE_EVERY_S`` passed since the last time,
     or, every ``FULL_EVERY_S``, unfreeze everything, collect it whole, and freeze it again.
-    Nothing while no agent holds the policy, or when a host program had frozen objects of its own."""
+    Nothing while no agent holds the policy."""
     global _last_freeze, _last_full
     now = time.monotonic() if now is None else now
-    if not _holders or not _unfreeze_at_end or now - _last_freeze < FREEZE_EVERY_S:
+    if not _holders or now - _last_freeze < FREEZE_EVERY_S:
         return
     with _lock:
-        if not _holders or not _unfreeze_at_end:
+        if not _holders:
             return
         if now - _last_full >= FULL_EVERY_S:
             gc.unfreeze()
@@ -110,6 +110,5 @@ def restore() -> None:
             return
         if _set_threshold is not None and _threshold_before is not None and gc.get_threshold()[0] == _set_threshold:
             gc.set_threshold(*_threshold_before)
-        if _unfreeze_at_end:
-            gc.unfreeze()
+        gc.unfreeze()
         _threshold_before = _set_threshold = None

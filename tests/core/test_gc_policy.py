@@ -89,8 +89,7 @@ def test_the_policy_holds_until_the_last_agent_stops(collector):
     assert gc_policy._holders == 0
 
 
-def test_what_a_host_program_set_is_kept(collector):
-    gc.freeze()                                     # the host program froze its own objects
+def test_a_higher_threshold_a_host_program_set_is_kept(collector):
     gc.set_threshold(100_000, *gc.get_threshold()[1:])
     agent = _agent()
     agent.start()
@@ -99,7 +98,6 @@ def test_what_a_host_program_set_is_kept(collector):
     finally:
         agent.stop()
     assert gc.get_threshold()[0] == 100_000
-    assert gc.get_freeze_count() > 0                # and its objects stay frozen
 
 
 def test_a_threshold_changed_while_the_agent_ran_is_not_overwritten_at_stop(collector):
@@ -152,6 +150,11 @@ def test_a_heap_replaced_frame_by_frame_is_not_collected_under_the_policy(collec
         agent.stop()
 
 
+def _in_sight(obj) -> bool:
+    """Whether the collector would go over ``obj`` (it is in a generation, not frozen)."""
+    return any(o is obj for o in gc.get_objects())
+
+
 class Node:
     def __init__(self) -> None:
         self.other: Node | None = None
@@ -169,9 +172,9 @@ def test_what_is_made_while_an_agent_runs_is_frozen_at_its_frames(collector):
         made = [[i] for i in range(5_000)]
         frozen = gc.get_freeze_count()
         gc_policy.tick(time.monotonic())                # too soon after start: nothing
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen and _in_sight(made)
         gc_policy.tick(time.monotonic() + gc_policy.FREEZE_EVERY_S)
-        assert gc.get_freeze_count() >= frozen + len(made)
+        assert gc.get_freeze_count() >= frozen + len(made) and not _in_sight(made)
         assert gc.get_count()[0] < 100                   # the young generation starts again
     finally:
         agent.stop()
@@ -200,20 +203,21 @@ def test_a_cycle_frozen_before_it_became_garbage_is_collected_within_a_full_peri
         agent.stop()
 
 
-def test_nothing_is_frozen_again_when_the_host_program_froze_its_own(collector):
+def test_objects_frozen_before_start_are_frozen_with_the_rest_and_unfrozen_at_the_end(collector):
+    """As CPython 3.12 does with a few hundred of its own at start-up, or a host program with its
+    own: the ticks go on (the policy once skipped them then, and a hub on 3.12 never froze again)."""
     gc.freeze()
     before = gc.get_freeze_count()
     agent = _agent(**QUIET)
     agent.start()
     try:
-        after_start = gc.get_freeze_count()
-        assert after_start >= before
         made = [[i] for i in range(5_000)]
+        assert _in_sight(made) and before > 0
         gc_policy.tick(time.monotonic() + gc_policy.FULL_EVERY_S)
-        assert gc.get_freeze_count() == after_start and made
+        assert not _in_sight(made)
     finally:
         agent.stop()
-    assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
 
 
 def test_no_tick_acts_without_a_running_agent(collector):
