@@ -249,7 +249,7 @@ cdef Chunk *r_next_chunk(State *s, uint64_t seq, uint64_t start, uint64_t end) n
 cdef Chunk *r_chunk_for(State *s, const gpuflow_record *r, uint64_t seq, uint32_t li,
                         int direction) noexcept nogil:
     """r_retain's way off its path (r_next_chunk): the chunk a timed execution goes into, or NULL.
-    Its lane counted its row as pending (execution): a chunk sealed here must not wait for that row,
+    Its lane counted its row as pending (r_retain): a chunk sealed here must not wait for that row,
     and one not placeable in time is kept on its lane as without retention, after the rows before
     it joined theirs."""
     cdef Lane *lane = &s.lanes[li]
@@ -274,7 +274,7 @@ cdef Chunk *r_chunk_for(State *s, const gpuflow_record *r, uint64_t seq, uint32_
 
 #: r_retain calls r_chunk_for through this pointer, set at import, so that the compiler cannot
 #: inline that rare path (a span's copy in it) into r_retain: r_retain must stay small enough to be
-#: inlined into the drain loop, which measured ~10 % slower with it called (docs/recorder.md,
+#: inlined into the drain loop, which measured ~8 % slower with it called (docs/recorder.md,
 #: "Each execution written once")
 cdef Chunk *(*r_chunk_for_call)(State *, const gpuflow_record *, uint64_t, uint32_t, int) noexcept nogil
 r_chunk_for_call = r_chunk_for
@@ -282,7 +282,7 @@ r_chunk_for_call = r_chunk_for
 
 cdef inline void r_retain(State *s, const gpuflow_record *r, uint64_t seq, uint32_t li, int direction) noexcept nogil:
     """Copy one timed execution into its process's chunk being written: a raw row, its time
-    bounds; nothing else on the drain's path."""
+    bounds, its lane's count of rows pending (lanes_sync); nothing else on the drain's path."""
     cdef Chunk *c = s.store.cur
     cdef RawRow *row
     cdef uint64_t start = r.body.act.start, end = r.body.act.end
