@@ -661,19 +661,10 @@ cdef inline void span_keep(State *s, Lane *lane, const gpuflow_record *r, uint64
                            int direction) noexcept nogil:
     """Keep a timed execution's span among its lane's newest ``cap``."""
     cdef SpanSlot *slot
-    cdef void *p
-    cdef uint32_t alloc
     if lane.count < s.cap:
-        if lane.count == lane.alloc:
-            alloc = lane.alloc * 2 if lane.alloc else FIRST_SPAN_ALLOC
-            if alloc > s.cap:
-                alloc = s.cap
-            p = realloc(lane.spans, alloc * sizeof(SpanSlot))
-            if p == NULL:           # the execution stays counted; its span is elided
-                s.oom = 1
-                return
-            lane.spans = <SpanSlot *>p
-            lane.alloc = alloc
+        if lane.count == lane.alloc and lane_room(s, lane, 1) != 0:
+            s.oom = 1               # the execution stays counted; its span is elided
+            return
         slot = &lane.spans[lane.count]
         lane.count += 1
     else:
