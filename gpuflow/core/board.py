@@ -4,15 +4,29 @@ Readers are SSE streams, /api/snapshot and /metrics, each in its own server thre
 :meth:`SnapshotBoard.wait_newer` (a condition variable, no polling) and are all released by
 :meth:`close` at shutdown so a graceful stop is never held up by an open stream.
 
-Constraints: called from gunicorn/threaded-server worker threads; O(1) per publish; holds a
-reference to the latest snapshot only (history is the transport's business).
+A reader that wants only part of each snapshot (a stream of one host of a hub's many) waits on a
+condition of its own instead and is told of each snapshot by a listener (:meth:`listen`), called
+on the producer's thread after the board has it, and with None once the board closes; the
+listener wakes its readers only when their part changed, so a page watching one host of a fleet
+is not woken by every other host's frames (gpuflow.transport.stream_views.DerivedBoard).
+
+Constraints: called from gunicorn/threaded-server worker threads; O(1) per publish plus one call
+per listener; holds a reference to the latest snapshot only (history is the transport's
+business); a listener that raises is logged and the others are still called.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from typing import Callable
 
 from gpuflow.core.snapshot import Snapshot
+
+log = logging.getLogger("gpuflow.core.board")
+
+#: told of each snapshot published (on the producer's thread), then of the board's close (None)
+Listener = Callable[[Snapshot | None], None]
 
 
 class SnapshotBoard:
@@ -20,11 +34,14 @@ class SnapshotBoard:
         self._cond = threading.Condition()
         self._latest: Snapshot | None = None
         self._closed = False
+        self._listeners: tuple[Listener, ...] = ()
 
     def publish(self, snapshot: Snapshot) -> None:
         with self._cond:
             self._latest = snapshot
             self._cond.notify_all()
+            listeners = self._listeners
+        _tell(listeners, snapshot)
 
     def latest(self) -> Snapshot | None:
         return self._latest
@@ -32,6 +49,21 @@ class SnapshotBoard:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with each snapshot published from now on, after the board has it,
+        and with None when the board closes (at once if it is closed already); returns the call
+        that stops it (idempotent)."""
+        with self._cond:
+            self._listeners += (listener,)
+            closed = self._closed
+        if closed:
+            _tell((listener,), None)
+
+        def stop() -> None:
+            with self._cond:
+                self._listeners = tuple(fn for fn in self._listeners if fn is not listener)
+        return stop
 
     def wait_newer(self, seq: int, timeout: float) -> Snapshot | None:
         """The latest snapshot if its seq differs from ``seq``, waiting up to ``timeout`` seconds.
@@ -59,3 +91,13 @@ class SnapshotBoard:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            listeners = self._listeners
+        _tell(listeners, None)
+
+
+def _tell(listeners: tuple[Listener, ...], snapshot: Snapshot | None) -> None:
+    for listener in listeners:
+        try:
+            listener(snapshot)
+        except Exception:  # noqa: BLE001 - one listener's bug must not stop the frames or the others
+            log.exception("a board listener failed")

@@ -22,15 +22,22 @@ Host, method and token checks run first (the security middleware), as on every r
 Each view has its own frame encoder, fed by a :class:`DerivedBoard` that makes the view's
 snapshot once per snapshot of the agent, for all its streams: a view's frames are still encoded
 once for all its clients. An encoder exists while some stream uses its view
-(:class:`ViewFrames`); the default view uses the app's own.
+(:class:`ViewFrames`); the default view uses the app's own. A view's streams wait on its
+DerivedBoard, which the agent's board tells of each snapshot (``SnapshotBoard.listen``): it makes
+the view's snapshot then, on the frame loop's thread, and wakes its streams only when that is a
+new one. On a hub publishing up to 20 snapshots a second, each with some hosts' frames, a page
+watching one host is woken when that host has something new, not at every snapshot (each wake-up
+of 64 pages' threads at once cost the hub more than encoding their frames).
 
 Every stream, whatever its view, sends a frame or a ``: ping`` at least every agent interval
 (``host.interval_s``; the configured ping interval when that is shorter), so that a hub can tell
 a silent agent (hung, partitioned) from a quiet one: it judges silence by that interval.
 
 Constraints: a view's snapshot shares every object it does not change with the agent's (no copy
-per stream, none of the spans); the encoders are created and dropped under one lock; a stream
-whose view cannot be parsed takes no stream slot.
+per stream, none of the spans); the encoders are created and dropped under one lock, a view's
+listener stopped with its encoder; a stream whose view cannot be parsed takes no stream slot;
+a view's streams are woken by its new snapshots and by the board's close, and wait at most their
+ping interval (sse.py), so a host whose view does not change still gets its pings.
 """
 
 from __future__ import annotations
@@ -159,14 +166,24 @@ def summary_of(snap: Snapshot) -> Snapshot:
 
 
 class DerivedBoard:
-    """What a frame encoder reads (``latest()``): a view of a board's latest snapshot, made once
-    per snapshot, so the encoder sees the same object until the board has a new one."""
+    """A view of a board's snapshots, read as a board: ``latest()`` is the view of the board's
+    latest snapshot, made once per snapshot, so the encoder sees the same object until the board
+    has a new one; the view's streams wait in :meth:`wait_newer`, woken only when the view's
+    snapshot is a new object (a host view keeps its snapshot, and its seq, while its host has
+    nothing new) or the board closes. ``stop_listening()`` ends that (its last stream gone)."""
 
     def __init__(self, board: SnapshotBoard, derive: Callable[[Snapshot], Snapshot]) -> None:
         self.board = board
         self.derive = derive
         self._lock = threading.Lock()
         self._cached: tuple[Snapshot, Snapshot] | None = None
+        self._cond = threading.Condition()   # the view's streams wait on it
+        self._told: Snapshot | None = None   # the view its streams were last woken for
+        self.stop_listening = board.listen(self._published)
+
+    @property
+    def closed(self) -> bool:
+        return self.board.closed
 
     def latest(self) -> Snapshot | None:
         snap = self.board.latest()
@@ -182,28 +199,38 @@ class DerivedBoard:
                 self._cached = cached
             return cached[1]
 
-
-class ViewBoard:
-    """The board as one stream of a view waits on it: for a snapshot newer than the last one it
-    saw, whatever the seq of the view's frame (a host view keeps its frame while its host has
-    nothing new, so that seq lags the board's)."""
-
-    def __init__(self, board: SnapshotBoard) -> None:
-        self.board = board
-        self._seen: int | None = None
-
-    @property
-    def closed(self) -> bool:
-        return self.board.closed
-
-    def wait_first(self, timeout: float) -> Snapshot | None:
-        return self.board.wait_first(timeout)
+    def _published(self, snap: Snapshot | None) -> None:
+        """The board's listener (its producer's thread): the view made now, its streams woken if
+        it is new; woken too at the board's close, and where making it failed (they meet the
+        error making it themselves, as a stream meets an encoder's)."""
+        if snap is not None:
+            try:
+                view = self.latest()
+            except Exception:  # noqa: BLE001 - the streams' own call raises it where it is handled
+                view = None
+            if view is not None and view is self._told:
+                return
+            self._told = view
+        with self._cond:
+            self._cond.notify_all()
 
     def wait_newer(self, seq: int, timeout: float) -> Snapshot | None:
-        snap = self.board.wait_newer(self._seen if self._seen is not None else seq, timeout)
-        if snap is not None:
-            self._seen = snap.seq
-        return snap
+        """The view's snapshot if its seq differs from ``seq``, waiting up to ``timeout`` seconds
+        for one; None on timeout or once the board is closed."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.board.closed or self._differs(seq), timeout=timeout)
+            if self.board.closed:
+                return None
+            view = self.latest()
+            return view if view is not None and view.seq != seq else None
+
+    def _differs(self, seq: int) -> bool:
+        view = self.latest()
+        return view is not None and view.seq != seq
+
+    def wait_first(self, timeout: float) -> Snapshot | None:
+        self.board.wait_first(timeout)
+        return self.latest()
 
 
 class ViewFrames:
@@ -242,6 +269,8 @@ class ViewFrames:
                 entry[1] -= 1
                 if entry[1] == 0 and self._open.get(view) is entry:
                     del self._open[view]
+                    if isinstance(entry[0].board, DerivedBoard):
+                        entry[0].board.stop_listening()
         return entry[0], release
 
     def open_views(self) -> dict[tuple[str, str | None], int]:
@@ -293,8 +322,9 @@ class ViewStreamResource:
             agent = state.agent
             if detail == FULL and host is not None and agent is not None and host != agent.identity.name:
                 unwatch = agent.watch_host(host)
-            board = state.board if frames is state.frames else ViewBoard(state.board)
-            events = event_stream(board, frames, settings, state.stopping)
+            # the board its encoder reads: the agent's, or the view's own, which wakes its
+            # streams only when the view changed
+            events = event_stream(frames.board, frames, settings, state.stopping)
             body = SseBody(events, _all(state.slots.release, give_back, unwatch))
         except BaseException:
             state.slots.release()
