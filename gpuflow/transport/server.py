@@ -32,6 +32,13 @@ Bad input and slow or idle peers (docs/security.md, "Hostile and broken clients"
   target is checked against the Host allow-list too; the Server header says ``gpuflow`` and no
   Python version.
 
+Writes: a chunk is written straight to the connection's descriptor, one ``write`` call, while the
+socket's send buffer has room for it (:class:`_SocketWriter`); only a chunk that does not fit
+goes through ``sendall``, which waits for room within the send timeout. ``sendall`` on a socket
+with a timeout asks ``poll`` before every send, a second system call and a second release of the
+interpreter's lock: on a hub, 64 pages' streams each take ten frames a second, and each release
+of that lock lets another thread take it.
+
 Constraints: binding happens in the constructor so "port in use" is reported before anything
 is printed; :meth:`shutdown` returns within about a second even with streams open (it asks the
 app to end them — ``begin_shutdown`` — and waits at most ``drain_s`` for them and for every request's
@@ -45,6 +52,7 @@ import errno
 import http
 import io
 import logging
+import os
 import socket
 import socketserver
 import threading
@@ -82,6 +90,36 @@ class _ServerHandler(ServerHandler):
             log.error("error serving %s", self.environ.get("PATH_INFO"), exc_info=exc_info)
 
 
+class _SocketWriter(io.BufferedIOBase):
+    """socketserver's writer of a connection (unbuffered), each chunk written straight to the
+    socket's descriptor while its send buffer has room (see the module's docstring): the same
+    bytes in the same order. What ``write`` could not place (the buffer full, a part of the
+    chunk left) goes through ``sendall``, within the socket's timeout as before; a socket without
+    a timeout (blocking: ``write`` could block without one) or of a subclass (TLS) always does."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        sock = self._sock
+        with memoryview(b) as view:
+            sent = 0
+            if type(sock) is socket.socket and sock.gettimeout():   # non-blocking underneath
+                try:
+                    sent = os.write(sock.fileno(), view)
+                except BlockingIOError:
+                    sent = 0
+            if sent < view.nbytes:
+                sock.sendall(view[sent:])
+            return view.nbytes
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+
 class _Handler(WSGIRequestHandler):
     """wsgiref's handler over a request head already read: multithreaded, quiet, bounded writes."""
 
@@ -99,6 +137,7 @@ class _Handler(WSGIRequestHandler):
         super().setup()
         self.rfile.close()
         self.rfile = io.BytesIO(self.head)  # the head, and whatever arrived with it
+        self.wfile = _SocketWriter(self.connection)  # wbufsize is 0: unbuffered, as socketserver's
 
     def handle(self) -> None:
         self.request_version = "HTTP/1.0"  # how send_error answers until the line is parsed
