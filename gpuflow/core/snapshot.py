@@ -487,13 +487,11 @@ class Snapshot:
         /api/snapshot and --summary-json are this; /api/stream sends the same snapshot in a compact
         form (names once, spans as arrays) made by gpuflow.transport.wire, which reads back to this.
         """
-        host = _plain(self.host)
-        host["problems"] = [_plain(p) for p in self.problems]
         return {
             "schema": SCHEMA_VERSION,
             "seq": self.seq,
             "timestamp": self.timestamp,
-            "host": host,
+            "host": host_json(self.host, self.problems),
             "hosts": [fleet_host_json(h) for h in self.hosts],
             "sources": list(self.sources),
             "devices": [_plain(d) for d in self.devices],
@@ -583,6 +581,13 @@ def _span_columns() -> type[SpanColumns]:
 
         _COLUMNS.append(SpanColumns)
     return _COLUMNS[0]
+
+
+def host_json(host: HostInfo, problems: tuple[Problem, ...]) -> dict[str, Any]:
+    """A snapshot's own ``host``: its HostInfo's fields, then the snapshot's problems."""
+    d = _plain(host)
+    d["problems"] = [_plain(p) for p in problems]
+    return d
 
 
 def fleet_host_json(h: FleetHost) -> dict[str, Any]:

@@ -9,10 +9,12 @@ plain again for every frame, though they change at the NVML interval while frame
 a host of eight GPUs had them made plain ten times a second.
 
 :class:`PlainParts` keeps the plain form of each of those items of the snapshot before, by the
-item (they are frozen: the same object has the same plain form); a frame makes plain only the
-items that are new objects (a collector reuses its part while nothing changed, a hub the objects
-of a host whose frame did not change them). Its answer is exactly
-``replace(snap, traced=()).to_json_dict()`` (tests/transport/test_plain_parts.py).
+item (they are frozen: the same object has the same plain form), and of the snapshot's own host
+entry (its HostInfo and problems: a hub's page of one host made it again at every one of that
+host's frames, some 30 µs of the page's 240); a frame makes plain only the items that are new
+objects (a collector reuses its part while nothing changed, a hub the objects of a host whose
+frame did not change them). Its answer is exactly ``replace(snap, traced=()).to_json_dict()``,
+members in that order (tests/transport/test_plain_parts.py).
 
 Constraints: called under the frame encoder's lock, once a snapshot; the plain forms are shared
 between frames (the encoder keeps the base frame's parts anyway) and never changed; it holds
@@ -21,10 +23,11 @@ those of the last snapshot's items only.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable, Iterable
 
-from gpuflow.core.snapshot import RetiredTraced, Snapshot, fleet_host_json, json_value
+from gpuflow.core.snapshot import (
+    SCHEMA_VERSION, HostInfo, Problem, RetiredTraced, Snapshot, fleet_host_json, host_json, json_value,
+)
 
 
 def _retired_json(r: RetiredTraced) -> dict[str, Any]:
@@ -34,24 +37,24 @@ def _retired_json(r: RetiredTraced) -> dict[str, Any]:
     return d
 
 
-#: the parts made plain item by item, and how an item of each is
-PARTS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-    ("hosts", fleet_host_json), ("devices", json_value), ("processes", json_value),
-    ("traced_retired", _retired_json),
-)
-
-
 class PlainParts:
     def __init__(self) -> None:
         #: id(item) -> (item, its plain form), of the last snapshot (the item held: its id stays its own)
         self._known: dict[int, tuple[Any, Any]] = {}
+        #: the last snapshot's host and problems (the objects) and their plain form
+        self._host: tuple[HostInfo, tuple[Problem, ...], dict[str, Any]] | None = None
 
     def of(self, snap: Snapshot) -> dict[str, Any]:
         """``replace(snap, traced=()).to_json_dict()``, from the plain forms already made."""
-        doc = replace(snap, traced=(), hosts=(), devices=(), processes=(), traced_retired=()).to_json_dict()
         known, now = self._known, {}
-        for part, plain in PARTS:
-            doc[part] = _items(getattr(snap, part), plain, known, now)
+        host = self._host
+        if host is None or host[0] is not snap.host or host[1] is not snap.problems:
+            host = self._host = (snap.host, snap.problems, host_json(snap.host, snap.problems))
+        doc = {"schema": SCHEMA_VERSION, "seq": snap.seq, "timestamp": snap.timestamp, "host": host[2],
+               "hosts": _items(snap.hosts, fleet_host_json, known, now), "sources": list(snap.sources),
+               "devices": _items(snap.devices, json_value, known, now),
+               "processes": _items(snap.processes, json_value, known, now), "traced": [],
+               "traced_retired": _items(snap.traced_retired, _retired_json, known, now)}
         self._known = now
         return doc
 
