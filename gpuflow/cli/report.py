@@ -37,9 +37,9 @@ def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> list[str
             state = "LOST" if d.lost else f"{_gib(d.memory_used_bytes)} / {_gib(d.memory_total_bytes)} used"
             out.write(f"    [{d.index}] {printable(d.name or d.uuid)}  {state}\n")
         out.write(f"  {len(snapshot.processes)} process(es) using them right now\n")
-    elif "nvml" in snapshot.sources and not any(p.source == "nvml" and p.severity == "error"
+    elif "nvml" in snapshot.sources and not any(p.source == "nvml" and p.severity in ("error", "warning")
                                                  for p in snapshot.problems):
-        out.write("  NVML works but sees no GPUs\n")
+        out.write("  NVML works but sees no GPUs\n")   # not while NVML warns (a first poll still running)
     for p in snapshot.problems:
         out.write(f"  {printable(p.severity)}: [{printable(p.source)}] {printable(p.message)}\n")
     if any(p.severity == "error" for p in snapshot.problems):

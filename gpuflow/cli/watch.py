@@ -68,11 +68,22 @@ class StopSignals:
             time.sleep(self.SLICE_S)
 
 
+def says_what_gpus_there_are(snap: Snapshot) -> bool:
+    """Whether ``snap`` tells the GPUs: it has some, or an error says why not, or NVML has answered
+    (its part is in) without a warning. A first poll still running past the interval is a
+    warning from NVML with no devices yet: not an answer (a slow NVML start is not "no GPUs")."""
+    if snap.devices or any(p.severity == "error" for p in snap.problems):
+        return True
+    return "nvml" in snap.sources and not any(p.source == "nvml" and p.severity == "warning"
+                                              for p in snap.problems)
+
+
 def settled_snapshot(board: SnapshotBoard, timeout: float = 3.0) -> Snapshot | None:
-    """The first snapshot that says something about GPUs (devices or problems), or the latest."""
+    """The first snapshot that tells the GPUs (:func:`says_what_gpus_there_are`), else the latest
+    after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     snap = board.wait_first(timeout)
-    while snap is not None and not (snap.devices or snap.problems):
+    while snap is not None and not says_what_gpus_there_are(snap):
         left = deadline - time.monotonic()
         if left <= 0:
             break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -11,6 +12,10 @@ import time
 import urllib.request
 
 from cli_process import URL_RE, gpuflow_env, signal_another_thread, start_gpuflow, stop_gpuflow
+
+from gpuflow.cli.report import describe_start
+from gpuflow.cli.watch import says_what_gpus_there_are
+from gpuflow.core.snapshot import Problem, Snapshot
 
 
 def snapshot_with_devices(port: int, timeout: float = 10) -> dict:
@@ -48,6 +53,37 @@ def test_watch_with_fake_gpus_serves_them():
         out = stop_gpuflow(proc, signal.SIGTERM)
     assert proc.returncode == 0, out
     assert "8 GPU(s)" in out
+
+
+def test_a_first_poll_slower_than_the_interval_is_not_called_no_gpus():
+    # the fake's one GPU answers its utilization in 2 s, twice the interval: the first snapshots
+    # carry NVML's "not answering" warning and no device yet, which is no verdict on the GPUs
+    env = gpuflow_env(GPUFLOW_NVML_FAKE="hang", GPUFLOW_DISABLED_PLUGINS="cupti")
+    proc, port = start_gpuflow("watch", "--port", "0", env=env)
+    try:
+        assert len(snapshot_with_devices(port)["devices"]) == 1
+    finally:
+        out = stop_gpuflow(proc, signal.SIGTERM)
+    assert proc.returncode == 0, out
+    assert "sees no GPUs" not in out
+    assert "1 GPU(s)" in out or "NVML is not answering" in out   # the banner waits up to 3 s
+
+
+def test_the_banner_waits_for_a_verdict_on_the_gpus():
+    stalled = Snapshot(seq=1, timestamp=0.0, sources=("nvml",), problems=(
+        Problem("nvml", severity="warning", message="NVML is not answering: a poll has been running for 1.0 s"),))
+    none_there = Snapshot(seq=2, timestamp=0.0, sources=("nvml",), problems=(
+        Problem("nvml", severity="info", message="simulated GPUs"),))
+    no_driver = Snapshot(seq=3, timestamp=0.0, problems=(Problem("nvml", severity="error", message="no driver"),))
+    assert not says_what_gpus_there_are(stalled)
+    assert not says_what_gpus_there_are(Snapshot(seq=4, timestamp=0.0))   # NVML not heard from yet
+    assert says_what_gpus_there_are(none_there) and says_what_gpus_there_are(no_driver)
+    shown = io.StringIO()
+    describe_start(stalled, "http://127.0.0.1:7717/", shown)   # the banner's timeout came first
+    assert "sees no GPUs" not in shown.getvalue() and "not answering" in shown.getvalue()
+    shown = io.StringIO()
+    describe_start(none_there, "http://127.0.0.1:7717/", shown)
+    assert "NVML works but sees no GPUs" in shown.getvalue()
 
 
 def test_watch_under_the_benchmarking_switch_says_its_view_is_partial():
