@@ -487,18 +487,29 @@ class Snapshot:
         /api/snapshot and --summary-json are this; /api/stream sends the same snapshot in a compact
         form (names once, spans as arrays) made by gpuflow.transport.wire, which reads back to this.
         """
-        return {
-            "schema": SCHEMA_VERSION,
-            "seq": self.seq,
-            "timestamp": self.timestamp,
-            "host": host_json(self.host, self.problems),
-            "hosts": [fleet_host_json(h) for h in self.hosts],
-            "sources": list(self.sources),
-            "devices": [_plain(d) for d in self.devices],
-            "processes": [_plain(p) for p in self.processes],
-            "traced": [_traced_json(t) for t in self.traced],
-            "traced_retired": [_traced_json(r) for r in self.traced_retired],
-        }
+        return snapshot_json(self, host_json(self.host, self.problems),
+                             [fleet_host_json(h) for h in self.hosts],
+                             [_plain(d) for d in self.devices], [_plain(p) for p in self.processes],
+                             [_traced_json(t) for t in self.traced],
+                             [_traced_json(r) for r in self.traced_retired])
+
+
+def snapshot_json(snap: Snapshot, host: dict[str, Any], hosts: list[Any], devices: list[Any],
+                  processes: list[Any], traced: list[Any], traced_retired: list[Any]) -> dict[str, Any]:
+    """The plain form's members, in their order, given each part already plain: the one layout
+    :meth:`Snapshot.to_json_dict` and a frame encoder's kept parts (transport/plain_parts.py) share."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "seq": snap.seq,
+        "timestamp": snap.timestamp,
+        "host": host,
+        "hosts": hosts,
+        "sources": list(snap.sources),
+        "devices": devices,
+        "processes": processes,
+        "traced": traced,
+        "traced_retired": traced_retired,
+    }
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

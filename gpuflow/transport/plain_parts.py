@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from gpuflow.core.snapshot import (
-    SCHEMA_VERSION, HostInfo, Problem, RetiredTraced, Snapshot, fleet_host_json, host_json, json_value,
+    HostInfo, Problem, RetiredTraced, Snapshot, fleet_host_json, host_json, json_value, snapshot_json,
 )
 
 
@@ -50,11 +50,10 @@ class PlainParts:
         host = self._host
         if host is None or host[0] is not snap.host or host[1] is not snap.problems:
             host = self._host = (snap.host, snap.problems, host_json(snap.host, snap.problems))
-        doc = {"schema": SCHEMA_VERSION, "seq": snap.seq, "timestamp": snap.timestamp, "host": host[2],
-               "hosts": _items(snap.hosts, fleet_host_json, known, now), "sources": list(snap.sources),
-               "devices": _items(snap.devices, json_value, known, now),
-               "processes": _items(snap.processes, json_value, known, now), "traced": [],
-               "traced_retired": _items(snap.traced_retired, _retired_json, known, now)}
+        doc = snapshot_json(snap, host[2], _items(snap.hosts, fleet_host_json, known, now),
+                            _items(snap.devices, json_value, known, now),
+                            _items(snap.processes, json_value, known, now), [],
+                            _items(snap.traced_retired, _retired_json, known, now))
         self._known = now
         return doc
 
