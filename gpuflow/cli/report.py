@@ -22,6 +22,14 @@ def _gib(value: int | None) -> str:
     return "—" if value is None else f"{value / 2**30:.1f} GiB"
 
 
+def nvml_answered(snapshot: Snapshot) -> bool:
+    """Whether NVML's part is in ``snapshot`` with neither an error nor a warning of NVML's: what it
+    says of the GPUs is then its answer (a first poll still running past the interval is a warning
+    and no devices yet: a slow start, not "no GPUs")."""
+    return "nvml" in snapshot.sources and not any(p.source == "nvml" and p.severity in ("error", "warning")
+                                                  for p in snapshot.problems)
+
+
 def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> list[str]:
     """The start banner; returns the Problem texts it showed (the log need not repeat them)."""
     out.write(f"GPUFlow {__version__}: live view at {url}\n")
@@ -37,9 +45,8 @@ def describe_start(snapshot: Snapshot | None, url: str, out: TextIO) -> list[str
             state = "LOST" if d.lost else f"{_gib(d.memory_used_bytes)} / {_gib(d.memory_total_bytes)} used"
             out.write(f"    [{d.index}] {printable(d.name or d.uuid)}  {state}\n")
         out.write(f"  {len(snapshot.processes)} process(es) using them right now\n")
-    elif "nvml" in snapshot.sources and not any(p.source == "nvml" and p.severity in ("error", "warning")
-                                                 for p in snapshot.problems):
-        out.write("  NVML works but sees no GPUs\n")   # not while NVML warns (a first poll still running)
+    elif nvml_answered(snapshot):
+        out.write("  NVML works but sees no GPUs\n")
     for p in snapshot.problems:
         out.write(f"  {printable(p.severity)}: [{printable(p.source)}] {printable(p.message)}\n")
     if any(p.severity == "error" for p in snapshot.problems):

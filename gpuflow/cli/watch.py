@@ -15,7 +15,7 @@ from gpuflow.core.board import SnapshotBoard
 from gpuflow.core.snapshot import Snapshot
 
 from gpuflow.cli import logs
-from gpuflow.cli.report import describe_start
+from gpuflow.cli.report import describe_start, nvml_answered
 from gpuflow.cli.serving import (StartupError, build_app, describe_login, start_serving, warn_if_benchmarking,
                                  warn_if_exposed)
 
@@ -70,12 +70,8 @@ class StopSignals:
 
 def says_what_gpus_there_are(snap: Snapshot) -> bool:
     """Whether ``snap`` tells the GPUs: it has some, or an error says why not, or NVML has answered
-    (its part is in) without a warning. A first poll still running past the interval is a
-    warning from NVML with no devices yet: not an answer (a slow NVML start is not "no GPUs")."""
-    if snap.devices or any(p.severity == "error" for p in snap.problems):
-        return True
-    return "nvml" in snap.sources and not any(p.source == "nvml" and p.severity == "warning"
-                                              for p in snap.problems)
+    (report.nvml_answered)."""
+    return bool(snap.devices) or any(p.severity == "error" for p in snap.problems) or nvml_answered(snap)
 
 
 def settled_snapshot(board: SnapshotBoard, timeout: float = 3.0) -> Snapshot | None:
