@@ -118,8 +118,11 @@ def test_hovering_a_kernel_row_gives_its_full_name_and_exact_figures(traced):
         p = page.evaluate(f"window.__gpuflow.kernelRow({PID}, {i})")
         page.mouse.move(p["x"], p["y"])
         until(page, "window.__gpuflow.hover && window.__gpuflow.hover.kernel !== null")
-        tip, kernels = settled(page, f"[window.__gpuflow.hover.tip, window.__gpuflow.kernelsOf({PID})]")
-        k = next(k for k in kernels if k["name"] == hook(page, "hover")["kernel"])
+        # the tip and the kernel it is about read together: the live demo's rows reorder as their
+        # totals grow, so a later read of the hovered kernel can be another row's
+        tip, kernel, kernels = settled(page, "[window.__gpuflow.hover.tip, window.__gpuflow.hover.kernel, "
+                                             f"window.__gpuflow.kernelsOf({PID})]")
+        k = next(k for k in kernels if k["name"] == kernel)
         assert tip.startswith(k["name"])
         assert f"{k['count']:,}" in tip and f"{k['total_ns']:,} ns" in tip, tip
         if k["mangled"] != k["name"]:
