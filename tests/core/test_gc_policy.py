@@ -171,9 +171,12 @@ def test_what_is_made_while_an_agent_runs_is_frozen_at_its_frames(collector):
     try:
         made = [[i] for i in range(5_000)]
         frozen = gc.get_freeze_count()
-        gc_policy.tick(time.monotonic())                # too soon after start: nothing
+        # the times are the policy's own, not the clock's: a loaded machine can take longer than
+        # FREEZE_EVERY_S from start to here, and a tick then would rightly freeze ``made``
+        started = gc_policy._last_freeze
+        gc_policy.tick(started + gc_policy.FREEZE_EVERY_S / 2)      # too soon after start: nothing
         assert gc.get_freeze_count() == frozen and _in_sight(made)
-        gc_policy.tick(time.monotonic() + gc_policy.FREEZE_EVERY_S)
+        gc_policy.tick(started + gc_policy.FREEZE_EVERY_S)
         assert gc.get_freeze_count() >= frozen + len(made) and not _in_sight(made)
         assert gc.get_count()[0] < 100                   # the young generation starts again
     finally:
