@@ -27,6 +27,7 @@ def fleet_state(page) -> dict:
     return page.evaluate("() => window.__gpuflow.fleet")
 
 
+@pytest.mark.serial   # a bound in wall-clock time (the issue's): timed alone, after the parallel pass
 def test_the_overview_a_hosts_plane_and_back(browser, fleet):
     hub, agents = fleet
     page = browser.new_page(viewport={"width": 1280, "height": 720})

@@ -50,6 +50,7 @@ def detail(hub: Hub, name: str) -> str | None:
     return hub.hosts()[name]["detail"]
 
 
+@pytest.mark.serial   # a bound in wall-clock time (the issue's): timed alone, after the parallel pass
 def test_watching_a_host_brings_its_lanes_within_a_second_and_only_its_own(fleet):
     hub, a, _ = fleet
     opened = time.monotonic()
