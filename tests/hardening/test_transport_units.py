@@ -112,8 +112,8 @@ def test_settle_close_returns_at_once_when_the_peer_closes_and_bounded_when_it_s
     with a, b:
         b.close()
         t0 = time.monotonic()
-        settle_close(a)
-        assert time.monotonic() - t0 < 0.2
+        settle_close(a, linger_s=3.0)
+        assert time.monotonic() - t0 < 1.0   # at once, not after the linger (a loaded machine's slack)
     a, b = socket.socketpair()
     with a, b:
         t0 = time.monotonic()
