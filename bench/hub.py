@@ -69,6 +69,8 @@ import threading
 import time
 from pathlib import Path
 
+from host_speed import host_speed
+
 HERE = Path(__file__).resolve().parent
 URL_RE = re.compile(r"http://[^\s]+:(\d+)/")
 TEMPLATE_NAME = "hub-bench-template-host"
@@ -469,14 +471,6 @@ def verdict(n: int, got: dict[str, float]) -> str:
     missed = [f"{name} {got.get(key, float('nan')):.3f} > {bound(n):g}" for key, name, bound in GOALS
               if not got.get(key, float("inf")) <= bound(n)]
     return "goals: " + ("every one met" if not missed else "missed: " + ", ".join(missed))
-
-
-def host_speed() -> str:
-    """The seconds 10 M additions take in this interpreter: the host's speed for Python's work."""
-    t0, total = time.perf_counter(), 0
-    for i in range(10_000_000):
-        total += i
-    return f"this host's speed: 10 M Python additions in {time.perf_counter() - t0:.2f} s"
 
 
 def main() -> None:

@@ -16,6 +16,9 @@ rendered frame:
 * the in-frame cost: ingest since the previous draw + draw + a 1-pixel getImageData, which makes
   the software rasteriser finish inside the measurement.
 
+Before and after the runs it prints this host's speed (bench/host_speed.py): these are wall-clock
+times, and the development VM's speed drifts by up to two within minutes.
+
 Budget (CONTRIBUTING.md, performance budgets): p95 <= 16 ms. The last line printed is exactly ``p95_frame_ms=<x>``,
 the larger of the two p95s (with ``--rounds`` above 1, the median of the rounds' figures).
 
@@ -76,6 +79,7 @@ from pathlib import Path
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import create_app
 from gpuflow.transport.server import EmbeddedServer
+from host_speed import host_speed
 
 CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
@@ -283,6 +287,7 @@ def main() -> int:
         if static is not None:
             pages["baseline"] = f"http://127.0.0.1:{static.server_address[1]}/index.html{query}"
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        print(host_speed(), flush=True)
         try:
             for rnd in range(a.rounds):
                 for name, url in pages.items():
@@ -299,6 +304,7 @@ def main() -> int:
             if static is not None:
                 static.shutdown()
                 static.server_close()
+    print(host_speed(), flush=True)
     current = statistics.median(runs["current"])
     if runs["baseline"]:
         base = statistics.median(runs["baseline"])

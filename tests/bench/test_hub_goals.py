@@ -1,11 +1,13 @@
 """bench/hub.py's verdict: each of issue 22's goals against a run's figures, a missed or unmeasured
-one named with its figure and bound (scripts/gpu-check's hub stage prints hub_ok= from it)."""
+one named with its figure and bound (scripts/gpu-check's hub stage prints hub_ok= from it); and
+the host's speed it and bench/ui_frame.py print beside their figures (bench/host_speed.py)."""
 
 from __future__ import annotations
 
 import math
 
 import hub
+from host_speed import host_speed
 
 MET = {"c": 0.64, "m": 113.7, "l99": 51.7, "reconnect": 1.88, "t": 9.9}
 
@@ -33,5 +35,5 @@ def test_a_figure_not_measured_or_nan_is_missed_not_met():
 
 
 def test_the_host_speed_is_a_time():
-    said = hub.host_speed()
+    said = host_speed()
     assert said.startswith("this host's speed: 10 M Python additions in ") and float(said.split()[-2]) > 0
