@@ -542,9 +542,10 @@ def main() -> None:
                 print(f"after/before {name}: " + " ".join(f"{a / b:.3f}" for b, a in pairs)
                       + f" (before {' '.join(f'{b:.3f}' for b, _ in pairs)}; after {' '.join(f'{a:.3f}' for _, a in pairs)})")
     print(host_speed(), flush=True)
-    at_goal_load = (n, real, args.traced, args.traced_hz, args.no_summary, args.extra_kernels) == (1000, 16, 64, 10, False, 0)
-    print(verdict(n, results[-1][1]) if at_goal_load else
-          "goals: not judged (they are stated for the defaults: 1,000 agents, 16 real, 64 watched at 10 Hz)")
+    load = ("agents", "real", "traced", "traced_hz", "no_summary", "extra_kernels")   # the defaults are the goals' load
+    print(verdict(n, results[-1][1]) if all(getattr(args, k) == p.get_default(k) for k in load) else
+          "goals: not judged (they are stated for the defaults: " + ", ".join(f"--{k.replace('_', '-')} "
+                                                                              f"{p.get_default(k)}" for k in load) + ")")
     print(last_line(n, results[-1][1]))
 
 

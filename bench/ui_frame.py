@@ -76,10 +76,11 @@ import threading
 import time
 from pathlib import Path
 
+from host_speed import host_speed
+
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.app import create_app
 from gpuflow.transport.server import EmbeddedServer
-from host_speed import host_speed
 
 CHROMIUM = os.environ.get("GPUFLOW_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking",
