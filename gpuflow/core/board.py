@@ -41,7 +41,7 @@ class SnapshotBoard:
             self._latest = snapshot
             self._cond.notify_all()
             listeners = self._listeners
-        _tell(listeners, snapshot)
+        tell(listeners, snapshot)
 
     def latest(self) -> Snapshot | None:
         return self._latest
@@ -58,7 +58,7 @@ class SnapshotBoard:
             self._listeners += (listener,)
             closed = self._closed
         if closed:
-            _tell((listener,), None)
+            tell((listener,), None)
 
         def stop() -> None:
             with self._cond:
@@ -92,10 +92,11 @@ class SnapshotBoard:
             self._closed = True
             self._cond.notify_all()
             listeners = self._listeners
-        _tell(listeners, None)
+        tell(listeners, None)
 
 
-def _tell(listeners: tuple[Listener, ...], snapshot: Snapshot | None) -> None:
+def tell(listeners: tuple[Listener, ...], snapshot: Snapshot | None) -> None:
+    """Call each listener with ``snapshot``; one that raises is logged, the others still called."""
     for listener in listeners:
         try:
             listener(snapshot)

@@ -34,6 +34,7 @@ import falcon
 from gpuflow.core.board import SnapshotBoard
 from gpuflow.transport.frames import FrameEncoder
 from gpuflow.transport.settings import AppSettings
+from gpuflow.transport.stream_push import GONE, PushedStream
 
 PING = b": ping\n\n"
 
@@ -95,8 +96,10 @@ def event_stream(
     settings: AppSettings,
     stopping: Callable[[], bool],
     clock: Callable[[], float] = time.monotonic,
+    pushed: PushedStream | None = None,
 ) -> Iterator[bytes]:
-    """The events of one connection, as bytes, one complete event per item."""
+    """The events of one connection, as bytes, one complete event per item; with ``pushed``
+    (stream_push.py), after the first frame the view's listener writes its frames where it can."""
     started = last_write = clock()
     retry = b"retry: %d\n" % settings.retry_ms
     frame = frames.current()
@@ -110,6 +113,12 @@ def event_stream(
         yield retry + frame.full
         last_seq = frame.seq
     last_write = clock()
+    if pushed is not None and pushed.start(last_seq, last_write):
+        try:
+            yield from _pushed_events(board, frames, settings, stopping, clock, started, pushed)
+        finally:
+            pushed.end()
+        return
     while True:
         now = clock()
         age_left = settings.max_stream_age_s - (now - started)
@@ -135,6 +144,25 @@ def event_stream(
             yield frame.full
         last_seq = frame.seq
         last_write = clock()
+
+
+def _pushed_events(board: SnapshotBoard, frames: FrameEncoder, settings: AppSettings,
+                   stopping: Callable[[], bool], clock: Callable[[], float], started: float,
+                   pushed: PushedStream) -> Iterator[bytes]:
+    """The rest of a stream whose frames the view's listener writes: only what it leaves to the
+    stream's thread (stream_push.py), the same checks of age, shutdown and close as above."""
+    while True:
+        age_left = settings.max_stream_age_s - (clock() - started)
+        if age_left <= 0 or stopping() or board.closed:
+            return
+        chunk = pushed.claim(frames, settings.ping_interval_s, PING)
+        if chunk is GONE:
+            return
+        if chunk is not None:
+            yield chunk
+            pushed.wrote()
+            continue
+        pushed.wake.wait(max(0.0, min(pushed.ping_left(settings.ping_interval_s), age_left, settings.poll_s)))
 
 
 def bound_send_time(environ: dict, seconds: float, buffer_bytes: int | None = None) -> None:

@@ -45,16 +45,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import falcon
 
-from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.board import Listener, SnapshotBoard, tell
 from gpuflow.core.identity import check_host_name
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
 from gpuflow.transport.hosts_view import HOSTS, HostsFrames
 from gpuflow.transport.settings import AppSettings
+from gpuflow.transport.stream_push import PushedStream, StreamPusher
 from gpuflow.transport.sse import (
     SseBody, bound_send_time, event_stream, stream_headers, unavailable,
 )
@@ -179,7 +180,19 @@ class DerivedBoard:
         self._cached: tuple[Snapshot, Snapshot] | None = None
         self._cond = threading.Condition()   # the view's streams wait on it
         self._told: Snapshot | None = None   # the view its streams were last woken for
+        self._listeners: tuple[Listener, ...] = ()
         self.stop_listening = board.listen(self._published)
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """As ``SnapshotBoard.listen``, for the view: ``listener`` is called (on the board's
+        producer's thread) with each new view, and with None when the board closes."""
+        with self._lock:
+            self._listeners += (listener,)
+
+        def stop() -> None:
+            with self._lock:
+                self._listeners = tuple(fn for fn in self._listeners if fn is not listener)
+        return stop
 
     @property
     def closed(self) -> bool:
@@ -213,6 +226,7 @@ class DerivedBoard:
             self._told = view
         with self._cond:
             self._cond.notify_all()
+        tell(self._listeners, None if snap is None else self._told)
 
     def wait_newer(self, seq: int, timeout: float) -> Snapshot | None:
         """The view's snapshot if its seq differs from ``seq``, waiting up to ``timeout`` seconds
@@ -233,32 +247,46 @@ class DerivedBoard:
         return self.latest()
 
 
+class ViewUse(NamedTuple):
+    """A stream's use of its view (ViewFrames.acquire)."""
+
+    frames: Any   #: FrameEncoder, or HostsFrames for the overview
+    pusher: StreamPusher
+    release: Callable[[], None]
+
+
 class ViewFrames:
     """The frame encoders of the views streams use now: one per view, while a stream uses it."""
 
     def __init__(self, board: SnapshotBoard, default: FrameEncoder) -> None:
         self.board = board
         self.default = default
+        self._default_pusher: StreamPusher | None = None
         self._lock = threading.Lock()
-        self._open: dict[tuple[str, str | None], list[Any]] = {}   # view -> [encoder, streams]
+        self._open: dict[tuple[str, str | None], list[Any]] = {}   # view -> [encoder, pusher, streams]
         self.index = HostIndex()
 
-    def acquire(self, detail: str, host: str | None = None) -> tuple[FrameEncoder, Callable[[], None]]:
-        """The encoder of the view and the call that gives it back (once, when the stream ends)."""
+    def acquire(self, detail: str, host: str | None = None) -> ViewUse:
+        """The encoder of the view, the writer of its frames to its streams' sockets
+        (stream_push.py) and the call that gives them back (once, when the stream ends)."""
         if detail == FULL and host is None:
-            return self.default, lambda: None
+            with self._lock:
+                if self._default_pusher is None:
+                    self._default_pusher = StreamPusher(self.default)
+                return ViewUse(self.default, self._default_pusher, lambda: None)
         view = (detail, host)
         with self._lock:
             entry = self._open.get(view)
-            if entry is None and detail == HOSTS:
-                entry = self._open[view] = [HostsFrames(self.board, self.default.boot_epoch), 0]
             if entry is None:
-                derive = summary_of if host is None else HostViewOf(host, self.index, detail == SUMMARY)
-                derived: Any = DerivedBoard(self.board, derive)   # read as a board
-                encoder = FrameEncoder(derived, boot_epoch=self.default.boot_epoch,
-                                       span_rate=self.default.span_rate)
-                entry = self._open[view] = [encoder, 0]
-            entry[1] += 1
+                if detail == HOSTS:
+                    encoder: Any = HostsFrames(self.board, self.default.boot_epoch)
+                else:
+                    derive = summary_of if host is None else HostViewOf(host, self.index, detail == SUMMARY)
+                    derived: Any = DerivedBoard(self.board, derive)   # read as a board
+                    encoder = FrameEncoder(derived, boot_epoch=self.default.boot_epoch,
+                                           span_rate=self.default.span_rate)
+                entry = self._open[view] = [encoder, StreamPusher(encoder), 0]
+            entry[2] += 1
         released = []
 
         def release() -> None:
@@ -266,17 +294,18 @@ class ViewFrames:
                 return
             released.append(True)
             with self._lock:
-                entry[1] -= 1
-                if entry[1] == 0 and self._open.get(view) is entry:
+                entry[2] -= 1
+                if entry[2] == 0 and self._open.get(view) is entry:
                     del self._open[view]
+                    entry[1].stop_listening()
                     if isinstance(entry[0].board, DerivedBoard):
                         entry[0].board.stop_listening()
-        return entry[0], release
+        return ViewUse(entry[0], entry[1], release)
 
     def open_views(self) -> dict[tuple[str, str | None], int]:
         """Each view in use and its number of streams (for tests and /healthz)."""
         with self._lock:
-            return {view: entry[1] for view, entry in self._open.items()}
+            return {view: entry[2] for view, entry in self._open.items()}
 
 
 def heartbeat_settings(settings: AppSettings, interval_s: float | None) -> AppSettings:
@@ -318,13 +347,16 @@ class ViewStreamResource:
             return
         frames, give_back, unwatch = None, None, None
         try:
-            frames, give_back = self.views.acquire(detail, host)
+            frames, pusher, give_back = self.views.acquire(detail, host)
             agent = state.agent
             if detail == FULL and host is not None and agent is not None and host != agent.identity.name:
                 unwatch = agent.watch_host(host)
             # the board its encoder reads: the agent's, or the view's own, which wakes its
-            # streams only when the view changed
-            events = event_stream(frames.board, frames, settings, state.stopping)
+            # streams only when the view changed; on the embedded server's plain sockets the
+            # view's listener writes the frames (stream_push.py)
+            sock = req.env.get("gpuflow.socket")
+            pushed = PushedStream(sock, pusher) if sock is not None else None
+            events = event_stream(frames.board, frames, settings, state.stopping, pushed=pushed)
             body = SseBody(events, _all(state.slots.release, give_back, unwatch))
         except BaseException:
             state.slots.release()

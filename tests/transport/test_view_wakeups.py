@@ -47,7 +47,7 @@ class Streamed:
 
 def watching(board: SnapshotBoard, host: str, **settings):
     views = ViewFrames(board, FrameEncoder(board))
-    frames, release = views.acquire(FULL, host)
+    frames, _pusher, release = views.acquire(FULL, host)
     current, calls = frames.current, []
 
     def counted():
@@ -116,8 +116,8 @@ def test_a_views_listener_goes_with_its_last_stream():
     board = SnapshotBoard()
     board.publish(fleet(1, host_items("a", 1.0)))
     views = ViewFrames(board, FrameEncoder(board))
-    first, release_first = views.acquire(FULL, "a")
-    second, release_second = views.acquire(FULL, "a")
+    first, _, release_first = views.acquire(FULL, "a")
+    second, _, release_second = views.acquire(FULL, "a")
     assert first is second and len(board._listeners) == 1
     release_first()
     assert len(board._listeners) == 1
@@ -130,7 +130,7 @@ def test_a_derived_board_waits_for_its_view_and_wakes_for_a_new_one():
     board = SnapshotBoard()
     board.publish(fleet(1, a, b))
     views = ViewFrames(board, FrameEncoder(board))
-    frames, release = views.acquire(FULL, "a")
+    frames, _, release = views.acquire(FULL, "a")
     derived = frames.board
     seen = derived.latest().seq
     assert derived.wait_newer(seen, 0.05) is None
