@@ -17,6 +17,10 @@ the answer is 503 with Retry-After, before any thread is held for long.
 The route itself, with its views (``detail=summary``), is
 :class:`gpuflow.transport.stream_views.ViewStreamResource`.
 
+On the embedded server's plain sockets the view's listener writes the frames after the first
+(stream_push.py, ``pushed``); the stream's thread then writes only what the listener leaves it,
+with the same checks of age, shutdown and close.
+
 Constraints: one server thread per open stream (gunicorn gthread / threaded embedded server), so
 the cap must stay below the thread count; the slot is released exactly once, in ``close()``,
 whether or not the body was ever iterated.
