@@ -601,10 +601,10 @@ def host_json(host: HostInfo, problems: tuple[Problem, ...]) -> dict[str, Any]:
     return d
 
 
-def fleet_host_json(h: FleetHost) -> dict[str, Any]:
-    """A host entry: its HostInfo's fields, then its problems and the hub's view of it."""
-    d = _plain(h.info)
-    d["problems"] = [_plain(p) for p in h.problems]
+def fleet_host_json(h: FleetHost, head: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A host entry: its HostInfo's fields, then its problems and the hub's view of it.
+    ``head``: ``host_json(h.info, h.problems)`` already made (copied here, not changed)."""
+    d = dict(head) if head is not None else host_json(h.info, h.problems)
     d.update(state=h.state, seen=h.seen, restarts=h.restarts, address=h.address, detail=h.detail,
              lag_ms=h.lag_ms)
     return d

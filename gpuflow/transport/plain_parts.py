@@ -11,7 +11,8 @@ a host of eight GPUs had them made plain ten times a second.
 :class:`PlainParts` keeps the plain form of each of those items of the snapshot before, by the
 item (they are frozen: the same object has the same plain form), and of the snapshot's own host
 entry (its HostInfo and problems: a hub's page of one host made it again at every one of that
-host's frames, some 30 µs of the page's 240); a frame makes plain only the items that are new
+host's frames, some 30 µs of the page's 240), which a host view's one entry in ``hosts`` shares
+(the hub makes that entry anew at each of the host's frames, with the same HostInfo and problems); a frame makes plain only the items that are new
 objects (a collector reuses its part while nothing changed, a hub the objects of a host whose
 frame did not change them). Its answer is exactly ``replace(snap, traced=()).to_json_dict()``,
 members in that order (tests/transport/test_plain_parts.py).
@@ -26,7 +27,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from gpuflow.core.snapshot import (
-    HostInfo, Problem, RetiredTraced, Snapshot, fleet_host_json, host_json, json_value, snapshot_json,
+    FleetHost, HostInfo, Problem, RetiredTraced, Snapshot, fleet_host_json, host_json, json_value, snapshot_json,
 )
 
 
@@ -50,7 +51,13 @@ class PlainParts:
         host = self._host
         if host is None or host[0] is not snap.host or host[1] is not snap.problems:
             host = self._host = (snap.host, snap.problems, host_json(snap.host, snap.problems))
-        doc = snapshot_json(snap, host[2], _items(snap.hosts, fleet_host_json, known, now),
+        head = host[2]
+
+        def entry_json(h: FleetHost) -> dict[str, Any]:
+            # a host view's entry has the snapshot's own host and problems: made plain once
+            same = h.info is snap.host and h.problems is snap.problems
+            return fleet_host_json(h, head if same else None)
+        doc = snapshot_json(snap, head, _items(snap.hosts, entry_json, known, now),
                             _items(snap.devices, json_value, known, now),
                             _items(snap.processes, json_value, known, now), [],
                             _items(snap.traced_retired, _retired_json, known, now))
