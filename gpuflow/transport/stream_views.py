@@ -181,7 +181,15 @@ class DerivedBoard:
         self._cond = threading.Condition()   # the view's streams wait on it
         self._told: Snapshot | None = None   # the view its streams were last woken for
         self._listeners: tuple[Listener, ...] = ()
-        self.stop_listening = board.listen(self._published)
+        self._stop: Callable[[], None] | None = board.listen(self._published)
+
+    def stop_listening(self) -> None:
+        """No more of the board's snapshots (the view's last stream ended); the board's call that
+        stops it is let go too (it refers to this view's listener: a cycle that would keep the view
+        and its last snapshot alive until a full collection, which a hub makes once a minute)."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
 
     def listen(self, listener: Listener) -> Callable[[], None]:
         """As ``SnapshotBoard.listen``, for the view: ``listener`` is called (on the board's

@@ -6,19 +6,23 @@ time and the pull path where a write could block."""
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 import threading
 import time
+import weakref
 
 import pytest
 
 from gpuflow.collectors.fleet.sse_events import SseParser
 from gpuflow.core.board import SnapshotBoard
+from gpuflow.core.snapshot import FleetHost, HostInfo
 from gpuflow.transport.app import AppSettings, create_app
 from gpuflow.transport.frames import FrameEncoder
 from gpuflow.transport.server import EmbeddedServer
 from gpuflow.transport.stream_push import GONE, PushedStream, StreamPusher
+from gpuflow.transport.stream_views import ViewFrames
 from gpuflow.transport.wire import StreamReader
 from snapshots import lane, make_snapshot
 
@@ -211,3 +215,23 @@ def test_a_socket_whose_write_could_block_keeps_the_pull_path():
     assert not stream.start(1, time.monotonic()) and pusher.streams == 0
     a.close(), b.close()
 
+
+
+@pytest.mark.parametrize("detail, host", [("hosts", None), ("summary", None), ("full", "h")])
+def test_a_views_encoder_and_writer_go_with_its_last_stream_without_the_collector(detail, host):
+    """Freed by reference counting when the last stream ends: the view's encoder holds its last
+    snapshot, which a reference cycle would keep until a full collection (once a minute in a hub)."""
+    board = SnapshotBoard()
+    board.publish(make_snapshot(1, hosts=(FleetHost(HostInfo(name="h")),)))
+    views = ViewFrames(board, FrameEncoder(board))
+    gc.collect()
+    gc.disable()
+    try:
+        use = views.acquire(detail, host)
+        assert use.frames.current() is not None
+        frames, pusher = weakref.ref(use.frames), weakref.ref(use.pusher)
+        use.release()
+        del use
+        assert frames() is None and pusher() is None and board._listeners == ()
+    finally:
+        gc.enable()
