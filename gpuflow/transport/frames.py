@@ -117,6 +117,11 @@ class Frame:
                     self._build = None
         return self._full
 
+    def after(self, last_seq: int | None) -> bytes:
+        """The event for a client whose last frame was ``last_seq``: the shared delta when that is
+        the delta's base, else the full frame."""
+        return self.delta if self.delta is not None and self.base_seq == last_seq else self.full
+
 
 #: what orjson leaves to json (it raises TypeError): dataclasses, dates and subclasses of str, int,
 #: dict and list, which json writes in its own way or refuses

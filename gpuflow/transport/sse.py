@@ -142,10 +142,7 @@ def event_stream(
         frame = frames.current()
         if frame is None or frame.seq == last_seq:
             continue
-        if frame.delta is not None and frame.base_seq == last_seq:
-            yield frame.delta
-        else:
-            yield frame.full
+        yield frame.after(last_seq)
         last_seq = frame.seq
         last_write = clock()
 

@@ -91,7 +91,7 @@ class PushedStream:
                 return bytes(pending)
             frame = frames.current()
             if frame is not None and frame.seq != self.last_seq:
-                data = frame.delta if frame.delta is not None and frame.base_seq == self.last_seq else frame.full
+                data = frame.after(self.last_seq)
                 self.last_seq, self._writing = frame.seq, True
                 return data
             if self._clock() - self.last_write >= ping_interval_s:
@@ -116,7 +116,7 @@ class PushedStream:
             if self._writing or self._pending is not None:
                 self.wake.set()   # its thread catches up when its write is done
                 return
-            data = frame.delta if frame.delta is not None and frame.base_seq == self.last_seq else frame.full
+            data = frame.after(self.last_seq)
             try:
                 sent = os.write(self._fd, data)
             except BlockingIOError:
