@@ -235,3 +235,25 @@ def test_a_views_encoder_and_writer_go_with_its_last_stream_without_the_collecto
         assert frames() is None and pusher() is None and board._listeners == ()
     finally:
         gc.enable()
+
+
+@pytest.mark.serial
+def test_a_client_that_never_reads_never_holds_up_the_publishing_thread(served):
+    """The listener's writes cannot block: with a client whose buffers are full, each publish
+    (which writes to it) returns at once, and the client is dropped by its stream's own thread."""
+    board, app, server = served
+    sock = open_stream(server.port, rcvbuf=4096)   # and never read
+    time.sleep(0.3)
+    longest = 0.0
+    for seq in range(2, 120):
+        t0 = time.monotonic()
+        board.publish(snapshot(seq, spans_per_lane=200))   # tens of kB a frame: the buffers fill
+        longest = max(longest, time.monotonic() - t0)
+        time.sleep(0.005)
+    # a blocking write would wait for the send timeout (5 s here)
+    assert longest < 1.0, longest
+    deadline = time.monotonic() + 15   # dropped after 5 s of a full buffer
+    while app.state.slots.open and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert app.state.slots.open == 0
+    sock.close()
