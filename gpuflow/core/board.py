@@ -29,18 +29,46 @@ log = logging.getLogger("gpuflow.core.board")
 Listener = Callable[[Snapshot | None], None]
 
 
+class Listeners:
+    """The listeners of a board (or of a view read as one), added and removed under a lock of
+    their own. The call that removes one lets go of it: a holder that keeps that call and whose
+    listener is its own method (a reference cycle while it listens) is freed by reference counting
+    once it has stopped, not left for the collector's full pass with whatever it holds (a view's
+    last snapshot)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now: tuple[Listener, ...] = ()   #: the listeners at this moment
+
+    def __len__(self) -> int:
+        return len(self.now)
+
+    def add(self, listener: Listener) -> Callable[[], None]:
+        """Add ``listener``; returns the call that removes it (idempotent)."""
+        with self._lock:
+            self.now += (listener,)
+        held = [listener]
+
+        def stop() -> None:
+            with self._lock:
+                if held:
+                    gone = held.pop()
+                    self.now = tuple(fn for fn in self.now if fn is not gone)
+        return stop
+
+
 class SnapshotBoard:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._latest: Snapshot | None = None
         self._closed = False
-        self._listeners: tuple[Listener, ...] = ()
+        self._listeners = Listeners()
 
     def publish(self, snapshot: Snapshot) -> None:
         with self._cond:
             self._latest = snapshot
             self._cond.notify_all()
-            listeners = self._listeners
+            listeners = self._listeners.now
         tell(listeners, snapshot)
 
     def latest(self) -> Snapshot | None:
@@ -55,14 +83,10 @@ class SnapshotBoard:
         and with None when the board closes (at once if it is closed already); returns the call
         that stops it (idempotent)."""
         with self._cond:
-            self._listeners += (listener,)
+            stop = self._listeners.add(listener)
             closed = self._closed
         if closed:
             tell((listener,), None)
-
-        def stop() -> None:
-            with self._cond:
-                self._listeners = tuple(fn for fn in self._listeners if fn is not listener)
         return stop
 
     def wait_newer(self, seq: int, timeout: float) -> Snapshot | None:
@@ -91,7 +115,7 @@ class SnapshotBoard:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-            listeners = self._listeners
+            listeners = self._listeners.now
         tell(listeners, None)
 
 

@@ -142,15 +142,8 @@ class StreamPusher:
         self.frames = frames
         self._lock = threading.Lock()
         self._streams: tuple[PushedStream, ...] = ()
-        self._stop: Callable[[], None] | None = frames.board.listen(self._published)
-
-    def stop_listening(self) -> None:
-        """No more of the board's snapshots (the view's last stream ended). The board's call that
-        stops it is let go too: it refers to this pusher's listener, a cycle that would keep the
-        pusher, its encoder and the encoder's last snapshot alive until a full collection."""
-        stop, self._stop = self._stop, None
-        if stop is not None:
-            stop()
+        #: no more of the board's snapshots (the view's last stream ended)
+        self.stop_listening = frames.board.listen(self._published)
 
     def add(self, stream: PushedStream) -> None:
         with self._lock:

@@ -49,7 +49,7 @@ from typing import Any, Callable, NamedTuple
 
 import falcon
 
-from gpuflow.core.board import Listener, SnapshotBoard, tell
+from gpuflow.core.board import Listener, Listeners, SnapshotBoard, tell
 from gpuflow.core.identity import check_host_name
 from gpuflow.core.snapshot import Snapshot
 from gpuflow.transport.frames import FrameEncoder, dumps
@@ -180,27 +180,14 @@ class DerivedBoard:
         self._cached: tuple[Snapshot, Snapshot] | None = None
         self._cond = threading.Condition()   # the view's streams wait on it
         self._told: Snapshot | None = None   # the view its streams were last woken for
-        self._listeners: tuple[Listener, ...] = ()
-        self._stop: Callable[[], None] | None = board.listen(self._published)
-
-    def stop_listening(self) -> None:
-        """No more of the board's snapshots (the view's last stream ended); the board's call that
-        stops it is let go too (it refers to this view's listener: a cycle that would keep the view
-        and its last snapshot alive until a full collection, which a hub makes once a minute)."""
-        stop, self._stop = self._stop, None
-        if stop is not None:
-            stop()
+        self._listeners = Listeners()
+        #: no more of the board's snapshots (the view's last stream ended)
+        self.stop_listening = board.listen(self._published)
 
     def listen(self, listener: Listener) -> Callable[[], None]:
         """As ``SnapshotBoard.listen``, for the view: ``listener`` is called (on the board's
         producer's thread) with each new view, and with None when the board closes."""
-        with self._lock:
-            self._listeners += (listener,)
-
-        def stop() -> None:
-            with self._lock:
-                self._listeners = tuple(fn for fn in self._listeners if fn is not listener)
-        return stop
+        return self._listeners.add(listener)
 
     @property
     def closed(self) -> bool:
@@ -234,7 +221,7 @@ class DerivedBoard:
             self._told = view
         with self._cond:
             self._cond.notify_all()
-        tell(self._listeners, None if snap is None else self._told)
+        tell(self._listeners.now, None if snap is None else self._told)
 
     def wait_newer(self, seq: int, timeout: float) -> Snapshot | None:
         """The view's snapshot if its seq differs from ``seq``, waiting up to ``timeout`` seconds

@@ -232,7 +232,7 @@ def test_a_views_encoder_and_writer_go_with_its_last_stream_without_the_collecto
         frames, pusher = weakref.ref(use.frames), weakref.ref(use.pusher)
         use.release()
         del use
-        assert frames() is None and pusher() is None and board._listeners == ()
+        assert frames() is None and pusher() is None and len(board._listeners) == 0
     finally:
         gc.enable()
 

@@ -122,7 +122,7 @@ def test_a_views_listener_goes_with_its_last_stream():
     release_first()
     assert len(board._listeners) == 1
     release_second()
-    assert board._listeners == () and views.open_views() == {}
+    assert len(board._listeners) == 0 and views.open_views() == {}
 
 
 def test_a_derived_board_waits_for_its_view_and_wakes_for_a_new_one():
