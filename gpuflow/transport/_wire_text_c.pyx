@@ -186,78 +186,91 @@ cdef int64_t _NO_VALUES = 0
 
 def span_rows(columns, Py_ssize_t lo, Py_ssize_t hi, ids):
     """Rows ``lo``..``hi`` of ``columns`` as JSON text; None: a row is outside the two shapes."""
-    cdef Py_ssize_t n = len(columns.seq), i, n_ids = len(ids), j
-    cdef const int64_t *cols[13]
-    cdef int64_t prev_seq = 0, prev_start = 0, d_seq, d_start, k, name, nbytes, direction, name_id
+    cdef Py_ssize_t n = len(columns.seq), j
     cdef Buf b
     cdef list table = list(ids)   # its items are read only for the names the rows use
     if not 0 <= lo <= hi <= n:
         raise IndexError(f"rows {lo}..{hi} of {n}")
-    for j in range(n_ids):
+    for j in range(len(table)):
         if type(table[j]) is not int:
             raise TypeError(f"a name's id is {table[j]!r}")
     b.data = NULL
     b.used = b.size = 0
     try:
-        # held here, so that nothing frees an array while its pointer is read (converting an
-        # exact int is the only Python code run from here on)
-        held = [getattr(columns, column_name) for column_name in _COLUMNS]
-        for j in range(13):
-            cols[j] = column(held[j], _COLUMNS[j], n)
-        buf_reserve(&b, 2 + (hi - lo) * ROW_CHARS)
-        put_char(&b, b"[")
-        for i in range(lo, hi):
-            if wt_sub_overflows(cols[0][i], prev_seq, &d_seq) or wt_sub_overflows(cols[1][i], prev_start, &d_start):
-                return None
-            prev_seq = cols[0][i]
-            prev_start = cols[1][i]
-            k = cols[3][i]
-            name = cols[4][i]
-            nbytes = cols[11][i]
-            direction = cols[12][i]
-            if i > lo:
-                put_char(&b, b",")
-            put_char(&b, b"[")
-            put_int(&b, d_seq)
-            put_char(&b, b",")
-            put_int(&b, d_start)
-            put_char(&b, b",")
-            put_int(&b, cols[2][i])
-            put_char(&b, b",")
-            if k == 0 and nbytes < 0 and direction < 0:   # a kernel
-                if name >= n_ids:
-                    return None
-                put_char(&b, b"0")
-                put_char(&b, b",")
-                if name < 0:
-                    put_text(&b, b"null", 4)
-                else:
-                    name_id = table[name]
-                    put_int(&b, name_id)
-                put_char(&b, b",")
-                put_geometry(&b, cols[5][i], cols[6][i], cols[7][i])
-                put_char(&b, b",")
-                put_geometry(&b, cols[8][i], cols[9][i], cols[10][i])
-            elif 0 < k < N_KINDS and name < 0 and direction < N_DIRECTIONS:   # a copy or a memset
-                put_int(&b, k)
-                if direction >= 0:
-                    put_char(&b, b",")
-                    if nbytes < 0:
-                        put_text(&b, b"null", 4)
-                    else:
-                        put_int(&b, nbytes)
-                    put_char(&b, b",")
-                    put_int(&b, direction)
-                elif nbytes >= 0:
-                    put_char(&b, b",")
-                    put_int(&b, nbytes)
-            else:
-                return None
-            put_char(&b, b"]")
-        put_char(&b, b"]")
+        if put_rows(&b, columns, n, lo, hi, table) != 0:
+            return None
         return PyUnicode_DecodeUTF8(b.data, b.used, NULL)
     finally:
         free(b.data)
+
+
+cdef int put_rows(Buf *b, object columns, Py_ssize_t n, Py_ssize_t lo, Py_ssize_t hi, list table) except -1:
+    """Rows ``lo``..``hi`` of ``columns`` (``n`` rows, ``0 <= lo <= hi <= n``; ``table``: each
+    name's id, ints) appended to ``b``; 1, with ``b`` as it was, where a row is outside the two
+    shapes or a difference does not fit int64."""
+    cdef Py_ssize_t i, n_ids = len(table), j, was = b.used
+    cdef const int64_t *cols[13]
+    cdef int64_t prev_seq = 0, prev_start = 0, d_seq, d_start, k, name, nbytes, direction, name_id
+    # held here, so that nothing frees an array while its pointer is read (converting an exact int
+    # is the only Python code run from here on)
+    held = [getattr(columns, column_name) for column_name in _COLUMNS]
+    for j in range(13):
+        cols[j] = column(held[j], _COLUMNS[j], n)
+    buf_reserve(b, 2 + (hi - lo) * ROW_CHARS)
+    put_char(b, b"[")
+    for i in range(lo, hi):
+        if wt_sub_overflows(cols[0][i], prev_seq, &d_seq) or wt_sub_overflows(cols[1][i], prev_start, &d_start):
+            b.used = was
+            return 1
+        prev_seq = cols[0][i]
+        prev_start = cols[1][i]
+        k = cols[3][i]
+        name = cols[4][i]
+        nbytes = cols[11][i]
+        direction = cols[12][i]
+        if i > lo:
+            put_char(b, b",")
+        put_char(b, b"[")
+        put_int(b, d_seq)
+        put_char(b, b",")
+        put_int(b, d_start)
+        put_char(b, b",")
+        put_int(b, cols[2][i])
+        put_char(b, b",")
+        if k == 0 and nbytes < 0 and direction < 0:   # a kernel
+            if name >= n_ids:
+                b.used = was
+                return 1
+            put_char(b, b"0")
+            put_char(b, b",")
+            if name < 0:
+                put_text(b, b"null", 4)
+            else:
+                name_id = table[name]
+                put_int(b, name_id)
+            put_char(b, b",")
+            put_geometry(b, cols[5][i], cols[6][i], cols[7][i])
+            put_char(b, b",")
+            put_geometry(b, cols[8][i], cols[9][i], cols[10][i])
+        elif 0 < k < N_KINDS and name < 0 and direction < N_DIRECTIONS:   # a copy or a memset
+            put_int(b, k)
+            if direction >= 0:
+                put_char(b, b",")
+                if nbytes < 0:
+                    put_text(b, b"null", 4)
+                else:
+                    put_int(b, nbytes)
+                put_char(b, b",")
+                put_int(b, direction)
+            elif nbytes >= 0:
+                put_char(b, b",")
+                put_int(b, nbytes)
+        else:
+            b.used = was
+            return 1
+        put_char(b, b"]")
+    put_char(b, b"]")
+    return 0
 
 
 cdef int put_value(Buf *b, object v) except -1:
@@ -561,3 +574,161 @@ def head_text(t, tuple scalars, tuple transfer_fields, dict types):
         return PyUnicode_DecodeUTF8(b.data, b.used, NULL)
     finally:
         free(b.data)
+
+
+# -- a traced process's lanes in a frame (the frame encoder's two passes) -----------------------------
+from gpuflow.core.recorded import SpanColumns
+from gpuflow.transport import _wire_text_py
+
+
+cdef inline bint exact_int64(object v, int64_t *out):
+    """Whether ``v`` is an int (exactly, not a bool) within int64; its value into ``out``."""
+    cdef int overflow = 0
+    cdef long long x
+    if type(v) is not int:
+        return False
+    x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow != 0:
+        return False
+    out[0] = x
+    return True
+
+
+cdef Py_ssize_t bisect_right_int64(const int64_t *values, Py_ssize_t n, int64_t x) noexcept:
+    """``bisect.bisect_right`` over ``n`` ascending int64s."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < values[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def lane_news(lanes, tuple key, dict base_lanes, list news, list demands):
+    """``_wire_text_py.lane_news``: columns searched in their seq buffer; any other lane, or a
+    base seq that is not an int64, the twin's way, lane by lane."""
+    cdef array seq
+    cdef int64_t last
+    cdef Py_ssize_t n, first
+    for lane in lanes:
+        spans = lane.spans
+        base = base_lanes.get(key + (lane.device, lane.context, lane.stream))
+        if base is None or type(spans) is not SpanColumns or type(base) is not tuple or len(<tuple> base) != 2:
+            _wire_text_py.lane_news((lane,), key, base_lanes, news, demands)
+            continue
+        last_seq = (<tuple> base)[0]
+        seq = spans.seq
+        n = len(seq)
+        if last_seq is None or not exact_int64(last_seq, &last) or seq.ob_descr.typecode != c'q':
+            _wire_text_py.lane_news((lane,), key, base_lanes, news, demands)
+            continue
+        first = bisect_right_int64(<const int64_t *> seq.data.as_longlongs, n, last) if n else 0
+        news.append((spans, first))
+        demands.append(n - first)
+
+
+def lane_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_lanes, dict lanes_now,
+               rows_of, head_of):
+    """``_wire_text_py.lane_texts``, each lane's head, rows and skipped count written into one
+    buffer. A lane of Span objects, a head whose numbers are not int64s or whose label is not
+    text UTF-8 can hold, or counts outside int64 send the process's lanes, all of them again, the
+    twin's way (whose steps repeat the ones taken here exactly: a table gives a name the id it
+    gave it before); rows outside the columns' shapes go through ``rows_of``, as in the twin."""
+    cdef list ids_of = [], heads = []
+    cdef Py_ssize_t at0 = at, first, share, n
+    cdef int64_t device, context, stream, executions, elided, base_executions, skipped
+    cdef bint delta = news is not None and shares is not None, new_or_skipped = False
+    cdef Buf b
+    cdef bytes label_text, piece
+    cdef array seq
+    b.data = NULL
+    b.used = b.size = 0
+    try:
+        if delta:
+            buf_reserve(&b, 1)
+            put_char(&b, b"[")
+        for lane in lanes:
+            spans = lane.spans
+            label = lane.label
+            if (type(spans) is not SpanColumns or type(label) is not str
+                    or not exact_int64(lane.device, &device) or not exact_int64(lane.context, &context)
+                    or not exact_int64(lane.stream, &stream) or not exact_int64(lane.executions, &executions)
+                    or not exact_int64(lane.spans_elided, &elided)):
+                return _twin_texts(lanes, key, table, news, shares, at0, base_lanes, lanes_now, rows_of, head_of)
+            seq = spans.seq
+            n = len(seq)
+            # every name of the sample gets its id now (see the twin)
+            ids = table.span_ids(spans.names)
+            ids_of.append(ids)
+            head = (lane.device, lane.context, lane.stream, label, lane.executions, lane.spans_elided)
+            heads.append(head)
+            lane_key = key + head[:3]
+            if delta:
+                new, first = news[at]
+                share = shares[at]
+                at += 1
+                base = base_lanes.get(lane_key)
+                base_executions = 0
+                if (new is not spans or not 0 <= first <= n or share < 0
+                        or (base is not None and not exact_int64((<tuple> base)[1], &base_executions))):
+                    return _twin_texts(lanes, key, table, news, shares, at0, base_lanes, lanes_now, rows_of, head_of)
+                if n - share > first:
+                    first = n - share
+                if (wt_sub_overflows(executions, base_executions, &skipped)
+                        or wt_sub_overflows(skipped, n - first, &skipped)):
+                    return _twin_texts(lanes, key, table, news, shares, at0, base_lanes, lanes_now, rows_of, head_of)
+                if skipped < 0:
+                    skipped = 0
+                try:
+                    label_text = PyUnicode_AsUTF8String(encode_basestring(label))
+                except UnicodeEncodeError:
+                    return _twin_texts(lanes, key, table, news, shares, at0, base_lanes, lanes_now, rows_of, head_of)
+                if len(heads) > 1:
+                    buf_reserve(&b, 1)
+                    put_char(&b, b",")
+                buf_reserve(&b, 3 * INT_CHARS + 32)
+                put_text(&b, b'{"device":', 10)
+                put_int(&b, device)
+                put_text(&b, b',"context":', 11)
+                put_int(&b, context)
+                put_text(&b, b',"stream":', 10)
+                put_int(&b, stream)
+                put_text(&b, b',"label":', 9)
+                put_text(&b, PyBytes_AS_STRING(label_text), PyBytes_GET_SIZE(label_text))
+                buf_reserve(&b, 2 * INT_CHARS + 40)
+                put_text(&b, b',"executions":', 14)
+                put_int(&b, executions)
+                put_text(&b, b',"spans_elided":', 16)
+                put_int(&b, elided)
+                put_text(&b, b',"spans":', 9)
+                if put_rows(&b, spans, n, first, n, ids) == 0:
+                    new_or_skipped = new_or_skipped or first < n
+                else:   # a row outside the columns' shapes: the caller's way
+                    rows = rows_of(spans, first, table, ids)
+                    piece = PyUnicode_AsUTF8String(rows)
+                    put_text(&b, PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece))
+                    new_or_skipped = new_or_skipped or rows != "[]"
+                new_or_skipped = new_or_skipped or skipped > 0
+                buf_reserve(&b, INT_CHARS + 20)
+                put_text(&b, b',"spans_skipped":', 17)
+                put_int(&b, skipped)
+                put_char(&b, b"}")
+            if n and seq.ob_descr.typecode == c'q':
+                largest = seq.data.as_longlongs[n - 1]
+            else:
+                largest = _wire_text_py.largest_seq(spans)
+            lanes_now[lane_key] = (largest, lane.executions)
+        if not delta:
+            return ids_of, heads, None, False
+        buf_reserve(&b, 1)
+        put_char(&b, b"]")
+        return ids_of, heads, PyUnicode_DecodeUTF8(b.data, b.used, NULL), new_or_skipped
+    finally:
+        free(b.data)
+
+
+cdef _twin_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_lanes, dict lanes_now, rows_of,
+                 head_of):
+    return _wire_text_py.lane_texts(lanes, key, table, news, shares, at, base_lanes, lanes_now, rows_of, head_of)

@@ -60,7 +60,6 @@ than json (0.00001 for 1e-05), never its value (tests/transport/test_frame_text.
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import threading
@@ -155,24 +154,6 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_finite(v) for v in obj]
     return obj
-
-
-def new_spans(spans: Sequence[Span] | SpanColumns, last: int | None) -> tuple[Sequence[Span] | SpanColumns, int]:
-    """A lane's spans newer than ``last`` (its largest seq in the base frame; None: all), as
-    spans and the index of the first new one: columns whole (their seqs ascend: a lane's spans
-    are in ring order), spans the ones with a larger seq."""
-    if last is None:
-        return spans, 0
-    if isinstance(spans, SpanColumns):
-        return spans, bisect.bisect_right(spans.seq, last)
-    return [s for s in spans if s.seq > last], 0
-
-
-def largest_seq(spans: Sequence[Span] | SpanColumns) -> int | None:
-    """The seq of a lane's newest span (their seqs ascend)."""
-    if isinstance(spans, SpanColumns):
-        return spans.seq[-1] if len(spans) else None
-    return max((s.seq for s in spans), default=None)
 
 
 def fair_shares(demands: Sequence[int], total: int | None) -> list[int]:
@@ -299,21 +280,20 @@ class FrameEncoder:
             self._base_heads.pop(key, None)
             self._base_lanes = {k: v for k, v in self._base_lanes.items() if k[:3] != key}
         # the delta's spans first: which are new, then how many of them each lane may carry
-        news: list[tuple[Sequence[Span] | SpanColumns, int]] = []   # per lane: spans, the first new one
+        news: list[tuple[Sequence[Span] | SpanColumns, int]] | None = None   # per lane: spans, the first new one
+        shares: list[int] | None = None
         if prev is not None:
+            news, demands = [], []
             for t in snap.traced:
-                key = traced_key(t)
-                for lane in t.lanes:
-                    base = self._base_lanes.get(key + (lane.device, lane.context, lane.stream))
-                    news.append(new_spans(lane.spans, None if base is None else base[0]))
-            shares = fair_shares([len(spans) - first for spans, first in news], self.allowance(snap, prev.snapshot))
+                wire_text.lane_news(t.lanes, traced_key(t), self._base_lanes, news, demands)
+            shares = fair_shares(demands, self.allowance(snap, prev.snapshot))
         tables: dict[TracedKey, NameTable] = {}
         kernels_now: dict[TracedKey, tuple[list[int], Sequence[KernelStat]]] = {}
         heads_now: dict[TracedKey, list[tuple]] = {}
         launches_now: dict[TracedKey, LaunchEntries] = {}
         lanes_now: dict[tuple, tuple[int | None, int]] = {}
         parts, delta_traced = [], []
-        i = 0
+        at = 0
         for t in snap.traced:
             key = traced_key(t)
             table = tables[key] = self._tables.get(key) or NameTable()
@@ -321,27 +301,10 @@ class FrameEncoder:
             if ids is None or None in ids:   # a newcomer, one reset, or names new to its table
                 ids, changed = table.kernel_ids(t.kernels, ids), None
             head = head_text(t)
-            delta_lanes, heads, lane_ids = [], [], []
-            for lane in t.lanes:
-                # every name of the sample gets its id now, so the full frame, whenever it is
-                # built, refers only to names this frame's count covers
-                spans = lane.spans
-                if isinstance(spans, SpanColumns):
-                    lane_ids.append(table.span_ids(spans.names))
-                else:
-                    table.add_span_names(spans)
-                    lane_ids.append(None)
-                lkey = key + (lane.device, lane.context, lane.stream)
-                heads.append((lane.device, lane.context, lane.stream, lane.label, lane.executions,
-                              lane.spans_elided))
-                if prev is not None:
-                    (new, first), share = news[i], shares[i]
-                    i += 1
-                    first = max(first, len(new) - share)
-                    base = self._base_lanes.get(lkey)
-                    skipped = max(0, lane.executions - (0 if base is None else base[1]) - (len(new) - first))
-                    delta_lanes.append((lane, span_rows(new, first, table, lane_ids[-1]), skipped))
-                lanes_now[lkey] = (largest_seq(spans), lane.executions)
+            # the lanes: their names' ids, heads, the delta's text of them (wire_text's opening)
+            lane_ids, heads, lanes_text, lanes_new = wire_text.lane_texts(
+                t.lanes, key, table, news, shares, at, self._base_lanes, lanes_now, span_rows, lane_head_text)
+            at += len(t.lanes)
             # changing rarely: a delta has only those that changed, found by the objects' identity first
             launches = launches_now[key] = LaunchEntries.of(t.kernel_launches, table, self._base_launches.get(key))
             parts.append((head, table, len(table), t.kernels, ids, t.lanes, lane_ids, launches))
@@ -360,11 +323,8 @@ class FrameEncoder:
                 if new_launches or not known_before:
                     members += ',"kernel_launches":' + compact(new_launches)
                 # lanes that are all as in the base frame (same heads, nothing new) are left out
-                if (not known_before or self._base_heads[key] != heads
-                        or any(rows != "[]" or skipped for _h, rows, skipped in delta_lanes)):
-                    members += ',"lanes":[' + ",".join(
-                        lane_head_text(lane) + ',"spans":' + rows + ',"spans_skipped":' + str(skipped) + "}"
-                        for lane, rows, skipped in delta_lanes) + "]"
+                if not known_before or self._base_heads[key] != heads or lanes_new:
+                    members += ',"lanes":' + lanes_text
                 delta_traced.append(with_members(head, members))
         head_bytes = b"id: " + self.event_id(snap.seq).encode() + b"\nevent: snapshot\ndata: "
 

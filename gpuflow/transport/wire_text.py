@@ -6,7 +6,7 @@ As the ring decoder and the column writer are picked: ``GPUFLOW_NO_EXTENSIONS=1`
 value) forces the pure-Python twin, as does a non-CPython interpreter. Both twins stay importable
 under their own names (``wire_text_py`` always, ``wire_text_c`` when built) so the tests compare
 them; ``USING_EXTENSION`` says which one :func:`span_rows`, :func:`name_ids`,
-:func:`kernel_delta` and :func:`head_text` are.
+:func:`kernel_delta`, :func:`head_text`, :func:`lane_news` and :func:`lane_texts` are.
 
 Constraints: importing this module never fails because the extension is missing or broken.
 """
@@ -29,14 +29,16 @@ except ImportError:  # pragma: no cover - depends on the build
     wire_text_c = None
 
 if TYPE_CHECKING or NO_EXTENSIONS or wire_text_c is None:
-    from gpuflow.transport._wire_text_py import head_text, kernel_delta, name_ids, span_rows
+    from gpuflow.transport._wire_text_py import head_text, kernel_delta, lane_news, lane_texts, name_ids, span_rows
     USING_EXTENSION = False
 else:
     span_rows = wire_text_c.span_rows
     kernel_delta = wire_text_c.kernel_delta
     name_ids = wire_text_c.name_ids
     head_text = wire_text_c.head_text
+    lane_news = wire_text_c.lane_news
+    lane_texts = wire_text_c.lane_texts
     USING_EXTENSION = True
 
-__all__ = ["span_rows", "kernel_delta", "name_ids", "head_text", "wire_text_py", "wire_text_c", "USING_EXTENSION",
+__all__ = ["span_rows", "kernel_delta", "name_ids", "head_text", "lane_news", "lane_texts", "wire_text_py", "wire_text_c", "USING_EXTENSION",
            "NO_EXTENSIONS"]

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuflow.core.recorded import SpanColumns
-from gpuflow.core.snapshot import CopyRate, KernelStat, TracedDevice, TracedProcess, TransferStat
+from gpuflow.core.snapshot import CopyRate, KernelStat, Lane, Span, TracedDevice, TracedProcess, TransferStat
 from gpuflow.transport import wire, wire_text
-from gpuflow.transport.frames import compact
+from gpuflow.transport.frames import compact, lane_head_text, span_rows as frame_rows
 from gpuflow.transport.wire import NameTable, encode_spans, traced_head
 
 TWINS = [pytest.param(wire_text.wire_text_py, id="py"),
@@ -279,3 +279,73 @@ def test_a_plain_heads_text(twin):
                       transfers=(TransferStat("h2d", 1, 4096, 10, 1),))
     assert twin.head_text(t, wire._TRACED_SCALARS, wire._TRANSFER_FIELDS, wire._HEAD_TYPES) == compact(traced_head(t))
     assert '"busy_pct":null' in compact(traced_head(t)) and '"compute_capability":[9,0]' in compact(traced_head(t))
+
+
+# -- a traced process's lanes in a frame: lane_news and lane_texts ------------------------------------
+LABEL = st.one_of(st.sampled_from(["default", "7", "nccl \u00e9\"\\", ""]), st.text(max_size=8),
+                  st.just("\ud800"), st.integers(0, 3))   # a lone surrogate, a label not text
+COUNT = st.one_of(st.integers(0, 5_000), st.integers(-3, 2**64), st.just(True))
+
+
+@st.composite
+def traced_lanes(draw) -> tuple[list[Lane], dict, list[int]]:
+    """A process's lanes (columns from the rows above, at times Span objects or odd heads), what
+    the base frame had of some of them, and a share of the allowance for each."""
+    lanes, base = [], {}
+    for stream in range(draw(st.integers(0, 4))):
+        columns = draw(lane())[0]
+        spans = columns if draw(st.integers(0, 5)) else tuple(Span(seq=s, kind="memset", start_us=s, dur_ns=1)
+                                                                for s in draw(st.lists(st.integers(0, 50), max_size=5)))
+        head = (draw(st.one_of(st.just(0), COUNT)), 1, stream, draw(LABEL), draw(COUNT), draw(COUNT))
+        lanes.append(Lane(*head, spans))
+        if draw(st.booleans()):
+            base[("h", "s", 1) + head[:3]] = (draw(st.one_of(st.none(), INT64, st.integers(2**63, 2**64))),
+                                             draw(st.one_of(st.integers(0, 5_000), INT64)))
+    return lanes, base, draw(st.lists(st.integers(0, 60), min_size=len(lanes), max_size=len(lanes)))
+
+
+def lanes_through(twin, lanes, base, shares, delta):
+    """Both passes of one process's lanes by ``twin``: the news, the texts and what they enter in
+    a names table and the lanes' record (or the error raised)."""
+    news, demands, table, now = [], [], NameTable(), {}
+    key = ("h", "s", 1)
+    try:
+        twin.lane_news(lanes, key, base, news, demands)
+        texts = twin.lane_texts(lanes, key, table, news if delta else None, shares if delta else None, 0, base,
+                                now, frame_rows, lane_head_text)
+    except Exception as exc:  # noqa: BLE001 - the same error from both twins
+        return type(exc).__name__
+    return [(n is s, f) for (n, f), s in zip(news, [x.spans for x in lanes])], demands, texts, table.entries, now
+
+
+@pytest.mark.skipif(wire_text.wire_text_c is None, reason="not built")
+@settings(max_examples=500, deadline=None)
+@given(traced_lanes(), st.booleans())
+def test_both_twins_give_a_processs_lanes_the_same_texts_ids_and_record(case, delta):
+    lanes, base, shares = case
+    assert (lanes_through(wire_text.wire_text_c, lanes, base, shares, delta)
+            == lanes_through(wire_text.wire_text_py, lanes, base, shares, delta))
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_lanes_delta_text_carries_its_newest_allowed_spans_and_what_it_skipped(twin):
+    rows = [(10 + i, 1000 + i, 5, 0, i % 2, 1, 1, 1, 128, 1, 1, -1, -1) for i in range(6)]
+    columns = SpanColumns(**{c: array("q", (r[i] for r in rows)) for i, c in enumerate(COLUMNS)}, names=("a", "b"))
+    lanes = [Lane(0, 1, 7, "main", 40, 34, columns), Lane(0, 1, 8, "side", 3, 0, SpanColumns())]
+    base = {("h", "s", 1, 0, 1, 7): (12, 36)}   # seqs 13..15 are new; 4 executions since
+    news, demands = [], []
+    twin.lane_news(lanes, ("h", "s", 1), base, news, demands)
+    assert [first for _s, first in news] == [3, 0] and demands == [3, 0]
+    table, now = NameTable(), {}
+    ids, heads, text, new = twin.lane_texts(lanes, ("h", "s", 1), table, news, [2, 0], 0, base, now, frame_rows,
+                                            lane_head_text)
+    assert ids == [[0, 1], []] and new is True
+    assert heads == [(0, 1, 7, "main", 40, 34), (0, 1, 8, "side", 3, 0)]
+    assert json.loads(text) == [
+        {"device": 0, "context": 1, "stream": 7, "label": "main", "executions": 40, "spans_elided": 34,
+         "spans": [[14, 1004, 5, 0, 0, 1, 128], [1, 1, 5, 0, 1, 1, 128]], "spans_skipped": 2},
+        {"device": 0, "context": 1, "stream": 8, "label": "side", "executions": 3, "spans_elided": 0,
+         "spans": [], "spans_skipped": 3}]
+    assert now == {("h", "s", 1, 0, 1, 7): (15, 40), ("h", "s", 1, 0, 1, 8): (None, 3)}
+    assert twin.lane_texts(lanes, ("h", "s", 1), NameTable(), None, None, 0, base, {}, frame_rows,
+                           lane_head_text)[2:] == (None, False)

@@ -7,8 +7,9 @@ type check (an int is a ``PyLong`` exactly: a bool is not one) and a 64-bit boun
 running seq and start with overflow-checked additions, and writes the thirteen columns straight
 into the buffers of their ``array('q')`` objects; the only Python calls are for a name the lane
 has not used yet (``names[name_id][0]``, interned). Which rows fit, and why the answer is None
-otherwise, is ``_rows_py``'s opening, word for word. :func:`concat` joins two lanes' columns with
-two buffer copies a column. The columns are wrapped by ``_rows_py.made`` (no constructor checks:
+otherwise, is ``_rows_py``'s opening, word for word. :func:`join` joins two lanes' columns in
+one call: two buffer copies a column, the new name column remapped as it is copied where its names
+are not a prefix of the kept ones'. The columns are wrapped by ``_rows_py.made`` (no constructor checks:
 the arrays are made here, each of the lane's length).
 
 Constraints: equal to ``_rows_py`` on every input, hostile ones included (tests/fleet/
@@ -20,12 +21,15 @@ from cpython.array cimport array, clone
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 import sys
 
 cimport cython
 
+from gpuflow.collectors.fleet import _rows_py
 from gpuflow.collectors.fleet._rows_py import made
 
 is_compiled = True
@@ -192,21 +196,86 @@ cdef tuple COLUMNS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "gr
                       "block_x", "block_y", "block_z", "bytes", "direction")
 
 
-def concat(kept, Py_ssize_t cut, new, array new_name):
-    """The thirteen columns of ``kept`` from row ``cut`` on, then ``new``'s, with ``new_name`` for
-    ``new``'s name column: a list of new arrays, each made by two copies of the buffers."""
-    cdef Py_ssize_t k = len(kept) - cut, m = len(new)
-    cdef array a, b, joined
-    cdef list out = []
-    if cut < 0 or k < 0:
-        raise IndexError(f"row {cut} of {len(kept)}")
-    for column in COLUMNS:
-        a = getattr(kept, column)
-        b = new_name if column == "name" else getattr(new, column)
-        if a.ob_descr.typecode != b"q" or b.ob_descr.typecode != b"q" or len(a) != k + cut or len(b) != m:
-            raise ValueError(f"the {column} columns are not int64 columns of their lanes' lengths")
-        joined = clone(TEMPLATE, k + m, False)
-        memcpy(joined.data.as_longlongs, a.data.as_longlongs + cut, k * sizeof(long long))
-        memcpy(joined.data.as_longlongs + k, b.data.as_longlongs, m * sizeof(long long))
-        out.append(joined)
-    return out
+cdef inline array int64_column(object spans, str column, Py_ssize_t n):
+    """``spans``' column, checked to be an int64 array of ``n`` values (what a join copies)."""
+    cdef array a = getattr(spans, column)
+    if a.ob_descr.typecode != b"q" or len(a) != n:
+        raise ValueError(f"the {column} columns are not int64 columns of their lanes' lengths")
+    return a
+
+
+cdef inline bint is_prefix(tuple part, tuple whole):
+    """``part == whole[:len(part)]``, as tuples compare (identity, then equality)."""
+    cdef Py_ssize_t i, n = PyTuple_GET_SIZE(part)
+    if n > PyTuple_GET_SIZE(whole):
+        return False
+    for i in range(n):
+        a = <object> PyTuple_GET_ITEM(part, i)
+        b = <object> PyTuple_GET_ITEM(whole, i)
+        if a is not b and not (a == b):
+            return False
+    return True
+
+
+def join(kept, new, Py_ssize_t size):
+    """``_rows_py.join`` in one call: the last ``size`` spans of ``kept`` then ``new`` (both
+    SpanColumns) as columns, ``()`` for a size of 0 or less, None where ``new`` does not continue
+    ``kept`` in seq order. The names are matched here (``new``'s a prefix of ``kept``'s, the
+    steady state: nothing to remap; else by a dict, as the twin does) and ``new``'s name column
+    remapped as it is copied. A trim that drops every kept span, and a join that would name more
+    names than it has spans (which the twin compacts), are the twin's, called from here."""
+    cdef array kept_seq = kept.seq, new_seq = new.seq, a, b, joined, remapped
+    cdef Py_ssize_t k, m, cut, start, rows, j, n_new_names
+    cdef long long v
+    cdef long long *remap = NULL
+    cdef tuple kept_names, new_names, names
+    cdef list out
+    if size <= 0:
+        return ()
+    k, m = len(kept_seq), len(new_seq)
+    if k == 0 or m == 0 or k + m - size >= k:   # one side whole or trimmed: no copy of both
+        return _rows_py.join(kept, new, size)
+    if new_seq.ob_descr.typecode != b"q" or kept_seq.ob_descr.typecode != b"q":
+        raise ValueError("the seq columns are not int64 columns")
+    if new_seq.data.as_longlongs[0] <= kept_seq.data.as_longlongs[k - 1]:
+        return None
+    cut = k + m - size
+    start = cut if cut > 0 else 0
+    rows = k - start + m
+    kept_names, new_names = kept.names, new.names
+    n_new_names = PyTuple_GET_SIZE(new_names)
+    if is_prefix(new_names, kept_names):
+        names = kept_names
+    else:
+        index = {n: i for i, n in enumerate(kept_names)}
+        for n in new_names:
+            index.setdefault(n, len(index))
+        names = tuple(index)
+        remap = <long long *> malloc((n_new_names + 1) * sizeof(long long))
+        if remap == NULL:
+            raise MemoryError()
+        for j in range(n_new_names):
+            remap[j] = index[<object> PyTuple_GET_ITEM(new_names, j)]
+    try:
+        if PyTuple_GET_SIZE(names) > rows:   # the twin compacts the names: its way, whole
+            return _rows_py.join(kept, new, size)
+        out = []
+        for column in COLUMNS:
+            a = int64_column(kept, column, k)
+            b = int64_column(new, column, m)
+            joined = clone(TEMPLATE, rows, False)
+            memcpy(joined.data.as_longlongs, a.data.as_longlongs + start, (k - start) * sizeof(long long))
+            if remap == NULL or column != "name":
+                memcpy(joined.data.as_longlongs + k - start, b.data.as_longlongs, m * sizeof(long long))
+            else:
+                for j in range(m):
+                    v = b.data.as_longlongs[j]
+                    if v != NONE:
+                        if v < 0 or v >= n_new_names:
+                            raise KeyError(v)   # as the twin's remap of a name id it lacks
+                        v = remap[v]
+                    joined.data.as_longlongs[k - start + j] = v
+            out.append(joined)
+        return made(out, names)
+    finally:
+        free(remap)

@@ -257,3 +257,59 @@ def concat(kept: SpanColumns, cut: int, new: SpanColumns, new_name: array) -> li
     """The thirteen columns of ``kept`` from row ``cut`` on, then ``new``'s, with ``new_name`` for
     ``new``'s name column (its names remapped to the joined lane's): a list of new arrays."""
     return [getattr(kept, c)[cut:] + (new_name if c == "name" else getattr(new, c)) for c in _COLUMNS]
+
+
+# -- the lane keeper's join of two lanes' columns ------------------------------------------------------
+_NAME = _COLUMNS.index("name")
+
+
+def join(kept: SpanColumns, new: SpanColumns, size: int) -> SpanColumns | tuple[()] | None:
+    """The last ``size`` spans of ``kept`` then ``new`` as columns (``()`` for a size of 0 or
+    less), naming no more than they use when they would name more names than they have spans;
+    None where ``new`` does not continue ``kept`` in seq order (the caller joins them as Span
+    objects). The columns given are left as they were."""
+    if size <= 0:
+        return ()
+    k, m = len(kept.seq), len(new.seq)
+    if not k:
+        return new if m <= size else tail(new, m - size)
+    if not m:
+        return kept if k <= size else tail(kept, k - size)
+    if new.seq[0] <= kept.seq[-1]:
+        return None
+    cut = k + m - size   # spans of kept that no longer fit
+    if cut >= k:
+        return tail(new, cut - k) if cut > k else new
+    names, new_name = _names_joined(kept, new)
+    columns = concat(kept, max(cut, 0), new, new_name)
+    if len(names) > len(columns[_NAME]):   # more names than spans: those no span uses any more go
+        names, columns[_NAME] = _compacted(names, columns[_NAME])
+    return made(columns, names)
+
+
+def tail(spans: SpanColumns, start: int) -> SpanColumns:
+    """``spans[start:]``: columns sliced column by column and wrapped without the constructor's
+    checks (slices of columns of one length are of one length), naming no more than their spans
+    use, as a join does."""
+    columns, names = [getattr(spans, c)[start:] for c in _COLUMNS], spans.names
+    if len(names) > len(columns[_NAME]):
+        names, columns[_NAME] = _compacted(names, columns[_NAME])
+    return made(columns, names)
+
+
+def _names_joined(kept: SpanColumns, new: SpanColumns) -> tuple[tuple[str, ...], array]:
+    """The names of ``kept`` then those ``new`` adds, and ``new``'s name column in them."""
+    if new.names == kept.names[:len(new.names)]:
+        return kept.names, new.name
+    index = {n: i for i, n in enumerate(kept.names)}
+    for n in new.names:
+        index.setdefault(n, len(index))
+    remap = {NONE: NONE, **{i: index[n] for i, n in enumerate(new.names)}}
+    return tuple(index), array(INT, map(remap.__getitem__, new.name))
+
+
+def _compacted(names: tuple[str, ...], name: array) -> tuple[tuple[str, ...], array]:
+    """Only the names ``name`` uses, in order of first use, and the column in them."""
+    used = [i for i in dict.fromkeys(name) if i != NONE]
+    remap = {NONE: NONE, **{old: new for new, old in enumerate(used)}}
+    return tuple(names[i] for i in used), array(INT, map(remap.__getitem__, name))

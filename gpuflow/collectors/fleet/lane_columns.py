@@ -22,9 +22,10 @@ ones, trimmed to the agent's sample: columns stay columns (names remapped, array
 spans that do not continue the kept ones in seq order, or a lane held as Span objects, give Span
 objects, as before.
 
-The rows are read, and the kept and new columns concatenated, by ``_rows_c`` (compiled: one loop
-over the rows, the columns written straight into the arrays' buffers; one copy per column for a
-join) where it is built, else by its twin ``_rows_py``; their opening says exactly which rows fit.
+The rows are read, and two lanes' columns joined, by ``_rows_c`` (compiled: one loop over the
+rows, the columns written straight into the arrays' buffers; a join is one call, its names
+matched and its columns copied buffer to buffer, the new name column remapped as it is copied)
+where it is built, else by its twin ``_rows_py``; their opening says exactly which rows fit.
 Every SpanColumns made here is wrapped by ``_rows_py.made``, without the constructor's checks of
 what these functions make so (thirteen ``array('q')`` of one length): a watched lane makes two a
 frame, and the constructor's checks were a third of the join's cost.
@@ -38,18 +39,16 @@ from __future__ import annotations
 
 import os
 import sys
-from array import array
 from typing import Any, Sequence
 
 from gpuflow.collectors.fleet import _rows_py as rows_py
 from gpuflow.collectors.fleet.parse import LIST_CAPS, MAX_TEXT
-from gpuflow.core.recorded import INT, NONE, SpanColumns
+from gpuflow.core.recorded import SpanColumns
 from gpuflow.core.snapshot import Span
 from gpuflow.transport.wire import decode_spans
 
 #: the most rows a lane may carry (parse.py refuses more)
 MAX_ROWS = LIST_CAPS["spans"]
-_COLUMNS = rows_py._COLUMNS
 
 #: as the ring decoder and the stream's writers are picked: GPUFLOW_NO_EXTENSIONS=1 (any non-empty
 #: value) or a non-CPython interpreter takes the pure-Python twin; both stay importable for the tests
@@ -59,8 +58,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the build
     rows_c = None
 _twin = rows_py if NO_EXTENSIONS or rows_c is None else rows_c
-_read, _concat = _twin.columns, _twin.concat
-_NAME = _COLUMNS.index("name")
+_read, _join = _twin.columns, _twin.join
 #: whether read_rows reads through the compiled twin
 USING_EXTENSION = _read is not rows_py.columns
 
@@ -80,49 +78,18 @@ def joined(kept: SpanColumns | tuple[Span, ...], new: SpanColumns | tuple[Span, 
            size: int) -> SpanColumns | tuple[Span, ...]:
     """The last ``size`` spans of ``kept`` then ``new``: columns when both are columns (or
     empty) and ``new`` continues ``kept`` in seq order, else Span objects."""
+    if type(kept) is SpanColumns and type(new) is SpanColumns:   # a watched lane, frame after frame
+        out = _join(kept, new, size)
+        return out if out is not None else (tuple(kept) + tuple(new))[-size:]
     if size <= 0:
         return ()
     if not kept:
         return new if len(new) <= size else _tail(new, len(new) - size)
     if not new:
         return kept if len(kept) <= size else _tail(kept, len(kept) - size)
-    if type(kept) is not SpanColumns or type(new) is not SpanColumns or new.seq[0] <= kept.seq[-1]:
-        return (tuple(kept) + tuple(new))[-size:]
-    cut = len(kept) + len(new) - size   # spans of kept that no longer fit
-    if cut >= len(kept):
-        return _tail(new, cut - len(kept)) if cut > len(kept) else new
-    names, new_name = _names_joined(kept, new)
-    columns = _concat(kept, max(cut, 0), new, new_name)
-    if len(names) > len(columns[_NAME]):   # more names than spans: those no span uses any more go
-        names, columns[_NAME] = _compacted(names, columns[_NAME])
-    return rows_py.made(columns, names)
+    return (tuple(kept) + tuple(new))[-size:]
 
 
 def _tail(spans: SpanColumns | tuple[Span, ...], start: int) -> SpanColumns | tuple[Span, ...]:
-    """``spans[start:]``: columns sliced column by column and wrapped without the constructor's
-    checks (slices of columns of one length are of one length), naming no more than their spans
-    use, as a join does; Span objects as a tuple."""
-    if type(spans) is not SpanColumns:
-        return spans[start:]
-    columns, names = [getattr(spans, c)[start:] for c in _COLUMNS], spans.names
-    if len(names) > len(columns[_NAME]):
-        names, columns[_NAME] = _compacted(names, columns[_NAME])
-    return rows_py.made(columns, names)
-
-
-def _names_joined(kept: SpanColumns, new: SpanColumns) -> tuple[tuple[str, ...], array]:
-    """The names of ``kept`` then those ``new`` adds, and ``new``'s name column in them."""
-    if new.names == kept.names[:len(new.names)]:
-        return kept.names, new.name
-    index = {n: i for i, n in enumerate(kept.names)}
-    for n in new.names:
-        index.setdefault(n, len(index))
-    remap = {NONE: NONE, **{i: index[n] for i, n in enumerate(new.names)}}
-    return tuple(index), array(INT, map(remap.__getitem__, new.name))
-
-
-def _compacted(names: tuple[str, ...], name: array) -> tuple[tuple[str, ...], array]:
-    """Only the names ``name`` uses, in order of first use, and the column in them."""
-    used = [i for i in dict.fromkeys(name) if i != NONE]
-    remap = {NONE: NONE, **{old: new for new, old in enumerate(used)}}
-    return tuple(names[i] for i in used), array(INT, map(remap.__getitem__, name))
+    """``spans[start:]``: columns as the twins' join trims them, Span objects as a tuple."""
+    return rows_py.tail(spans, start) if type(spans) is SpanColumns else spans[start:]

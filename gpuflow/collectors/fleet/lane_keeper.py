@@ -29,7 +29,9 @@ from gpuflow.core.snapshot import Lane, Span, TracedProcess
 LaneKey = tuple[str, int, int, int, int]
 LaneSpans = SpanColumns | tuple[Span, ...]
 _LANE = positional_constructor(Lane)
-_LANE_HEAD = tuple(f.name for f in fields(Lane) if f.name != "spans")
+if tuple(f.name for f in fields(Lane)) != ("device", "context", "stream", "label", "executions", "spans_elided",
+                                           "spans"):   # apply() passes them in this order
+    raise ImportError("Lane's fields are not device, context, stream, label, executions, spans_elided, spans")
 _TRACED = positional_constructor(TracedProcess)
 _TRACED_FIELDS = tuple(f.name for f in fields(TracedProcess))
 
@@ -70,14 +72,18 @@ class LaneKeeper:
         now: dict[LaneKey, LaneSpans] = {}
         out = []
         for t in traced:
-            fresh = (t.session, t.pid) in resets
+            process = (t.session, t.pid)
+            fresh = process in resets
             lanes = []
             for lane in t.lanes:
-                key = (t.session, t.pid, lane.device, lane.context, lane.stream)
+                device, context, stream, executions, elided = (lane.device, lane.context, lane.stream,
+                                                               lane.executions, lane.spans_elided)
+                key = process + (device, context, stream)
                 kept = () if fresh or skipped.get(key) else kept_before.get(key, ())
-                spans = now[key] = joined(kept, lane.spans, max(0, lane.executions - lane.spans_elided))
-                lanes.append(lane if spans is lane.spans else
-                             _LANE(*[getattr(lane, f) for f in _LANE_HEAD], spans))
+                new = lane.spans
+                spans = now[key] = joined(kept, new, executions - elided if executions > elided else 0)
+                lanes.append(lane if spans is new else
+                             _LANE(device, context, stream, lane.label, executions, elided, spans))
             out.append(_with_lanes(t, tuple(lanes)) if lanes else t)
         self._lanes = now
         return tuple(out)
