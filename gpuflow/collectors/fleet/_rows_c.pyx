@@ -9,8 +9,9 @@ into the buffers of their ``array('q')`` objects; the only Python calls are for 
 has not used yet (``names[name_id][0]``, interned). Which rows fit, and why the answer is None
 otherwise, is ``_rows_py``'s opening, word for word. :func:`join` joins two lanes' columns in
 one call: two buffer copies a column, the new name column remapped as it is copied where its names
-are not a prefix of the kept ones'. The columns are wrapped by ``_rows_py.made`` (no constructor checks:
-the arrays are made here, each of the lane's length).
+are not a prefix of the kept ones'. The columns are wrapped as ``_rows_py.made`` wraps them, their
+instance's attributes set in C (no constructor checks: the arrays are made here, each of the lane's
+length).
 
 Constraints: equal to ``_rows_py`` on every input, hostile ones included (tests/fleet/
 test_lane_columns.py compares both with the reference reading); reads its arguments, never
@@ -30,7 +31,7 @@ import sys
 cimport cython
 
 from gpuflow.collectors.fleet import _rows_py
-from gpuflow.collectors.fleet._rows_py import made
+from gpuflow.core.recorded import SpanColumns
 
 is_compiled = True
 
@@ -194,6 +195,19 @@ def columns(list rows, list names, Py_ssize_t max_text):
 
 cdef tuple COLUMNS = ("seq", "start_us", "dur_ns", "kind", "name", "grid_x", "grid_y", "grid_z",
                       "block_x", "block_y", "block_z", "bytes", "direction")
+cdef object _new_object = object.__new__
+
+
+cdef object made(object columns, tuple names):
+    """``_rows_py.made``: a SpanColumns of the thirteen ``columns`` (in its fields' order, as
+    _rows_py checks on import) and ``names``, its attributes set straight into its ``__dict__``."""
+    cdef Py_ssize_t i
+    out = _new_object(SpanColumns)
+    cdef dict values = out.__dict__
+    for i in range(13):
+        values[COLUMNS[i]] = columns[i]
+    values["names"] = names
+    return out
 
 
 cdef inline array int64_column(object spans, str column, Py_ssize_t n):
