@@ -672,7 +672,7 @@ def lane_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_l
                 base = base_lanes.get(lane_key)
                 base_executions = 0
                 if (new is not spans or not 0 <= first <= n or share < 0
-                        or (base is not None and not exact_int64((<tuple> base)[1], &base_executions))):
+                        or (base is not None and not exact_int64(base[1], &base_executions))):
                     return _twin_texts(lanes, key, table, news, shares, at0, base_lanes, lanes_now, rows_of, head_of)
                 if n - share > first:
                     first = n - share
