@@ -26,9 +26,9 @@ The rows are read, and two lanes' columns joined, by ``_rows_c`` (compiled: one 
 rows, the columns written straight into the arrays' buffers; a join is one call, its names
 matched and its columns copied buffer to buffer, the new name column remapped as it is copied)
 where it is built, else by its twin ``_rows_py``; their opening says exactly which rows fit.
-Every SpanColumns made here is wrapped by ``_rows_py.made``, without the constructor's checks of
-what these functions make so (thirteen ``array('q')`` of one length): a watched lane makes two a
-frame, and the constructor's checks were a third of the join's cost.
+Every SpanColumns made here is wrapped as ``_rows_py.made`` wraps it, without the constructor's
+checks of what these functions make so (thirteen ``array('q')`` of one length): a watched lane
+makes two a frame, and the constructor's checks were a third of the join's cost.
 
 Constraints: pure; on the hub's network thread for every frame of a watched host; names are
 interned (a kernel's name is one object across the lanes, the kernel table and the hosts that run
