@@ -97,6 +97,12 @@ cdef struct Buf:
     Py_ssize_t size
 
 
+cdef inline void buf_init(Buf *b) noexcept:
+    """An empty buffer (nothing allocated until a write; the caller frees ``b.data`` once done)."""
+    b.data = NULL
+    b.used = b.size = 0
+
+
 cdef inline int buf_reserve(Buf *b, Py_ssize_t more) except -1:
     """Room for ``more`` bytes after what is used."""
     if b.used + more <= b.size:
@@ -194,8 +200,7 @@ def span_rows(columns, Py_ssize_t lo, Py_ssize_t hi, ids):
     for j in range(len(table)):
         if type(table[j]) is not int:
             raise TypeError(f"a name's id is {table[j]!r}")
-    b.data = NULL
-    b.used = b.size = 0
+    buf_init(&b)
     try:
         if put_rows(&b, columns, n, lo, hi, table) != 0:
             return None
@@ -404,8 +409,7 @@ def kernel_delta(kernels, dict pairs, base_ids, base_kernels, tuple fields):
             raise ValueError(f"a base id is {kid_obj!r}")
         if kid_obj > top:
             top = kid_obj
-    b.data = NULL
-    b.used = b.size = 0
+    buf_init(&b)
     try:
         seen = <unsigned char *> malloc(top + 2)
         base = <PyObject **> malloc((top + 2) * sizeof(PyObject *))
@@ -542,8 +546,7 @@ def head_text(t, tuple scalars, tuple transfer_fields, dict types):
     cdef Fields f
     cdef list keys, transfer_keys
     cdef bytes key
-    b.data = NULL
-    b.used = b.size = 0
+    buf_init(&b)
     try:
         f = fields_of(type(t), scalars)
         keys = keys_of(scalars)
@@ -577,21 +580,18 @@ def head_text(t, tuple scalars, tuple transfer_fields, dict types):
 
 
 # -- a traced process's lanes in a frame (the frame encoder's two passes) -----------------------------
+from gpuflow.core._exact_int cimport int64_of
 from gpuflow.core.recorded import SpanColumns
 from gpuflow.transport import _wire_text_py
 
 
-cdef inline bint exact_int64(object v, int64_t *out):
-    """Whether ``v`` is an int (exactly, not a bool) within int64; its value into ``out``."""
-    cdef int overflow = 0
-    cdef long long x
-    if type(v) is not int:
-        return False
-    x = PyLong_AsLongLongAndOverflow(v, &overflow)
-    if overflow != 0:
-        return False
-    out[0] = x
-    return True
+cdef inline int put_int_member(Buf *b, const char *text, Py_ssize_t n, int64_t v) except -1:
+    """``text`` (``n`` bytes: a member's separator, key and colon) then ``v``'s digits."""
+    buf_reserve(b, n + INT_CHARS + 1)
+    memcpy(b.data + b.used, text, n)
+    b.used += n
+    put_int(b, v)
+    return 0
 
 
 cdef Py_ssize_t bisect_right_int64(const int64_t *values, Py_ssize_t n, int64_t x) noexcept:
@@ -610,7 +610,7 @@ def lane_news(lanes, tuple key, dict base_lanes, list news, list demands):
     """``_wire_text_py.lane_news``: columns searched in their seq buffer; any other lane, or a
     base seq that is not an int64, the twin's way, lane by lane."""
     cdef array seq
-    cdef int64_t last
+    cdef long long last = 0
     cdef Py_ssize_t n, first
     for lane in lanes:
         spans = lane.spans
@@ -621,7 +621,7 @@ def lane_news(lanes, tuple key, dict base_lanes, list news, list demands):
         last_seq = (<tuple> base)[0]
         seq = spans.seq
         n = len(seq)
-        if last_seq is None or not exact_int64(last_seq, &last) or seq.ob_descr.typecode != c'q':
+        if last_seq is None or not int64_of(last_seq, &last) or seq.ob_descr.typecode != c'q':
             _wire_text_py.lane_news((lane,), key, base_lanes, news, demands)
             continue
         first = bisect_right_int64(<const int64_t *> seq.data.as_longlongs, n, last) if n else 0
@@ -638,13 +638,13 @@ def lane_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_l
     gave it before); rows outside the columns' shapes go through ``rows_of``, as in the twin."""
     cdef list ids_of = [], heads = []
     cdef Py_ssize_t at0 = at, first, share, n
-    cdef int64_t device, context, stream, executions, elided, base_executions, skipped
+    cdef long long device = 0, context = 0, stream = 0, executions = 0, elided = 0, base_executions = 0
+    cdef int64_t skipped
     cdef bint delta = news is not None and shares is not None, new_or_skipped = False
     cdef Buf b
     cdef bytes label_text, piece
     cdef array seq
-    b.data = NULL
-    b.used = b.size = 0
+    buf_init(&b)
     try:
         if delta:
             buf_reserve(&b, 1)
@@ -653,9 +653,9 @@ def lane_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_l
             spans = lane.spans
             label = lane.label
             if (type(spans) is not SpanColumns or type(label) is not str
-                    or not exact_int64(lane.device, &device) or not exact_int64(lane.context, &context)
-                    or not exact_int64(lane.stream, &stream) or not exact_int64(lane.executions, &executions)
-                    or not exact_int64(lane.spans_elided, &elided)):
+                    or not int64_of(lane.device, &device) or not int64_of(lane.context, &context)
+                    or not int64_of(lane.stream, &stream) or not int64_of(lane.executions, &executions)
+                    or not int64_of(lane.spans_elided, &elided)):
                 return _twin_texts(lanes, key, table, news, shares, at0, base_lanes, lanes_now, rows_of, head_of)
             seq = spans.seq
             n = len(seq)
@@ -672,7 +672,7 @@ def lane_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_l
                 base = base_lanes.get(lane_key)
                 base_executions = 0
                 if (new is not spans or not 0 <= first <= n or share < 0
-                        or (base is not None and not exact_int64(base[1], &base_executions))):
+                        or (base is not None and not int64_of(base[1], &base_executions))):
                     return _twin_texts(lanes, key, table, news, shares, at0, base_lanes, lanes_now, rows_of, head_of)
                 if n - share > first:
                     first = n - share
@@ -688,20 +688,13 @@ def lane_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_l
                 if len(heads) > 1:
                     buf_reserve(&b, 1)
                     put_char(&b, b",")
-                buf_reserve(&b, 3 * INT_CHARS + 32)
-                put_text(&b, b'{"device":', 10)
-                put_int(&b, device)
-                put_text(&b, b',"context":', 11)
-                put_int(&b, context)
-                put_text(&b, b',"stream":', 10)
-                put_int(&b, stream)
+                put_int_member(&b, b'{"device":', 10, device)
+                put_int_member(&b, b',"context":', 11, context)
+                put_int_member(&b, b',"stream":', 10, stream)
                 put_text(&b, b',"label":', 9)
                 put_text(&b, PyBytes_AS_STRING(label_text), PyBytes_GET_SIZE(label_text))
-                buf_reserve(&b, 2 * INT_CHARS + 40)
-                put_text(&b, b',"executions":', 14)
-                put_int(&b, executions)
-                put_text(&b, b',"spans_elided":', 16)
-                put_int(&b, elided)
+                put_int_member(&b, b',"executions":', 14, executions)
+                put_int_member(&b, b',"spans_elided":', 16, elided)
                 put_text(&b, b',"spans":', 9)
                 if put_rows(&b, spans, n, first, n, ids) == 0:
                     new_or_skipped = new_or_skipped or first < n
@@ -711,9 +704,8 @@ def lane_texts(lanes, tuple key, table, news, shares, Py_ssize_t at, dict base_l
                     put_text(&b, PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece))
                     new_or_skipped = new_or_skipped or rows != "[]"
                 new_or_skipped = new_or_skipped or skipped > 0
-                buf_reserve(&b, INT_CHARS + 20)
-                put_text(&b, b',"spans_skipped":', 17)
-                put_int(&b, skipped)
+                put_int_member(&b, b',"spans_skipped":', 17, skipped)
+                buf_reserve(&b, 1)
                 put_char(&b, b"}")
             if n and seq.ob_descr.typecode == c'q':
                 largest = seq.data.as_longlongs[n - 1]

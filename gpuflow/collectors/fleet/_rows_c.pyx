@@ -30,6 +30,8 @@ import sys
 
 cimport cython
 
+from gpuflow.core._exact_int cimport int64_of
+
 from gpuflow.collectors.fleet import _rows_py
 from gpuflow.core.recorded import SpanColumns
 
@@ -51,19 +53,6 @@ DEF NONE = -1
 
 cdef array TEMPLATE = array("q")
 _intern = sys.intern
-
-
-cdef inline bint int64_of(object v, long long *out):
-    """Whether ``v`` is an int (exactly) within int64; its value into ``out``."""
-    cdef int overflow = 0
-    cdef long long x
-    if not PyLong_CheckExact(v):
-        return False
-    x = PyLong_AsLongLongAndOverflow(v, &overflow)
-    if overflow != 0:
-        return False
-    out[0] = x
-    return True
 
 
 cdef inline bint geometry(object g, long long *x, long long *y, long long *z):
