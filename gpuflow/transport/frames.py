@@ -42,11 +42,12 @@ snapshot was encoded. A client is sent the delta only if the last frame it recei
 How the text is made: a frame is the compact JSON of the frame as one dict (keys in the order
 above), but it is put together from pieces. The top-level parts go through orjson
 (:func:`dumps`; what orjson does not take, through :mod:`gpuflow.transport.json_pieces`, as json
-writes it); a traced process's head and each lane's head through
-one ``json`` call each; a lane's span rows straight from its columns, and a process's kernel
-entries (only those that changed, found by comparing with the KernelStat the base frame sent)
-straight from the KernelStat objects, by :mod:`gpuflow.transport.wire_text` (compiled; where it
-declines, the reference way of wire.encode_spans and the entries' dicts through ``json``). There
+writes it); by :mod:`gpuflow.transport.wire_text` (compiled; where it declines, the reference
+way of wire.encode_spans, the entries' dicts and the heads' through ``json``): a traced process's
+head straight from its fields, a delta's lanes (each one's head, new span rows and skipped count,
+from its columns, in one buffer: ``lane_news`` and ``lane_texts``, the encoder's two passes over a
+process's lanes), and a process's kernel entries (only those that changed, found by comparing with
+the KernelStat the base frame sent) straight from the KernelStat objects. There
 is no Python list per span row and no dict per kernel entry (under bench/agent_rss.py those were
 most of the agent's CPU: docs/recorder.md, "Cost").
 
