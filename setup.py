@@ -163,6 +163,7 @@ def extensions() -> list[Extension]:
                "gpuflow.export._slices_c": ("gpuflow/export/_slices_c.pyx", []),
                "gpuflow.transport._json_ints_c": ("gpuflow/transport/_json_ints_c.pyx", []),
                "gpuflow.transport._wire_text_c": ("gpuflow/transport/_wire_text_c.pyx", []),
+               "gpuflow.transport._lane_text_c": ("gpuflow/transport/_lane_text_c.pyx", []),
                "gpuflow.collectors.fleet._rows_c": ("gpuflow/collectors/fleet/_rows_c.pyx", []),
                "gpuflow.collectors.fleet._checks_c": ("gpuflow/collectors/fleet/_checks_c.pyx", []),
                "gpuflow.core._slots_c": ("gpuflow/core/_slots_c.pyx", [])}

@@ -282,6 +282,9 @@ def test_a_plain_heads_text(twin):
 
 
 # -- a traced process's lanes in a frame: lane_news and lane_texts ------------------------------------
+LANE_TWINS = [pytest.param(wire_text.lane_text_py, id="py"),
+              pytest.param(wire_text.lane_text_c, id="c",
+                           marks=pytest.mark.skipif(wire_text.lane_text_c is None, reason="not built"))]
 LABEL = st.one_of(st.sampled_from(["default", "7", "nccl \u00e9\"\\", ""]), st.text(max_size=8),
                   st.just("\ud800"), st.integers(0, 3))   # a lone surrogate, a label not text
 COUNT = st.one_of(st.integers(0, 5_000), st.integers(-3, 2**64), st.just(True))
@@ -318,16 +321,16 @@ def lanes_through(twin, lanes, base, shares, delta):
     return [(n is s, f) for (n, f), s in zip(news, [x.spans for x in lanes])], demands, texts, table.entries, now
 
 
-@pytest.mark.skipif(wire_text.wire_text_c is None, reason="not built")
+@pytest.mark.skipif(wire_text.lane_text_c is None, reason="not built")
 @settings(max_examples=500, deadline=None)
 @given(traced_lanes(), st.booleans())
 def test_both_twins_give_a_processs_lanes_the_same_texts_ids_and_record(case, delta):
     lanes, base, shares = case
-    assert (lanes_through(wire_text.wire_text_c, lanes, base, shares, delta)
-            == lanes_through(wire_text.wire_text_py, lanes, base, shares, delta))
+    assert (lanes_through(wire_text.lane_text_c, lanes, base, shares, delta)
+            == lanes_through(wire_text.lane_text_py, lanes, base, shares, delta))
 
 
-@pytest.mark.parametrize("twin", TWINS)
+@pytest.mark.parametrize("twin", LANE_TWINS)
 def test_a_lanes_delta_text_carries_its_newest_allowed_spans_and_what_it_skipped(twin):
     rows = [(10 + i, 1000 + i, 5, 0, i % 2, 1, 1, 1, 128, 1, 1, -1, -1) for i in range(6)]
     columns = SpanColumns(**{c: array("q", (r[i] for r in rows)) for i, c in enumerate(COLUMNS)}, names=("a", "b"))
