@@ -27,7 +27,7 @@ from json.encoder import encode_basestring
 
 from gpuflow.core._exact_int cimport int64_of
 from gpuflow.transport._text_buf cimport (
-    INT_CHARS, Buf, buf_init, buf_reserve, put_char, put_int_member, put_rows, put_text, wt_sub_overflows,
+    Buf, buf_init, buf_reserve, put_char, put_int_member, put_rows, put_text, wt_sub_overflows,
 )
 
 from gpuflow.core.recorded import SpanColumns

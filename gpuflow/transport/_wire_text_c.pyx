@@ -42,15 +42,15 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject, PyObject_GetAttr, PyObject_RichCompareBool, PyObject_Str, Py_EQ
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_AsUTF8String
 from libc.math cimport isfinite
-from libc.stdint cimport int64_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memset
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memset
 
 from json.encoder import encode_basestring
 from types import MemberDescriptorType
 
 from gpuflow.transport._text_buf cimport (
-    INT_CHARS, N_DIRECTIONS, N_KINDS, Buf, buf_init, buf_reserve, put_char, put_int, put_rows, put_text,
+    INT_CHARS, Buf, buf_init, buf_reserve, put_char, put_int, put_rows, put_text,
 )
 
 is_compiled = True

@@ -20,7 +20,6 @@ changes them; never undefined behaviour on an agent's values.
 
 from cpython.array cimport array, clone
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdlib cimport free, malloc
@@ -227,7 +226,7 @@ def join(kept, new, Py_ssize_t size):
     steady state: nothing to remap; else by a dict, as the twin does) and ``new``'s name column
     remapped as it is copied. A trim that drops every kept span, and a join that would name more
     names than it has spans (which the twin compacts), are the twin's, called from here."""
-    cdef array kept_seq = kept.seq, new_seq = new.seq, a, b, joined, remapped
+    cdef array kept_seq = kept.seq, new_seq = new.seq, a, b, joined
     cdef Py_ssize_t k, m, cut, start, rows, j, n_new_names
     cdef long long v
     cdef long long *remap = NULL
